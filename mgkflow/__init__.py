@@ -1,0 +1,24 @@
+"""mgkflow: the marginalized graph kernel on GPUs, with a pluggable node-reordering stage.
+
+The data flow is load -> reorder -> pack -> solve -> report:
+:mod:`mgkflow.datasets` (load), :mod:`mgkflow.reorder`, :mod:`mgkflow.format` (pack),
+:mod:`mgkflow.cpu_solver` / :mod:`mgkflow.gpu` (solve), :mod:`mgkflow.pipeline` and
+:mod:`mgkflow.report`.
+"""
+
+from .errors import ConvergenceError, ConvergenceWarning, GraphError, KernelRangeError
+from .graph import Graph
+from .mgk import MarginalizedGraphKernel, SolveStats, gpu_available
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Graph",
+    "MarginalizedGraphKernel",
+    "SolveStats",
+    "GraphError",
+    "KernelRangeError",
+    "ConvergenceError",
+    "ConvergenceWarning",
+    "gpu_available",
+]
