@@ -135,11 +135,26 @@ class Graph:
         array([1.5, 1.5])
         """
         self = cls.__new__(cls)
-        indptr = np.asarray(indptr, dtype=np.int64)
-        indices = np.asarray(indices, dtype=np.int64)
-        data = np.asarray(data, dtype=np.float64)
+        who = describe_graph(None, title)
+        indptr = np.asarray(indptr, dtype=np.int64).ravel()
+        indices = np.asarray(indices, dtype=np.int64).ravel()
+        data = np.asarray(data, dtype=np.float64).ravel()
+        n_nodes = int(n_nodes)
+        # scipy does not check CSR arrays on construction; bad ones corrupt memory later
+        if n_nodes < 0 or indptr.shape != (n_nodes + 1,):
+            raise GraphError(
+                f"{who}: CSR indptr has {indptr.size} entries, expected n_nodes + 1 = {n_nodes + 1}"
+            )
+        if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(indices):
+            raise GraphError(f"{who}: CSR indptr must rise from 0 to len(indices) = {len(indices)}")
+        if len(data) != len(indices):
+            raise GraphError(f"{who}: CSR data has {len(data)} entries, indices {len(indices)}")
+        if len(indices) and (indices.min() < 0 or indices.max() >= n_nodes):
+            raise GraphError(f"{who}: CSR column index out of range 0..{n_nodes - 1}")
         adj = sp.csr_array((data, indices, indptr), shape=(n_nodes, n_nodes))
-        labels = {k: np.asarray(v) for k, v in (edge_labels or {}).items()}
+        labels = {
+            k: _as_label_array(v, k, "edge", len(data), who) for k, v in (edge_labels or {}).items()
+        }
         if not adj.has_sorted_indices:
             # sort, carrying labels along
             order = np.empty(len(data), dtype=np.int64)
@@ -148,6 +163,13 @@ class Graph:
                 order[s:e] = s + np.argsort(indices[s:e], kind="stable")
             adj = sp.csr_array((data[order], indices[order], indptr), shape=(n_nodes, n_nodes))
             labels = {k: v[order] for k, v in labels.items()}
+            indices = indices[order]
+        dup = np.flatnonzero(indices[1:] == indices[:-1]) + 1
+        dup = dup[~np.isin(dup, indptr)]  # equal neighbours in different rows are fine
+        if dup.size:
+            k = int(dup[0])
+            i = int(np.searchsorted(indptr, k, side="right") - 1)
+            raise GraphError(f"{who}: CSR arrays hold entry ({i}, {int(indices[k])}) twice")
         self._init_from_csr(adj, node_labels or {}, labels, coords, title)
         return self
 
@@ -314,10 +336,15 @@ class Graph:
         if n == 0:
             raise GraphError(f"{who}: empty graph (0 nodes)")
         data = adj.data
-        if not np.all(np.isfinite(data)):
-            raise GraphError(f"{who}: edge weights hold NaN or infinite values")
-        if np.any(data < 0):
-            raise GraphError(f"{who}: negative edge weights are not allowed")
+        bad = ~np.isfinite(data) | (data < 0)
+        if np.any(bad):
+            k = int(np.flatnonzero(bad)[0])
+            i = int(np.searchsorted(adj.indptr, k, side="right") - 1)
+            what = "negative" if data[k] < 0 else "NaN or infinite"
+            raise GraphError(
+                f"{who}: edge weight between nodes {i} and {int(adj.indices[k])} is {what} ({data[k]}); "
+                "edge weights must be finite and non-negative"
+            )
         diag = adj.diagonal()
         if np.any(diag != 0):
             raise GraphError(

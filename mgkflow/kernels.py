@@ -58,11 +58,14 @@ class Range:
 
     def __mul__(self, other: Range) -> Range:
         lo = self.lo * other.lo
-        return Range(lo, self.hi * other.hi, lo_open=(self.lo_open or other.lo_open) and lo == 0)
+        # 0 is reached when either factor can be exactly 0 (the other is finite).
+        reached = (self.lo == 0 and not self.lo_open) or (other.lo == 0 and not other.lo_open)
+        return Range(lo, self.hi * other.hi, lo_open=lo == 0 and not reached)
 
     def __add__(self, other: Range) -> Range:
         lo = self.lo + other.lo
-        return Range(lo, self.hi + other.hi, lo_open=self.lo_open and other.lo_open and lo == 0)
+        # a sum of non-negative terms is 0 only when every term can be 0
+        return Range(lo, self.hi + other.hi, lo_open=(self.lo_open or other.lo_open) and lo == 0)
 
     def __str__(self) -> str:
         return f"{'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}]"
@@ -257,6 +260,8 @@ class Sum(BaseKernel):
             if not isinstance(k, BaseKernel):
                 raise TypeError(f"Sum: {k!r} is not a kernel")
             flat.extend(k.kernels if isinstance(k, Sum) else [k])
+        if not flat:
+            raise ValueError("Sum needs at least one kernel")
         self.kernels = tuple(flat)
         self.fields = tuple(dict.fromkeys(f for k in flat for f in k.fields))
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ConvergenceError, ConvergenceWarning
+from .errors import ConvergenceError, ConvergenceWarning, GraphError
 from .graph import Graph
 from .kernels import BaseKernel, Constant, check_edge_kernel, check_node_kernel
 from .system import GraphSystem, NodeProbability, prepare_graph
@@ -188,10 +188,24 @@ class MarginalizedGraphKernel:
         graphs = list(graphs)
         if not graphs:
             raise ValueError(f"{what} is empty")
-        return [
-            prepare_graph(g, i, self.node_kernel, self.edge_kernel, p=self.p, q=self.q)
-            for i, g in enumerate(graphs)
-        ]
+        out = []
+        for i, g in enumerate(graphs):
+            try:
+                out.append(prepare_graph(g, i, self.node_kernel, self.edge_kernel, p=self.p, q=self.q))
+            except (GraphError, TypeError) as exc:
+                # name the argument too: "graph 3" alone is ambiguous in kern(X, Y)
+                raise type(exc)(f"in {what}: {exc}") from exc
+        return out
+
+    @staticmethod
+    def _check_diagonal(diag: np.ndarray, systems: Sequence[GraphSystem], what: str) -> None:
+        bad = np.flatnonzero(~(diag > 0))
+        if bad.size:
+            s = systems[int(bad[0])]
+            raise GraphError(
+                f"in {what}: {s.name}: K(G, G) = {diag[bad[0]]}, so the kernel cannot be normalized "
+                "(are all start probabilities p zero?)"
+            )
 
     # ------------------------------------------------------------------ call
     def __call__(
@@ -233,6 +247,7 @@ class MarginalizedGraphKernel:
                 M[ju, iu] = a
             npairs = len(pairs)
             if normalize:
+                self._check_diagonal(np.diag(K), xs, "X")
                 dx = np.sqrt(np.diag(K))
                 K = K / np.outer(dx, dx)
         else:
@@ -250,6 +265,8 @@ class MarginalizedGraphKernel:
                 dyv, ity, ry, cy = self._run(backend, ys, ys, dpairs)
                 npairs += N + Mn
                 self._check_convergence(np.concatenate([cx, cy]), np.concatenate([rx, ry]))
+                self._check_diagonal(dxv, xs, "X")
+                self._check_diagonal(dyv, ys, "Y")
                 K = K / np.sqrt(np.outer(dxv, dyv))
         seconds = time.perf_counter() - t0
         self.last_stats = SolveStats(

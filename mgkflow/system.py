@@ -17,8 +17,8 @@ from .errors import GraphError, describe_graph
 from .graph import Graph
 from .kernels import BaseKernel
 
-#: A start/stop probability: a scalar, the name of a node label field, or a
-#: callable ``f(graph) -> array of length n``.
+#: A start/stop probability: a scalar, the name of a node label field, a
+#: callable ``f(graph) -> array of length n``, or one vector (graphs of its length only).
 NodeProbability = Union[float, str, Callable[[Graph], Any]]
 
 __all__ = ["GraphSystem", "prepare_graph", "NodeProbability"]
@@ -54,12 +54,14 @@ def _node_vector(value: NodeProbability, graph: Graph, what: str, who: str) -> n
         arr = np.asarray(value(graph), dtype=np.float64)
         if arr.ndim == 0:
             arr = np.full(n, float(arr))
+    elif isinstance(value, np.ndarray | list | tuple):
+        arr = np.asarray(value, dtype=np.float64)  # one vector for graphs of its length
     else:
         try:
             arr = np.full(n, float(value))
         except (TypeError, ValueError) as exc:
             raise TypeError(
-                f"{what} must be a number, a node label field name or a callable, got {value!r}"
+                f"{what} must be a number, a vector, a node label field name or a callable, got {value!r}"
             ) from exc
     if arr.shape != (n,):
         raise GraphError(f"{who}: {what} has shape {arr.shape}, expected ({n},)")

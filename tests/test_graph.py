@@ -1,0 +1,236 @@
+"""The immutable Graph model: builders, permutation, immutability, networkx round trip."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mgkflow import Graph, GraphError
+
+
+def _labeled_nx() -> nx.Graph:
+    G = nx.Graph(name="toy")
+    G.add_nodes_from(
+        [
+            (0, {"label": 1, "x": 0.5, "pos": (0.0, 0.0)}),
+            (1, {"label": 2, "x": 1.5, "pos": (1.0, 0.0)}),
+            (2, {"label": 1, "x": 2.5, "pos": (1.0, 1.0)}),
+            (3, {"label": 3, "x": 3.5, "pos": (0.0, 1.0)}),
+        ]
+    )
+    G.add_edge(0, 1, weight=2.0, length=1.25)
+    G.add_edge(1, 2, length=1.5)  # no weight -> 1.0
+    G.add_edge(2, 3, weight=0.5, length=1.75)
+    G.add_edge(3, 0, weight=3.0, length=2.0)
+    return G
+
+
+def _dense_edge_label(g: Graph, field: str) -> np.ndarray:
+    rows, cols = g.coo()
+    out = np.zeros((g.n_nodes, g.n_nodes))
+    out[rows, cols] = g.edge_labels[field]
+    return out
+
+
+# ---------------------------------------------------------------------- from_networkx
+def test_from_networkx_weights_labels_coords():
+    g = Graph.from_networkx(_labeled_nx(), node_labels=["label", "x"], edge_labels=["length"], coords="pos")
+    assert g.n_nodes == 4 and g.n_edges == 4 and g.nnz == 8
+    assert g.title == "toy"
+    A = g.adjacency.toarray()
+    expected = np.zeros((4, 4))
+    for (u, v), w in {(0, 1): 2.0, (1, 2): 1.0, (2, 3): 0.5, (3, 0): 3.0}.items():
+        expected[u, v] = expected[v, u] = w
+    np.testing.assert_array_equal(A, expected)
+    np.testing.assert_array_equal(g.degree_sum(), expected.sum(axis=1))
+    np.testing.assert_array_equal(g.node_labels["label"], [1, 2, 1, 3])
+    assert g.node_labels["label"].dtype == np.int64
+    np.testing.assert_array_equal(g.node_labels["x"], [0.5, 1.5, 2.5, 3.5])
+    assert g.node_labels["x"].dtype == np.float64
+    L = _dense_edge_label(g, "length")
+    assert L[0, 1] == L[1, 0] == 1.25
+    assert L[1, 2] == L[2, 1] == 1.5
+    assert L[2, 3] == L[3, 2] == 1.75
+    assert L[0, 3] == L[3, 0] == 2.0
+    np.testing.assert_array_equal(g.coords, [[0, 0], [1, 0], [1, 1], [0, 1]])
+    assert g.adjacency.has_sorted_indices
+
+
+def test_from_networkx_missing_weight_is_one_and_weight_none():
+    G = nx.Graph()
+    G.add_edge("a", "b")
+    G.add_edge("b", "c", weight=4.0)
+    g = Graph.from_networkx(G)
+    np.testing.assert_array_equal(g.adjacency.toarray(), [[0, 1, 0], [1, 0, 4], [0, 4, 0]])
+    g1 = Graph.from_networkx(G, weight=None)
+    np.testing.assert_array_equal(g1.adjacency.toarray(), [[0, 1, 0], [1, 0, 1], [0, 1, 0]])
+    g2 = Graph.from_networkx(G, weight="cost")  # attribute absent everywhere -> 1.0
+    np.testing.assert_array_equal(g2.adjacency.toarray(), g1.adjacency.toarray())
+
+
+def test_from_networkx_node_order_follows_G_nodes():
+    G = nx.Graph()
+    G.add_node("z", label=7)
+    G.add_node("a", label=8)
+    G.add_edge("z", "a", weight=2.0)
+    G.add_node("m", label=9)  # isolated
+    g = Graph.from_networkx(G, node_labels=["label"])
+    np.testing.assert_array_equal(g.node_labels["label"], [7, 8, 9])
+    np.testing.assert_array_equal(g.adjacency.toarray(), [[0, 2, 0], [2, 0, 0], [0, 0, 0]])
+
+
+def test_from_networkx_bool_labels_become_int():
+    G = nx.path_graph(2)
+    nx.set_node_attributes(G, {0: True, 1: False}, "flag")
+    g = Graph.from_networkx(G, node_labels=["flag"])
+    assert g.node_labels["flag"].dtype == np.int64
+    np.testing.assert_array_equal(g.node_labels["flag"], [1, 0])
+
+
+# ---------------------------------------------------------------------- from_adjacency / from_csr
+def test_from_adjacency_dense_and_sparse_agree():
+    A = np.array([[0, 1.5, 0], [1.5, 0, 2], [0, 2, 0]])
+    E = np.array([[0, 3, 0], [3, 0, 4], [0, 4, 0]])
+    g1 = Graph.from_adjacency(A, node_labels={"l": [0, 1, 2]}, edge_labels={"e": E}, title="t")
+    g2 = Graph.from_adjacency(
+        sp.csr_array(A), node_labels={"l": [0, 1, 2]}, edge_labels={"e": sp.coo_array(E)}
+    )
+    for g in (g1, g2):
+        np.testing.assert_array_equal(g.adjacency.toarray(), A)
+        np.testing.assert_array_equal(g.adjacency.indptr, [0, 1, 3, 4])
+        np.testing.assert_array_equal(g.adjacency.indices, [1, 0, 2, 1])
+        np.testing.assert_array_equal(g.edge_labels["e"], [3, 3, 4, 4])
+        np.testing.assert_array_equal(g.degree_sum(), [1.5, 3.5, 2.0])
+    assert g1.title == "t" and g2.title is None
+
+
+def test_from_adjacency_drops_explicit_zeros_with_their_labels():
+    A = sp.csr_array(
+        (np.array([1.0, 0.0, 1.0, 0.0]), np.array([1, 2, 0, 0]), np.array([0, 2, 3, 4])), shape=(3, 3)
+    )
+    # entries: (0,1)=1, (0,2)=0, (1,0)=1, (2,0)=0
+    g = Graph.from_csr(A.indptr, A.indices, A.data, 3, edge_labels={"e": [5.0, 9.0, 5.0, 9.0]})
+    assert g.nnz == 2
+    np.testing.assert_array_equal(g.edge_labels["e"], [5.0, 5.0])
+    np.testing.assert_array_equal(g.adjacency.toarray(), [[0, 1, 0], [1, 0, 0], [0, 0, 0]])
+
+
+def test_from_csr_sorts_indices_and_carries_labels():
+    # row 1 lists its columns as 2, 0 (unsorted)
+    indptr = [0, 1, 3, 4]
+    indices = [1, 2, 0, 1]
+    data = [1.0, 2.0, 1.0, 2.0]
+    lab = [10.0, 20.0, 10.0, 20.0]
+    g = Graph.from_csr(indptr, indices, data, 3, edge_labels={"e": lab})
+    np.testing.assert_array_equal(g.adjacency.indices, [1, 0, 2, 1])
+    np.testing.assert_array_equal(g.adjacency.data, [1.0, 1.0, 2.0, 2.0])
+    np.testing.assert_array_equal(g.edge_labels["e"], [10.0, 10.0, 20.0, 20.0])
+
+
+def test_single_node_graph_is_valid():
+    g = Graph(np.zeros((1, 1)))
+    assert g.n_nodes == 1 and g.n_edges == 0
+    np.testing.assert_array_equal(g.degree_sum(), [0.0])
+
+
+# ---------------------------------------------------------------------- permute
+def test_permute_convention_and_carried_data():
+    g = Graph.from_networkx(_labeled_nx(), node_labels=["label", "x"], edge_labels=["length"], coords="pos")
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        perm = rng.permutation(4)
+        h = g.permute(perm)
+        # position k holds original node perm[k]
+        A, B = g.adjacency.toarray(), h.adjacency.toarray()
+        np.testing.assert_array_equal(B, A[np.ix_(perm, perm)])
+        np.testing.assert_array_equal(
+            _dense_edge_label(h, "length"), _dense_edge_label(g, "length")[np.ix_(perm, perm)]
+        )
+        for f in ("label", "x"):
+            np.testing.assert_array_equal(h.node_labels[f], g.node_labels[f][perm])
+        np.testing.assert_array_equal(h.coords, g.coords[perm])
+        assert h.title == g.title
+        assert h.adjacency.has_sorted_indices
+        # the edge labels stay aligned with the (sorted) CSR data
+        rows, cols = h.coo()
+        np.testing.assert_array_equal(
+            h.edge_labels["length"], _dense_edge_label(g, "length")[perm[rows], perm[cols]]
+        )
+        # inverse permutation restores the graph
+        back = h.permute(np.argsort(perm))
+        np.testing.assert_array_equal(back.adjacency.toarray(), A)
+        np.testing.assert_array_equal(back.edge_labels["length"], g.edge_labels["length"])
+
+
+def test_permute_doc_example():
+    g = Graph(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]]), node_labels={"x": [5, 6, 7]})
+    h = g.permute([2, 0, 1])
+    np.testing.assert_array_equal(h.node_labels["x"], [7, 5, 6])
+    # original edge (0, 1) now joins positions 1 and 2
+    np.testing.assert_array_equal(h.adjacency.toarray(), [[0, 0, 0], [0, 0, 1], [0, 1, 0]])
+
+
+@pytest.mark.parametrize("perm", [[0, 1], [0, 0, 1], [0, 1, 3], [0.0, 1.0, 2.0]])
+def test_permute_rejects_non_permutations(perm):
+    g = Graph(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]]), title="p")
+    with pytest.raises(GraphError, match="'p'.*permutation"):
+        g.permute(perm)
+
+
+# ---------------------------------------------------------------------- immutability
+def test_arrays_are_read_only():
+    g = Graph.from_networkx(_labeled_nx(), node_labels=["label"], edge_labels=["length"], coords="pos")
+    for h in (g, g.permute([3, 2, 1, 0])):
+        arrays = [
+            h.adjacency.data,
+            h.adjacency.indices,
+            h.adjacency.indptr,
+            h.node_labels["label"],
+            h.edge_labels["length"],
+            h.coords,
+        ]
+        for a in arrays:
+            with pytest.raises(ValueError, match="read-only"):
+                a[0] = a[0]
+        with pytest.raises(TypeError):
+            h.node_labels["new"] = np.zeros(4)  # type: ignore[index]
+        with pytest.raises(TypeError):
+            h.edge_labels["new"] = np.zeros(8)  # type: ignore[index]
+        with pytest.raises(AttributeError):
+            h.title = "other"  # type: ignore[misc]
+
+
+def test_input_arrays_are_not_aliased():
+    labels = np.array([1, 2])
+    A = np.array([[0.0, 1.0], [1.0, 0.0]])
+    g = Graph(A, node_labels={"l": labels})
+    labels[0] = 99
+    A[0, 1] = A[1, 0] = 5.0
+    np.testing.assert_array_equal(g.node_labels["l"], [1, 2])
+    np.testing.assert_array_equal(g.adjacency.data, [1.0, 1.0])
+
+
+# ---------------------------------------------------------------------- to_networkx
+def test_to_networkx_round_trip():
+    g = Graph.from_networkx(_labeled_nx(), node_labels=["label", "x"], edge_labels=["length"], coords="pos")
+    G = g.to_networkx()
+    assert G.graph["name"] == "toy"
+    assert G.number_of_nodes() == 4 and G.number_of_edges() == 4
+    assert G.nodes[3]["label"] == 3 and G.nodes[3]["coords"] == (0.0, 1.0)
+    assert G.edges[1, 2]["weight"] == 1.0 and G.edges[1, 2]["length"] == 1.5
+    h = Graph.from_networkx(G, node_labels=["label", "x"], edge_labels=["length"], coords="coords")
+    assert h.title == g.title
+    np.testing.assert_array_equal(h.adjacency.toarray(), g.adjacency.toarray())
+    np.testing.assert_array_equal(h.adjacency.indices, g.adjacency.indices)
+    np.testing.assert_array_equal(h.edge_labels["length"], g.edge_labels["length"])
+    for f in ("label", "x"):
+        np.testing.assert_array_equal(h.node_labels[f], g.node_labels[f])
+        assert h.node_labels[f].dtype == g.node_labels[f].dtype
+    np.testing.assert_array_equal(h.coords, g.coords)
+
+
+def test_repr_names_graph():
+    g = Graph(np.array([[0, 1], [1, 0]]), node_labels={"label": [0, 1]}, title="edge")
+    assert repr(g) == "<Graph 'edge': 2 nodes, 1 edges, node labels ['label'], edge labels []>"
