@@ -1,0 +1,464 @@
+"""The octile format (DESIGN §4): non-empty 8x8 tiles of a (reordered) graph.
+
+A graph's n x n adjacency matrix is cut into 8x8 tiles ("octiles"); only the
+non-empty ones are stored, in COO order (row-major by tile row, then tile
+column), each with a uint64 bitmap (bit ``r*8+c`` set iff entry
+``(8*row+r, 8*col+c)`` is nonzero) and an offset into compact arrays that hold
+the weights and edge-label fields of the nonzeros in bitmap bit order. Node
+arrays (labels, d, p, q) are padded to a multiple of 8 nodes.
+
+:func:`pack_batch` packs many graphs into a few contiguous arrays with
+per-graph offsets (one upload to the GPU per call); :func:`pack_graph` packs
+one graph. Both round-trip exactly (:meth:`OctileGraph.to_dense`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .count import TILE
+
+__all__ = ["OctileGraph", "OctileBatch", "pack_graph", "pack_batch", "label_dtype"]
+
+_T2 = TILE * TILE
+
+
+def label_dtype(values: np.ndarray) -> np.dtype:
+    """Storage dtype of a label field: int32 for integer labels, float32 otherwise."""
+    return np.dtype(np.int32) if np.asarray(values).dtype.kind in "iub" else np.dtype(np.float32)
+
+
+def _cast_labels(values: np.ndarray, name: str) -> np.ndarray:
+    values = np.asarray(values)
+    dt = label_dtype(values)
+    if dt == np.int32 and values.size:
+        lo, hi = values.min(), values.max()
+        if lo < np.iinfo(np.int32).min or hi > np.iinfo(np.int32).max:
+            raise ValueError(f"integer label field '{name}' does not fit in int32 ([{lo}, {hi}])")
+    return values.astype(dt)
+
+
+def _system_parts(item: Any) -> tuple[Any, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """(graph, p, q, d) of a Graph or a GraphSystem."""
+    graph = getattr(item, "graph", item)
+    if graph is item:
+        return graph, None, None, None
+    return graph, item.p, item.q, item.d
+
+
+def _default_pqd(graph: Any, q: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = graph.n_nodes
+    rowsum = graph.degree_sum()
+    rowsum = np.where(rowsum > 0, rowsum, 1.0)
+    qv = np.full(n, q)
+    return np.ones(n), qv, rowsum / (1.0 - qv)
+
+
+@dataclass
+class OctileBatch:
+    """Many graphs in octile format, concatenated into contiguous arrays.
+
+    Per graph ``k``: nodes ``node_offset[k] : node_offset[k] + 8*n_tiles_side[k]``
+    of the node arrays (padded; real nodes first ``n_nodes[k]``), octiles
+    ``tile_offset[k] : tile_offset[k+1]``, tile-row pointers
+    ``rowptr[rowptr_offset[k] : rowptr_offset[k] + n_tiles_side[k] + 1]`` (absolute
+    octile indices), and nonzeros ``nnz_offset[k] : nnz_offset[k+1]`` of the compact
+    arrays. ``offset`` of every octile is absolute in the compact arrays.
+
+    Attributes
+    ----------
+    n_nodes, n_tiles_side : int32 arrays (n_graphs,)
+    node_offset, rowptr_offset : int32 arrays (n_graphs,)
+    tile_offset, nnz_offset : int64 arrays (n_graphs + 1,)
+    tile_row, tile_col, offset : int32 arrays (n_octiles,)
+    bitmap : uint64 array (n_octiles,)
+    rowptr : int32 array
+    weight : float32 array (nnz,), float64 where some weight is not exactly a float32
+    edge_labels : dict of str to float32/int32 arrays (nnz,)
+    node_labels : dict of str to float32/int32 arrays (padded nodes,)
+    d, p, q : float64 arrays (padded nodes,); padding has d = 1, p = q = 0.
+    """
+
+    n_nodes: np.ndarray
+    n_tiles_side: np.ndarray
+    node_offset: np.ndarray
+    rowptr_offset: np.ndarray
+    tile_offset: np.ndarray
+    nnz_offset: np.ndarray
+    tile_row: np.ndarray
+    tile_col: np.ndarray
+    bitmap: np.ndarray
+    offset: np.ndarray
+    rowptr: np.ndarray
+    weight: np.ndarray
+    edge_labels: dict[str, np.ndarray] = field(default_factory=dict)
+    node_labels: dict[str, np.ndarray] = field(default_factory=dict)
+    d: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    p: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    q: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def n_graphs(self) -> int:
+        """Number of graphs in the batch."""
+        return int(self.n_nodes.size)
+
+    @property
+    def n_octiles(self) -> int:
+        """Total number of non-empty octiles."""
+        return int(self.bitmap.size)
+
+    @property
+    def nnz(self) -> int:
+        """Total number of stored nonzeros (both triangles)."""
+        return int(self.weight.size)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all arrays (what goes to the GPU)."""
+        arrays = [getattr(self, f) for f in _ARRAY_FIELDS]
+        arrays += list(self.edge_labels.values()) + list(self.node_labels.values())
+        return int(sum(a.nbytes for a in arrays))
+
+    def octiles_per_graph(self) -> np.ndarray:
+        """Number of non-empty octiles of each graph."""
+        return np.diff(self.tile_offset)
+
+    def density_histogram(self) -> np.ndarray:
+        """Length-65 counts of nonzeros per octile (entry 0 is 0)."""
+        counts = np.bitwise_count(self.bitmap).astype(np.int64)
+        return np.bincount(counts, minlength=_T2 + 1)
+
+    def graph(self, k: int) -> OctileGraph:
+        """The octile form of graph ``k`` alone (offsets made relative)."""
+        if not 0 <= k < self.n_graphs:
+            raise IndexError(f"graph index {k} out of range for a batch of {self.n_graphs}")
+        t0, t1 = int(self.tile_offset[k]), int(self.tile_offset[k + 1])
+        z0, z1 = int(self.nnz_offset[k]), int(self.nnz_offset[k + 1])
+        nt = int(self.n_tiles_side[k])
+        v0 = int(self.node_offset[k])
+        v1 = v0 + nt * TILE
+        r0 = int(self.rowptr_offset[k])
+        return OctileGraph(
+            n_nodes=int(self.n_nodes[k]),
+            tile_row=self.tile_row[t0:t1].copy(),
+            tile_col=self.tile_col[t0:t1].copy(),
+            bitmap=self.bitmap[t0:t1].copy(),
+            offset=(self.offset[t0:t1] - z0).astype(np.int32),
+            rowptr=(self.rowptr[r0 : r0 + nt + 1] - t0).astype(np.int32),
+            weight=self.weight[z0:z1].copy(),
+            edge_labels={f: v[z0:z1].copy() for f, v in self.edge_labels.items()},
+            node_labels={f: v[v0:v1].copy() for f, v in self.node_labels.items()},
+            d=self.d[v0:v1].copy(),
+            p=self.p[v0:v1].copy(),
+            q=self.q[v0:v1].copy(),
+        )
+
+    def to_dense(self, k: int, field: str | None = None) -> np.ndarray:
+        """Dense n x n weight matrix of graph ``k`` (or edge-label field ``field``)."""
+        return self.graph(k).to_dense(field)
+
+
+_ARRAY_FIELDS = (
+    "n_nodes",
+    "n_tiles_side",
+    "node_offset",
+    "rowptr_offset",
+    "tile_offset",
+    "nnz_offset",
+    "tile_row",
+    "tile_col",
+    "bitmap",
+    "offset",
+    "rowptr",
+    "weight",
+    "d",
+    "p",
+    "q",
+)
+
+
+@dataclass
+class OctileGraph:
+    """One graph in octile format (see the module docstring).
+
+    Attributes
+    ----------
+    n_nodes : int
+        Real nodes; node arrays are padded to ``8 * n_tiles_side``.
+    tile_row, tile_col : int32 arrays (n_octiles,)
+        Tile coordinates, row-major sorted.
+    bitmap : uint64 array (n_octiles,)
+        Bit ``r*8+c`` set iff entry ``(8*row+r, 8*col+c)`` is nonzero.
+    offset : int32 array (n_octiles,)
+        Start of each octile's nonzeros in the compact arrays.
+    rowptr : int32 array (n_tiles_side + 1,)
+        Octiles of tile row ``I`` are ``rowptr[I] : rowptr[I+1]``.
+    weight : float32 or float64 array (nnz,)
+        Edge weights in bitmap bit order; float32 unless some weight would round
+        (the GPU solver's accuracy at small q needs the exact weights).
+    edge_labels, node_labels : dict of str to arrays
+        float32 or int32 per field; node labels padded (padding 0).
+    d, p, q : float64 arrays (padded nodes,)
+        Degree, start and stop probability; padding has d = 1, p = q = 0.
+    """
+
+    n_nodes: int
+    tile_row: np.ndarray
+    tile_col: np.ndarray
+    bitmap: np.ndarray
+    offset: np.ndarray
+    rowptr: np.ndarray
+    weight: np.ndarray
+    edge_labels: dict[str, np.ndarray]
+    node_labels: dict[str, np.ndarray]
+    d: np.ndarray
+    p: np.ndarray
+    q: np.ndarray
+
+    @property
+    def n_tiles_side(self) -> int:
+        """Tiles per side, ceil(n / 8)."""
+        return -(-self.n_nodes // TILE)
+
+    @property
+    def n_octiles(self) -> int:
+        """Number of non-empty octiles."""
+        return int(self.bitmap.size)
+
+    @property
+    def nnz(self) -> int:
+        """Number of stored nonzeros."""
+        return int(self.weight.size)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all arrays."""
+        arrays = [self.tile_row, self.tile_col, self.bitmap, self.offset, self.rowptr, self.weight]
+        arrays += [self.d, self.p, self.q]
+        arrays += list(self.edge_labels.values()) + list(self.node_labels.values())
+        return int(sum(a.nbytes for a in arrays))
+
+    def density_histogram(self) -> np.ndarray:
+        """Length-65 counts of nonzeros per octile (entry 0 is 0)."""
+        counts = np.bitwise_count(self.bitmap).astype(np.int64)
+        return np.bincount(counts, minlength=_T2 + 1)
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cols) of the stored nonzeros in compact (bitmap) order."""
+        bits = ((self.bitmap[:, None] >> np.arange(_T2, dtype=np.uint64)) & np.uint64(1)).astype(bool)
+        t, b = np.nonzero(bits)  # row-major: octile, then bit -> compact order
+        rows = self.tile_row[t].astype(np.int64) * TILE + b // TILE
+        cols = self.tile_col[t].astype(np.int64) * TILE + b % TILE
+        return rows, cols
+
+    def to_dense(self, field: str | None = None) -> np.ndarray:
+        """Dense n x n matrix of the weights (or of edge-label field ``field``, 0 off the edges)."""
+        rows, cols = self.entries()
+        vals = self.weight if field is None else self.edge_labels[field]
+        out = np.zeros((self.n_nodes, self.n_nodes), dtype=np.float64 if field is None else vals.dtype)
+        out[rows, cols] = vals
+        return out
+
+    def to_graph(self, title: str | None = None) -> Any:
+        """Unpack into a :class:`mgkflow.graph.Graph` (weights and labels in storage precision)."""
+        import scipy.sparse as sp
+
+        from ..graph import Graph
+
+        rows, cols = self.entries()
+        n = self.n_nodes
+        order = np.lexsort((cols, rows))
+        csr = sp.csr_array((self.weight[order].astype(np.float64), (rows[order], cols[order])), shape=(n, n))
+        csr.sort_indices()
+        return Graph.from_csr(
+            csr.indptr,
+            csr.indices,
+            csr.data,
+            n,
+            node_labels={f: v[:n] for f, v in self.node_labels.items()},
+            edge_labels={f: v[order] for f, v in self.edge_labels.items()},
+            title=title,
+        )
+
+
+def pack_batch(
+    graphs: Sequence[Any],
+    node_fields: Sequence[str] | None = None,
+    edge_fields: Sequence[str] | None = None,
+    q: float = 0.05,
+) -> OctileBatch:
+    """Pack graphs (already reordered) into one :class:`OctileBatch`.
+
+    Parameters
+    ----------
+    graphs : sequence of Graph or GraphSystem
+        A :class:`~mgkflow.system.GraphSystem` brings its exact p, q and d; a plain
+        Graph gets p = 1, q = ``q`` and d = rowsum / (1 - q).
+    node_fields, edge_fields : sequence of str, optional
+        Label fields to pack (default: every field of the first graph).
+    q : float
+        Stop probability for plain graphs.
+
+    Returns
+    -------
+    OctileBatch
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mgkflow.graph import Graph
+    >>> A = np.zeros((10, 10)); A[0, 9] = A[9, 0] = 1; A[1, 2] = A[2, 1] = 2
+    >>> b = pack_batch([Graph(A)])
+    >>> b.n_octiles, b.nnz, bool((b.to_dense(0) == A).all())
+    (3, 4, True)
+    """
+    parts = [_system_parts(g) for g in graphs]
+    if not parts:
+        raise ValueError("pack_batch needs at least one graph")
+    first = parts[0][0]
+    if node_fields is None:
+        node_fields = list(first.node_labels)
+    if edge_fields is None:
+        edge_fields = list(first.edge_labels)
+    node_fields, edge_fields = list(node_fields), list(edge_fields)
+    G = len(parts)
+    n_nodes = np.array([g.n_nodes for g, *_ in parts], dtype=np.int64)
+    if np.any(n_nodes < 1):
+        k = int(np.argmin(n_nodes))
+        raise ValueError(f"graph {k} has no nodes; the octile format needs at least one node")
+    nt = -(-n_nodes // TILE)
+    npad = nt * TILE
+    node_offset = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(npad, out=node_offset[1:])
+
+    # ---- nonzeros of all graphs at once
+    rows_l, cols_l, gid_l, w_l = [], [], [], []
+    lab_l: dict[str, list[np.ndarray]] = {f: [] for f in edge_fields}
+    for k, (g, *_rest) in enumerate(parts):
+        r, c = g.coo()
+        rows_l.append(r)
+        cols_l.append(c)
+        gid_l.append(np.full(r.size, k, dtype=np.int64))
+        w_l.append(g.adjacency.data)
+        for f in edge_fields:
+            if f not in g.edge_labels:
+                raise ValueError(f"graph {k}: edge label field '{f}' missing")
+            lab_l[f].append(np.asarray(g.edge_labels[f]))
+    rows = np.concatenate(rows_l).astype(np.int64)
+    cols = np.concatenate(cols_l).astype(np.int64)
+    gid = np.concatenate(gid_l)
+    weight = np.concatenate(w_l)
+    tr, tc = rows // TILE, cols // TILE
+    bit = (rows % TILE) * TILE + cols % TILE
+    # global tile key: graph, tile row, tile col (all < 2^20 for sane sizes)
+    tkey = (gid * int(nt.max() + 1) + tr) * int(nt.max() + 1) + tc
+    order = np.lexsort((bit, tkey))
+    tkey, bit, weight = tkey[order], bit[order], weight[order]
+    tr, tc, gid = tr[order], tc[order], gid[order]
+    if tkey.size:
+        new = np.empty(tkey.size, dtype=bool)
+        new[0] = True
+        np.not_equal(tkey[1:], tkey[:-1], out=new[1:])
+    else:
+        new = np.zeros(0, dtype=bool)
+    starts = np.flatnonzero(new)
+    tile_id = np.cumsum(new) - 1
+    n_oct = starts.size
+    bitmap = np.zeros(n_oct, dtype=np.uint64)
+    np.bitwise_or.at(bitmap, tile_id, np.left_shift(np.uint64(1), bit.astype(np.uint64)))
+    tile_row = tr[starts].astype(np.int32)
+    tile_col = tc[starts].astype(np.int32)
+    tile_gid = gid[starts]
+    offset = starts.astype(np.int32)
+    tile_offset = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tile_gid, minlength=G), out=tile_offset[1:])
+    nnz_offset = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(np.bincount(gid, minlength=G), out=nnz_offset[1:])
+    # tile-row pointers (absolute octile indices), nt+1 per graph: rowptr[(k, I)] is the
+    # number of octiles before graph k's tile row I in the sorted octile list
+    rowptr_offset = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(nt + 1, out=rowptr_offset[1:])
+    span = int(nt.max()) + 1
+    row_key = tile_gid * span + tile_row
+    slot_g = np.repeat(np.arange(G), nt + 1)
+    slot_i = np.arange(int(rowptr_offset[-1])) - rowptr_offset[:-1][slot_g]
+    rowptr = np.searchsorted(row_key, slot_g * span + slot_i, side="left").astype(np.int32)
+
+    # ---- node arrays (padded)
+    total = int(node_offset[-1])
+    d = np.ones(total)
+    p = np.zeros(total)
+    qv = np.zeros(total)
+    node_labels: dict[str, np.ndarray] = {}
+    for f in node_fields:
+        vals = []
+        for k, (g, *_r) in enumerate(parts):
+            if f not in g.node_labels:
+                raise ValueError(f"graph {k}: node label field '{f}' missing")
+            vals.append(np.asarray(g.node_labels[f]))
+        dt = label_dtype(np.concatenate(vals)) if vals else np.dtype(np.float32)
+        arr = np.zeros(total, dtype=dt)
+        for k, v in enumerate(vals):
+            arr[node_offset[k] : node_offset[k] + v.size] = _cast_labels(v, f)
+        node_labels[f] = arr
+    for k, (g, pk, qk, dk) in enumerate(parts):
+        if pk is None:
+            pk, qk, dk = _default_pqd(g, q)
+        s = int(node_offset[k])
+        n = g.n_nodes
+        d[s : s + n] = dk
+        p[s : s + n] = pk
+        qv[s : s + n] = qk
+    edge_labels = {}
+    for f in edge_fields:
+        allv = np.concatenate(lab_l[f]) if lab_l[f] else np.zeros(0)
+        edge_labels[f] = _cast_labels(allv, f)[order] if allv.size else allv.astype(label_dtype(allv))
+    return OctileBatch(
+        n_nodes=n_nodes.astype(np.int32),
+        n_tiles_side=nt.astype(np.int32),
+        node_offset=node_offset[:-1].astype(np.int32),
+        rowptr_offset=rowptr_offset[:-1].astype(np.int32),
+        tile_offset=tile_offset,
+        nnz_offset=nnz_offset,
+        tile_row=tile_row,
+        tile_col=tile_col,
+        bitmap=bitmap,
+        offset=offset,
+        rowptr=rowptr,
+        weight=_weight_storage(weight),
+        edge_labels=edge_labels,
+        node_labels=node_labels,
+        d=d,
+        p=p,
+        q=qv,
+    )
+
+
+def _weight_storage(weight: np.ndarray) -> np.ndarray:
+    """float32 when every weight is exactly a float32 (e.g. unweighted graphs), else float64."""
+    w32 = weight.astype(np.float32)
+    return w32 if np.array_equal(w32, weight) else weight.astype(np.float64)
+
+
+def pack_graph(
+    graph: Any,
+    node_fields: Sequence[str] | None = None,
+    edge_fields: Sequence[str] | None = None,
+    q: float = 0.05,
+) -> OctileGraph:
+    """Pack one graph (or GraphSystem) into an :class:`OctileGraph`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mgkflow.graph import Graph
+    >>> A = np.ones((3, 3)) - np.eye(3)
+    >>> og = pack_graph(Graph(A))
+    >>> og.n_octiles, og.nnz, og.density_histogram()[6]
+    (1, 6, np.int64(1))
+    """
+    return pack_batch([graph], node_fields, edge_fields, q).graph(0)

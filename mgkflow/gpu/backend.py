@@ -1,0 +1,449 @@
+"""PyCUDA backend of the marginalized graph kernel (DESIGN §5).
+
+Imported lazily by :mod:`mgkflow.gpu`; importing this module imports PyCUDA.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pycuda.driver as cuda  # noqa: E402  (lazy: this module is imported on demand)
+
+from ..format.octile import OctileBatch, pack_batch
+from ..kernels import BaseKernel
+from ..system import GraphSystem
+from .source import DEFAULT_BLOCK, KernelConfig, kernel_source, make_config
+
+__all__ = ["GPUBackend", "DEFAULT_RTOL"]
+
+#: Default relative residual tolerance: K lands within ~1e-8 of float64 at rtol 1e-6
+#: on the paper workloads (CG starting from 0); we keep a margin.
+DEFAULT_RTOL = 1e-7
+#: Octile pairs with at least this many nonzero products use the dense x dense loop.
+DEFAULT_DENSE_THRESHOLD = 1 << 30  # sparse x sparse everywhere until tuned (Issue B)
+#: Default ``__launch_bounds__`` minimum of resident blocks per SM.
+DEFAULT_MIN_BLOCKS = 2
+#: Bytes per product-vector entry kept in shared memory: P (double) + A (float or double).
+_SMEM_PER_ENTRY = {False: 12, True: 16}
+#: Product-vector doubles kept in global memory per entry always: X, R, DG, DI.
+_GLOBAL_ALWAYS = 4
+
+_context: Any = None
+_modules: dict[tuple[str, str], Any] = {}
+
+
+def _ensure_context() -> Any:
+    """Create (once) a context on device 0 or reuse the current one."""
+    global _context
+    if _context is not None:
+        return _context
+    cuda.init()
+    ctx = cuda.Context.get_current()
+    if ctx is None:
+        dev = cuda.Device(int(os.environ.get("MGKFLOW_DEVICE", "0")))
+        ctx = dev.retain_primary_context()
+        ctx.push()
+        import atexit
+
+        def _pop() -> None:
+            try:
+                ctx.pop()
+            except Exception:  # noqa: BLE001
+                pass
+
+        atexit.register(_pop)
+    _context = ctx
+    return ctx
+
+
+def _device_arch() -> str:
+    major, minor = cuda.Context.get_device().compute_capability()
+    return f"sm_{major}{minor}"
+
+
+def compile_module(config: KernelConfig, fast_math: bool = False) -> Any:
+    """Compile (or fetch from the process cache) the solver module for ``config``.
+
+    PyCUDA's on-disk cache (``cache_dir``) keeps the cubin across processes.
+    """
+    _ensure_context()
+    arch = _device_arch()
+    key = (config.key, arch, fast_math)
+    mod = _modules.get(key)
+    if mod is None:
+        from pycuda.compiler import SourceModule
+
+        cache_dir = os.environ.get("MGKFLOW_CUDA_CACHE") or os.path.join(
+            os.path.expanduser("~"), ".cache", "mgkflow", "cuda"
+        )
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+        except OSError:
+            cache_dir = None
+        mod = SourceModule(
+            kernel_source(config),
+            arch=arch,
+            options=["-O3", "-std=c++17"] + (["-use_fast_math"] if fast_math else []),
+            no_extern_c=True,
+            cache_dir=cache_dir,
+        )
+        _modules[key] = mod
+    return mod
+
+
+@dataclass
+class _DeviceBatch:
+    """A packed batch uploaded to the device (kept while the same graphs come back)."""
+
+    batch: OctileBatch
+    arrays: dict[str, Any]
+    elab_stride: int
+    nlab_stride: int
+    nnz_per_graph: np.ndarray
+    octiles_per_graph: np.ndarray
+    nt: np.ndarray
+    keepalive: tuple
+
+
+def _label_words(arrays: Sequence[np.ndarray], length: int) -> np.ndarray:
+    """Stack label fields (int32/float32) as raw 32-bit words, field-major."""
+    if not arrays:
+        return np.zeros(1, dtype=np.uint32)
+    # one spare word per field: the dense loop may read (and discard) one past a field's end
+    out = np.zeros((len(arrays), length + 1), dtype=np.uint32)
+    for k, a in enumerate(arrays):
+        a = np.asarray(a)
+        a = a.astype(np.int32) if a.dtype.kind in "iub" else a.astype(np.float32)
+        out[k, : a.size] = a.view(np.uint32)
+    return out.ravel()
+
+
+class GPUBackend:
+    """Solve many pairs on one CUDA device with PyCUDA (one launch per size class).
+
+    Parameters
+    ----------
+    rtol : float
+        CG stops when ||r|| <= rtol * ||b|| (recursive residual, float64).
+    max_iter : int
+        CG iteration limit; pairs that reach it are flagged not converged.
+    block : int
+        Threads per block.
+    dense_threshold : int
+        Octile pairs whose nonzero-count product reaches this use the dense loop.
+    a_double : bool
+        Keep a = M p in float64 between the XMV and the update (more shared memory).
+    max_scratch_bytes : int, optional
+        Cap on the global scratch memory (default: 60% of the free device memory).
+    min_blocks : int, optional
+        Resident blocks per SM the compiler must fit registers for (``__launch_bounds__``);
+        default 2 (the 96-node workloads fit two blocks' product vectors in shared memory).
+    flat : bool
+        Row-flattened XMV loop; the default (False) is the octile-pair loop, measured
+        faster on the paper workloads (the flattened loop diverges in its seek loops).
+    fast_math : bool
+        Compile with ``-use_fast_math`` (float32 ``expf`` etc. in the base kernels; the
+        float64 CG arithmetic is unaffected). Off by default: measured no faster.
+    sort_jobs : bool
+        Hand out jobs largest estimated cost first (default); False keeps the pairs' order.
+    a_in_shared : bool
+        Keep a = M p in shared memory beside p (default); False keeps it in global memory
+        so that more blocks fit per SM.
+    smem_limit : int, optional
+        Cap on the dynamic shared memory per block for P and A (default: the device's
+        opt-in limit); 0 keeps every product vector in global memory.
+
+    Attributes
+    ----------
+    last_extra : dict
+        Figures of the last ``solve``: device seconds, launches, GFLOP/s etc.
+    """
+
+    name = "gpu"
+
+    def __init__(
+        self,
+        rtol: float = DEFAULT_RTOL,
+        max_iter: int = 10_000,
+        block: int = DEFAULT_BLOCK,
+        dense_threshold: int = DEFAULT_DENSE_THRESHOLD,
+        a_double: bool = False,
+        max_scratch_bytes: int | None = None,
+        smem_limit: int | None = None,
+        min_blocks: int | None = None,
+        flat: bool = False,
+        fast_math: bool = False,
+        a_in_shared: bool = True,
+        sort_jobs: bool = True,
+    ) -> None:
+        if not 0 < rtol < 1:
+            raise ValueError(f"rtol must lie in (0, 1), got {rtol}")
+        self.rtol = float(rtol)
+        self.max_iter = int(max_iter)
+        self.block = int(block)
+        self.dense_threshold = int(dense_threshold)
+        self.a_double = bool(a_double)
+        self.max_scratch_bytes = max_scratch_bytes
+        self.smem_limit = smem_limit
+        self.min_blocks = int(min_blocks) if min_blocks is not None else DEFAULT_MIN_BLOCKS
+        self.flat = bool(flat)
+        self.fast_math = bool(fast_math)
+        self.a_in_shared = bool(a_in_shared)
+        self.sort_jobs = bool(sort_jobs)
+        self.last_extra: dict = {}
+        self._batch_cache: tuple | None = None
+        self._scratch = None
+        self._scratch_bytes = 0
+        _ensure_context()
+        dev = cuda.Context.get_device()
+        A = cuda.device_attribute
+        self.device_name = dev.name()
+        self.n_sm = dev.get_attribute(A.MULTIPROCESSOR_COUNT)
+        self.smem_optin = dev.get_attribute(A.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        self.smem_per_sm = dev.get_attribute(A.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+        self.regs_per_sm = dev.get_attribute(A.MAX_REGISTERS_PER_MULTIPROCESSOR)
+        self.threads_per_sm = dev.get_attribute(A.MAX_THREADS_PER_MULTIPROCESSOR)
+
+    # ------------------------------------------------------------------ packing
+    def _device_batch(self, systems: Sequence[GraphSystem], config: KernelConfig) -> _DeviceBatch:
+        key_ids = tuple(id(s.graph) for s in systems)
+        digest = hash(
+            b"".join(np.ascontiguousarray(v).tobytes() for s in systems for v in (s.p, s.q, s.d))
+        )
+        key = (key_ids, digest, config.node_fields, config.edge_fields, config.weight_double)
+        if self._batch_cache is not None and self._batch_cache[0] == key:
+            return self._batch_cache[1]
+        nf = [f for f, _ in config.node_fields]
+        ef = [f for f, _ in config.edge_fields]
+        batch = pack_batch(systems, node_fields=nf, edge_fields=ef)
+        G = batch.n_graphs
+        hdr = np.stack(
+            [batch.n_nodes, batch.n_tiles_side, batch.node_offset, batch.rowptr_offset], axis=1
+        ).astype(np.int32)
+        n_nodes_total = int(batch.d.size)
+        wdt = np.float64 if config.weight_double else np.float32
+        host = {
+            "hdr": hdr.ravel(),
+            "rowptr": batch.rowptr.astype(np.int32),
+            "tile_col": batch.tile_col.astype(np.int32) if batch.n_octiles else np.zeros(1, np.int32),
+            "bitmap": batch.bitmap if batch.n_octiles else np.zeros(1, np.uint64),
+            "toff": batch.offset.astype(np.int32) if batch.n_octiles else np.zeros(1, np.int32),
+            "weight": np.concatenate([batch.weight.astype(wdt), np.zeros(1, dtype=wdt)]),
+            "elab": _label_words([batch.edge_labels[f] for f in ef], batch.nnz),
+            "nlab": _label_words([batch.node_labels[f] for f in nf], n_nodes_total),
+            "d": batch.d,
+            "p": batch.p,
+            "q": batch.q,
+        }
+        expect = {"hdr": np.int32, "rowptr": np.int32, "tile_col": np.int32, "bitmap": np.uint64,
+                  "toff": np.int32, "weight": wdt, "elab": np.uint32, "nlab": np.uint32,
+                  "d": np.float64, "p": np.float64, "q": np.float64}  # fmt: skip
+        for k, v in host.items():
+            if v.dtype != expect[k]:
+                raise TypeError(f"internal: device array {k} has dtype {v.dtype}, expected {np.dtype(expect[k])}")
+        arrays = {k: cuda.to_device(np.ascontiguousarray(v)) for k, v in host.items()}
+        dbatch = _DeviceBatch(
+            batch=batch,
+            arrays=arrays,
+            elab_stride=batch.nnz + 1,
+            nlab_stride=n_nodes_total + 1,
+            nnz_per_graph=np.diff(batch.nnz_offset),
+            octiles_per_graph=batch.octiles_per_graph(),
+            nt=batch.n_tiles_side.astype(np.int64),
+            keepalive=(tuple(s.graph for s in systems), G),
+        )
+        self._batch_cache = (key, dbatch)
+        return dbatch
+
+    def _get_scratch(self, nbytes: int) -> Any:
+        if self._scratch is None or self._scratch_bytes < nbytes:
+            self._scratch = None
+            self._scratch = cuda.mem_alloc(max(nbytes, 8))
+            self._scratch_bytes = nbytes
+        return self._scratch
+
+    # ------------------------------------------------------------------ occupancy
+    def _blocks_per_sm(self, func: Any, smem_bytes: int) -> int:
+        regs = max(int(func.num_regs), 1)
+        static = int(func.shared_size_bytes)
+        warps = self.block // 32
+        regs_per_block = ((regs * 32 + 255) // 256) * 256 * warps
+        by_regs = self.regs_per_sm // max(regs_per_block, 1)
+        by_threads = self.threads_per_sm // self.block
+        by_smem = self.smem_per_sm // (smem_bytes + static + 1024)
+        return max(1, min(by_regs, by_threads, by_smem, 32))
+
+    # ------------------------------------------------------------------ solve
+    def solve(
+        self,
+        xs: Sequence[GraphSystem],
+        ys: Sequence[GraphSystem],
+        pairs: Sequence[tuple[int, int]],
+        node_kernel: BaseKernel,
+        edge_kernel: BaseKernel,
+        progress: Callable[[int], Any] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Solve ``pairs`` [(i, j), ...] between ``xs[i]`` and ``ys[j]`` on the GPU.
+
+        Returns
+        -------
+        values, iterations, residuals, converged : ndarrays aligned with ``pairs``
+        """
+        t_start = time.perf_counter()
+        npairs = len(pairs)
+        values = np.zeros(npairs)
+        iters = np.zeros(npairs, dtype=np.int64)
+        res = np.zeros(npairs)
+        conv = np.zeros(npairs, dtype=bool)
+        if npairs == 0:
+            self.last_extra = {}
+            return values, iters, res, conv
+        same = xs is ys
+        systems = list(xs) if same else list(xs) + list(ys)
+        yoff = 0 if same else len(xs)
+        first = systems[0].graph
+        weight_double = any(
+            not np.array_equal(s.graph.adjacency.data.astype(np.float32), s.graph.adjacency.data) for s in systems
+        )
+        config = make_config(
+            node_kernel,
+            edge_kernel,
+            {f: np.asarray(first.node_labels[f]).dtype for f in node_kernel.fields},
+            {f: np.asarray(first.edge_labels[f]).dtype for f in edge_kernel.fields},
+            block=self.block,
+            a_double=self.a_double,
+            weight_double=weight_double,
+            min_blocks=self.min_blocks,
+            dense=self.dense_threshold < DEFAULT_DENSE_THRESHOLD,
+            flat=self.flat and self.dense_threshold >= DEFAULT_DENSE_THRESHOLD,
+        )
+        t0 = time.perf_counter()
+        mod = compile_module(config, self.fast_math)
+        t_compile = time.perf_counter() - t0
+        func = mod.get_function("mgk_solve")
+        t0 = time.perf_counter()
+        db = self._device_batch(systems, config)
+        t_pack = time.perf_counter() - t0
+
+        pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        g1 = pr[:, 0]
+        g2 = pr[:, 1] + yoff
+        N = db.nt[g1] * db.nt[g2] * 64
+        cost = db.octiles_per_graph[g1].astype(np.float64) * db.octiles_per_graph[g2] + N / 64.0
+        per_entry = _SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8
+        a_bytes = 8 if self.a_double else 4
+        smem_cap = self.smem_optin - int(func.shared_size_bytes) - 64
+        if self.smem_limit is not None:
+            smem_cap = min(smem_cap, int(self.smem_limit))
+        # size classes: shared memory for P and A when they fit, else global memory
+        small = N * per_entry <= smem_cap
+        classes = []
+        if small.any():
+            # split small pairs into classes of similar size so that small ones run at higher occupancy
+            idx_small = np.flatnonzero(small)
+            bounds = [smem_cap // 4, smem_cap // 2, smem_cap]
+            lo = 0
+            for bnd in bounds:
+                sel = idx_small[(N[idx_small] * per_entry > lo) & (N[idx_small] * per_entry <= bnd)]
+                if sel.size:
+                    classes.append((sel, True))
+                lo = bnd
+        if (~small).any():
+            classes.append((np.flatnonzero(~small), False))
+
+        free, _total = cuda.mem_get_info()
+        budget = self.max_scratch_bytes or int(0.6 * free)
+        out_k = cuda.mem_alloc(8 * npairs)
+        out_it = cuda.mem_alloc(4 * npairs)
+        out_res = cuda.mem_alloc(8 * npairs)
+        out_conv = cuda.mem_alloc(4 * npairs)
+        counter = cuda.mem_alloc(4)
+        a = db.arrays
+        dev_seconds = 0.0
+        launches = []
+        k_out = np.zeros(npairs)
+        it_out = np.zeros(npairs, dtype=np.int32)
+        res_out = np.zeros(npairs)
+        conv_out = np.zeros(npairs, dtype=np.int32)
+        for sel, use_smem in classes:
+            order = sel[np.argsort(-cost[sel], kind="stable")] if self.sort_jobs else sel
+            jobs = np.stack([g1[order], g2[order]], axis=1).astype(np.int32).ravel()
+            n_max = int(N[order].max())
+            if use_smem:
+                smem = int(n_max * per_entry)
+                smem = (smem + 15) // 16 * 16
+                per_block = _GLOBAL_ALWAYS * n_max + (0 if self.a_in_shared else (n_max * a_bytes + 7) // 8)
+            else:
+                smem = 0
+                per_block = (_GLOBAL_ALWAYS + 1) * n_max + (n_max * a_bytes + 7) // 8
+            mode = (1 if self.a_in_shared else 2) if use_smem else 0
+            if smem > 48 * 1024:
+                func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+            bps = self._blocks_per_sm(func, smem)
+            grid = min(len(order), bps * self.n_sm)
+            per_block_bytes = 8 * per_block
+            if per_block_bytes > budget:
+                worst = order[int(np.argmax(N[order]))]
+                i, j = pairs[worst]
+                raise MemoryError(
+                    f"pair ({i}, {j}) needs {per_block_bytes / 2**30:.2f} GiB of GPU scratch "
+                    f"({int(N[worst])} product unknowns), more than the {budget / 2**30:.2f} GiB available"
+                )
+            grid = max(1, min(grid, budget // per_block_bytes))
+            scratch = self._get_scratch(per_block_bytes * grid)
+            d_jobs = cuda.to_device(jobs)
+            cuda.memset_d32(counter, 0, 1)
+            start, stop = cuda.Event(), cuda.Event()
+            start.record()
+            func(
+                a["hdr"], a["rowptr"], a["tile_col"], a["bitmap"], a["toff"], a["weight"],
+                a["elab"], np.int64(db.elab_stride), a["nlab"], np.int64(db.nlab_stride),
+                a["d"], a["p"], a["q"],
+                d_jobs, np.int32(len(order)), counter,
+                out_k, out_it, out_res, out_conv,
+                scratch, np.int64(per_block), np.int32(mode), np.int64(n_max),
+                np.float64(self.rtol), np.int32(self.max_iter), np.int32(self.dense_threshold),
+                block=(self.block, 1, 1), grid=(int(grid), 1), shared=smem,
+            )  # fmt: skip
+            stop.record()
+            stop.synchronize()
+            dev_seconds += stop.time_since(start) * 1e-3
+            m = len(order)
+            kk = np.empty(m)
+            ii = np.empty(m, dtype=np.int32)
+            rr = np.empty(m)
+            cc = np.empty(m, dtype=np.int32)
+            cuda.memcpy_dtoh(kk, out_k)
+            cuda.memcpy_dtoh(ii, out_it)
+            cuda.memcpy_dtoh(rr, out_res)
+            cuda.memcpy_dtoh(cc, out_conv)
+            k_out[order], it_out[order], res_out[order], conv_out[order] = kk, ii, rr, cc
+            launches.append(
+                {"pairs": m, "grid": int(grid), "blocks_per_sm": bps, "smem": smem, "shared": use_smem}
+            )
+            if progress is not None:
+                progress(m)
+        values[:] = k_out
+        iters[:] = it_out
+        res[:] = res_out
+        conv[:] = conv_out.astype(bool) & np.isfinite(k_out)
+        products = 2.0 * float(np.sum(db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] * iters))
+        self.last_extra = {
+            "device": self.device_name,
+            "device_s": dev_seconds,
+            "compile_s": t_compile,
+            "pack_s": t_pack,
+            "host_s": time.perf_counter() - t_start,
+            "gflops": products / dev_seconds / 1e9 if dev_seconds > 0 else 0.0,
+            "launches": launches,
+            "regs": int(func.num_regs),
+            "config": f"block={self.block} min_blocks={self.min_blocks} flat={config.flat} "
+            f"fast_math={self.fast_math} a_double={self.a_double} weight_double={config.weight_double} "
+            f"a_in_shared={self.a_in_shared}",
+        }
+        return values, iters, res, conv

@@ -1,0 +1,177 @@
+"""Pure-numpy emulation of the GPU solver's octile XMV and blocked vector layout.
+
+Mirrors ``mgk_solver.cu`` loop for loop (tile-row pointers, bitmaps, compact
+offsets, set-bit iteration), so the indexing of the format and of the kernel can be
+checked on machines without a GPU. Slow: for tests on small graphs only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..format.octile import OctileBatch
+
+__all__ = ["blocked_index", "xmv_blocked", "xmv_blocked_flat", "to_blocked", "from_blocked"]
+
+
+def blocked_index(nt2: int, i: np.ndarray, i2: np.ndarray) -> np.ndarray:
+    """Position of product entry (i, i2) in the blocked layout of the GPU solver."""
+    i, i2 = np.asarray(i), np.asarray(i2)
+    return (((i // 8) * nt2 + i2 // 8) << 6) + (i % 8) * 8 + i2 % 8
+
+
+def to_blocked(X: np.ndarray, nt1: int, nt2: int) -> np.ndarray:
+    """(n, m) array -> blocked vector of length nt1*nt2*64 (padding 0)."""
+    n, m = X.shape
+    out = np.zeros(nt1 * nt2 * 64, dtype=X.dtype)
+    ii, jj = np.meshgrid(np.arange(n), np.arange(m), indexing="ij")
+    out[blocked_index(nt2, ii, jj)] = X
+    return out
+
+
+def from_blocked(v: np.ndarray, n: int, m: int, nt2: int) -> np.ndarray:
+    """Blocked vector -> (n, m) array."""
+    ii, jj = np.meshgrid(np.arange(n), np.arange(m), indexing="ij")
+    return v[blocked_index(nt2, ii, jj)]
+
+
+def xmv_blocked(
+    batch: OctileBatch,
+    g1: int,
+    g2: int,
+    p: np.ndarray,
+    edge_kernel: Callable[[dict, dict], np.ndarray] | None = None,
+) -> np.ndarray:
+    """y = (A_x ∘ E_x) p in the blocked layout, computed like the CUDA kernel."""
+    nt1, nt2 = int(batch.n_tiles_side[g1]), int(batch.n_tiles_side[g2])
+    r1, r2 = int(batch.rowptr_offset[g1]), int(batch.rowptr_offset[g2])
+    y = np.zeros(nt1 * nt2 * 64)
+    labels = batch.edge_labels
+
+    def ke(t1: int, t2: int) -> float:
+        if edge_kernel is None:
+            return 1.0
+        return float(edge_kernel({f: v[t1] for f, v in labels.items()}, {f: v[t2] for f, v in labels.items()}))
+
+    for tp in range(nt1 * nt2):
+        I, I2 = divmod(tp, nt2)
+        for lane in range(32):
+            i, i2a = lane >> 2, lane & 3
+            for i2 in (i2a, i2a + 4):
+                acc = 0.0
+                for ta in range(batch.rowptr[r1 + I], batch.rowptr[r1 + I + 1]):
+                    J = int(batch.tile_col[ta])
+                    bm1 = int(batch.bitmap[ta])
+                    ra = (bm1 >> (8 * i)) & 0xFF
+                    t1 = int(batch.offset[ta]) + bin(bm1 & ((1 << (8 * i)) - 1)).count("1")
+                    for j in range(8):
+                        if not (ra >> j) & 1:
+                            continue
+                        for tb in range(batch.rowptr[r2 + I2], batch.rowptr[r2 + I2 + 1]):
+                            J2 = int(batch.tile_col[tb])
+                            bm2 = int(batch.bitmap[tb])
+                            rb = (bm2 >> (8 * i2)) & 0xFF
+                            t2 = int(batch.offset[tb]) + bin(bm2 & ((1 << (8 * i2)) - 1)).count("1")
+                            for j2 in range(8):
+                                if not (rb >> j2) & 1:
+                                    continue
+                                w = float(batch.weight[t1]) * float(batch.weight[t2]) * ke(t1, t2)
+                                acc += w * p[((J * nt2 + J2) << 6) + j * 8 + j2]
+                                t2 += 1
+                        t1 += 1
+                y[(tp << 6) + i * 8 + i2] = acc
+    return y
+
+
+def xmv_blocked_flat(
+    batch: OctileBatch,
+    g1: int,
+    g2: int,
+    p: np.ndarray,
+    edge_kernel: Callable[[dict, dict], np.ndarray] | None = None,
+) -> np.ndarray:
+    """Like :func:`xmv_blocked`, following the row-flattened state machine of the kernel (XMV_FLAT)."""
+    nt1, nt2 = int(batch.n_tiles_side[g1]), int(batch.n_tiles_side[g2])
+    r1, r2 = int(batch.rowptr_offset[g1]), int(batch.rowptr_offset[g2])
+    y = np.zeros(nt1 * nt2 * 64)
+    labels = batch.edge_labels
+    bitmap = [int(b) for b in batch.bitmap]
+
+    def ke(t1: int, t2: int) -> float:
+        if edge_kernel is None:
+            return 1.0
+        return float(edge_kernel({f: v[t1] for f, v in labels.items()}, {f: v[t2] for f, v in labels.items()}))
+
+    def popc(x: int) -> int:
+        return bin(x).count("1")
+
+    def ffs(x: int) -> int:
+        return (x & -x).bit_length() - 1
+
+    for tp in range(nt1 * nt2):
+        I, I2 = divmod(tp, nt2)
+        a0, a1 = int(batch.rowptr[r1 + I]), int(batch.rowptr[r1 + I + 1])
+        b0, b1 = int(batch.rowptr[r2 + I2]), int(batch.rowptr[r2 + I2 + 1])
+        for lane in range(32):
+            i, i2a = lane >> 2, lane & 3
+            sh1, sh2 = 8 * i, (8 * i2a, 8 * (i2a + 4))
+            acc = [0.0, 0.0]
+            st = {"ta": a0, "s1": 0, "t1": 0, "J": 0, "tb": b0, "which": 0, "s2": 0, "t2": 0, "J2": 0}
+
+            def seek_a(st=st, sh1=sh1, a1=a1) -> None:
+                while st["ta"] < a1:
+                    bm = bitmap[st["ta"]]
+                    st["s1"] = (bm >> sh1) & 0xFF
+                    if st["s1"]:
+                        st["t1"] = int(batch.offset[st["ta"]]) + popc(bm & ((1 << sh1) - 1))
+                        st["J"] = int(batch.tile_col[st["ta"]])
+                        return
+                    st["ta"] += 1
+
+            def seek_b(st=st, sh2=sh2, b0=b0, b1=b1) -> None:
+                while True:
+                    if st["tb"] >= b1:
+                        if st["which"]:
+                            st["s2"] = 0
+                            return
+                        st["which"], st["tb"] = 1, b0
+                        continue
+                    bm = bitmap[st["tb"]]
+                    sh = sh2[st["which"]]
+                    st["s2"] = (bm >> sh) & 0xFF
+                    if st["s2"]:
+                        st["t2"] = int(batch.offset[st["tb"]]) + popc(bm & ((1 << sh) - 1))
+                        st["J2"] = int(batch.tile_col[st["tb"]])
+                        return
+                    st["tb"] += 1
+
+            seek_a()
+            active = st["ta"] < a1
+            if active:
+                seek_b()
+                active = st["s2"] != 0
+            while active:
+                j, j2 = ffs(st["s1"]), ffs(st["s2"])
+                w = float(batch.weight[st["t1"]]) * float(batch.weight[st["t2"]]) * ke(st["t1"], st["t2"])
+                acc[st["which"]] += w * p[((st["J"] * nt2 + st["J2"]) << 6) + j * 8 + j2]
+                st["s2"] &= st["s2"] - 1
+                st["t2"] += 1
+                if not st["s2"]:
+                    st["tb"] += 1
+                    seek_b()
+                    if not st["s2"]:
+                        st["s1"] &= st["s1"] - 1
+                        st["t1"] += 1
+                        if not st["s1"]:
+                            st["ta"] += 1
+                            seek_a()
+                            if st["ta"] >= a1:
+                                active = False
+                        if active:
+                            st["tb"], st["which"] = b0, 0
+                            seek_b()
+            y[(tp << 6) + i * 8 + i2a] = acc[0]
+            y[(tp << 6) + i * 8 + i2a + 4] = acc[1]
+    return y

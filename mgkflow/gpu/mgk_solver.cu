@@ -1,0 +1,426 @@
+// mgkflow: marginalized graph kernel, whole PCG per pair on the GPU (DESIGN §5).
+//
+// One thread block solves one pair (G1, G2) at a time; blocks of a persistent grid
+// take jobs (pairs, sorted by estimated cost) through an atomic counter.
+//
+// System (product index (i, i2) of G1 x G2):   (D V^-1 - A∘E) x = D q,   K = p^T x.
+// Jacobi-preconditioned CG; CG scalars, reductions, x, r and the search direction p
+// are float64. The XMV y = (A∘E) p is formed on the fly over pairs of octiles
+// (8x8 tiles, compact storage with a uint64 bitmap) with float32 octile data, the
+// products accumulated in float64 (the system's condition number grows like 1/q, so a
+// float32 accumulation of y caps the accuracy of K at small q).
+//
+// Product vectors use a blocked layout: entry (8I+i, 8I2+i2) sits at
+// ((I*nt2 + I2)*64 + i*8 + i2), so the 64 entries of an output tile pair are contiguous.
+//
+// XMV work split: warp w of the block owns output tile pairs (I, I2) = w, w+NWARP, ...;
+// for each it loops over the octiles of tile row I of G1 and of tile row I2 of G2
+// (output-stationary: the 64 sums stay in registers, no atomics). Lane l owns rows
+// i = l/4 of G1 and i2 = l%4, l%4+4 of G2 and iterates over the set bits of its rows
+// (sparse x sparse primitive), or, with DENSE_THRESHOLD, over all 8x8 columns of
+// octile pairs whose nonzero product count reaches the threshold (dense x dense).
+//
+// Placeholders filled by mgkflow.gpu.source: BLOCK, NODE_KERNEL, EDGE_KERNEL,
+// LOAD_V1/LOAD_V2 (node label loads), LOAD_E1/LOAD_E2 (edge label loads),
+// A_TYPE (float or double storage of a = M p), W_TYPE/COEF (edge weights stored as float,
+// or as double when some weight is not exactly a float).
+
+#define BLOCK ${BLOCK}
+#define MIN_BLOCKS ${MIN_BLOCKS}
+#define DENSE_PATH ${DENSE_PATH}
+#define XMV_FLAT ${XMV_FLAT}
+${DEFINES}
+#define NWARP (BLOCK / 32)
+typedef ${A_TYPE} a_t;
+typedef ${W_TYPE} w_t;
+// coefficient A_ij A'_i'j' ke of one product, in double
+#define COEF(w1, w2, ke) ${COEF}
+
+struct GraphHdr {
+    int n;          // real nodes
+    int nt;         // tiles per side
+    int node_off;   // first (padded) node in the node arrays
+    int rowptr_off; // first tile-row pointer
+};
+
+__device__ __forceinline__ GraphHdr load_hdr(const int* __restrict__ hdr, int g)
+{
+    GraphHdr h;
+    h.n = hdr[4 * g + 0];
+    h.nt = hdr[4 * g + 1];
+    h.node_off = hdr[4 * g + 2];
+    h.rowptr_off = hdr[4 * g + 3];
+    return h;
+}
+
+// Sum two doubles over the block; every thread gets the totals.
+__device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+        b += __shfl_xor_sync(0xffffffffu, b, o);
+    }
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    if (l == 0) {
+        buf[w] = a;
+        buf[NWARP + w] = b;
+    }
+    __syncthreads();
+    a = 0.0;
+    b = 0.0;
+#pragma unroll
+    for (int k = 0; k < NWARP; ++k) {
+        a += buf[k];
+        b += buf[NWARP + k];
+    }
+    __syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
+    const int* __restrict__ hdr,                  // 4 ints per graph
+    const int* __restrict__ rowptr,               // tile-row pointers (absolute octile ids)
+    const int* __restrict__ tile_col,             // per octile
+    const unsigned long long* __restrict__ bitmap,
+    const int* __restrict__ toff,                 // per octile: first compact entry
+    const w_t* __restrict__ weight,               // compact (float, or double where float rounds)
+    const unsigned int* __restrict__ elab,        // compact edge labels, field-major, 32-bit words
+    const long long elab_stride,
+    const unsigned int* __restrict__ nlab,        // node labels, field-major, 32-bit words
+    const long long nlab_stride,
+    const double* __restrict__ dvec,
+    const double* __restrict__ pvec,
+    const double* __restrict__ qvec,
+    const int* __restrict__ jobs,                 // (g1, g2) per job
+    const int n_jobs,
+    int* __restrict__ job_counter,
+    double* __restrict__ out_k,
+    int* __restrict__ out_iter,
+    double* __restrict__ out_res,
+    int* __restrict__ out_conv,
+    double* __restrict__ scratch,                 // per block: X, R, DG, DI [, P, A]
+    const long long scratch_per_block,            // doubles
+    const int use_smem,                           // 1: P and A in shared memory, 2: P only, 0: none
+    const long long n_max,                        // largest product size of this launch
+    const double rtol,
+    const int max_iter,
+    const int dense_threshold)
+{
+    extern __shared__ double smem[];
+    __shared__ double red[2 * NWARP];
+    __shared__ int s_job;
+
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31;
+    double* blk = scratch + (long long)blockIdx.x * scratch_per_block;
+    double* X = blk;
+    double* R = X + n_max;
+    double* DG = R + n_max;
+    double* DI = DG + n_max;
+    double* P;
+    a_t* A;
+    if (use_smem == 1) {
+        P = smem;
+        A = (a_t*)(smem + n_max);
+    } else if (use_smem == 2) {  // P in shared memory, A in global memory
+        P = smem;
+        A = (a_t*)(DI + n_max);
+    } else {
+        P = DI + n_max;
+        A = (a_t*)(P + n_max);
+    }
+
+    for (;;) {
+        if (tid == 0) s_job = atomicAdd(job_counter, 1);
+        __syncthreads();
+        const int jb = s_job;
+        __syncthreads();
+        if (jb >= n_jobs) return;
+        const int g1 = jobs[2 * jb], g2 = jobs[2 * jb + 1];
+        const GraphHdr h1 = load_hdr(hdr, g1), h2 = load_hdr(hdr, g2);
+        const int nt2 = h2.nt;
+        const int n_tp = h1.nt * nt2;
+        const long long N = (long long)n_tp * 64;
+
+        // ---------------------------------------------------------------- init
+        double rz = 0.0, bb = 0.0;
+        for (long long idx = tid; idx < N; idx += BLOCK) {
+            const int tp = (int)(idx >> 6), e = (int)(idx & 63);
+            const int I = tp / nt2, I2 = tp - I * nt2;
+            const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
+            double dg = 1.0, b = 0.0;
+            if (i < h1.n && i2 < h2.n) {
+                const int u1 = h1.node_off + i, u2 = h2.node_off + i2;
+                LOAD_V1(u1);
+                LOAD_V2(u2);
+                float kv = ${NODE_KERNEL};
+                kv = fmaxf(kv, 1e-30f);
+                const double dd = dvec[u1] * dvec[u2];
+                dg = dd / (double)kv;
+                b = dd * qvec[u1] * qvec[u2];
+            }
+            const double di = 1.0 / dg;
+            const double z = b * di;
+            DG[idx] = dg;
+            DI[idx] = di;
+            X[idx] = 0.0;
+            R[idx] = b;
+            P[idx] = z;
+            rz += b * z;
+            bb += b * b;
+        }
+        block_sum2(rz, bb, red);
+        const double thr = rtol * rtol * bb;
+        double rr = bb;
+        int it = 0;
+        bool conv = rr <= thr;
+        bool broke = false;
+
+        // ---------------------------------------------------------------- PCG
+        while (!conv && it < max_iter) {
+            // XMV: y = (A∘E) p on the fly, a = DG p - y, pa = p.a
+            double pa = 0.0, dummy = 0.0;
+            {
+                const int i = lane >> 2, i2a = lane & 3, i2b = i2a + 4;
+                const int sh1 = 8 * i, sh2a = 8 * i2a, sh2b = 8 * i2b;
+                const unsigned long long below1 = (1ull << sh1) - 1ull;
+                const unsigned long long below2a = (1ull << sh2a) - 1ull;
+                const unsigned long long below2b = (1ull << sh2b) - 1ull;
+                for (int tp = warp; tp < n_tp; tp += NWARP) {
+                    const int I = tp / nt2, I2 = tp - I * nt2;
+                    double acca = 0.0, accb = 0.0;
+                    const int a0 = rowptr[h1.rowptr_off + I], a1 = rowptr[h1.rowptr_off + I + 1];
+                    const int b0 = rowptr[h2.rowptr_off + I2], b1 = rowptr[h2.rowptr_off + I2 + 1];
+#if XMV_FLAT
+                    // Row-flattened sparse x sparse: the lane walks its own sequence of products
+                    // (entries of row i across the octiles of tile row I) x (entries of rows i2a, then
+                    // i2b, across the octiles of tile row I2) in one loop, so the warp's time is the
+                    // maximum over lanes of the whole tile-row sum rather than a sum of per-octile-pair maxima.
+                    {
+                        int ta = a0, t1 = 0, J = 0;
+                        unsigned int s1 = 0u;
+                        while (ta < a1) {
+                            const unsigned long long bm = bitmap[ta];
+                            s1 = (unsigned int)(bm >> sh1) & 0xffu;
+                            if (s1) {
+                                t1 = toff[ta] + __popcll(bm & below1);
+                                J = tile_col[ta];
+                                break;
+                            }
+                            ++ta;
+                        }
+                        int tb = b0, which = 0, t2 = 0, J2 = 0;
+                        unsigned int s2 = 0u;
+#define MGK_SEEK_B                                                                            \
+    for (;;) {                                                                                \
+        if (tb >= b1) {                                                                       \
+            if (which) {                                                                      \
+                s2 = 0u;                                                                      \
+                break;                                                                        \
+            }                                                                                 \
+            which = 1;                                                                        \
+            tb = b0;                                                                          \
+            continue;                                                                         \
+        }                                                                                     \
+        const unsigned long long bm2_ = bitmap[tb];                                           \
+        s2 = (unsigned int)(bm2_ >> (which ? sh2b : sh2a)) & 0xffu;                           \
+        if (s2) {                                                                             \
+            t2 = toff[tb] + __popcll(bm2_ & (which ? below2b : below2a));                     \
+            J2 = tile_col[tb];                                                                \
+            break;                                                                            \
+        }                                                                                     \
+        ++tb;                                                                                 \
+    }
+                        bool active = ta < a1;
+                        if (active) {
+                            MGK_SEEK_B
+                            active = s2 != 0u;
+                        }
+                        w_t w1 = (w_t)0;
+                        DECL_E1;
+                        if (active) {
+                            w1 = weight[t1];
+                            SET_E1(t1);
+                        }
+                        while (active) {
+                            const int j = __ffs(s1) - 1, j2 = __ffs(s2) - 1;
+                            const w_t w2 = weight[t2];
+                            LOAD_E2(t2);
+                            const double c = COEF(w1, w2, (${EDGE_KERNEL})) *
+                                             P[((long long)(J * nt2 + J2) << 6) + j * 8 + j2];
+                            if (which)
+                                accb += c;
+                            else
+                                acca += c;
+                            s2 &= s2 - 1u;
+                            ++t2;
+                            if (!s2) {
+                                ++tb;
+                                MGK_SEEK_B
+                                if (!s2) {  // rows of G2 done: next entry of row i of G1
+                                    s1 &= s1 - 1u;
+                                    ++t1;
+                                    if (!s1) {
+                                        ++ta;
+                                        while (ta < a1) {
+                                            const unsigned long long bm = bitmap[ta];
+                                            s1 = (unsigned int)(bm >> sh1) & 0xffu;
+                                            if (s1) {
+                                                t1 = toff[ta] + __popcll(bm & below1);
+                                                J = tile_col[ta];
+                                                break;
+                                            }
+                                            ++ta;
+                                        }
+                                        if (ta >= a1) active = false;
+                                    }
+                                    if (active) {
+                                        w1 = weight[t1];
+                                        SET_E1(t1);
+                                        tb = b0;
+                                        which = 0;
+                                        MGK_SEEK_B
+                                    }
+                                }
+                            }
+                        }
+#undef MGK_SEEK_B
+                    }
+#else
+                    for (int ta = a0; ta < a1; ++ta) {
+                        const int J = tile_col[ta];
+                        const unsigned long long bm1 = bitmap[ta];
+                        const unsigned int ra = (unsigned int)(bm1 >> sh1) & 0xffu;
+                        const int base1 = toff[ta] + __popcll(bm1 & below1);
+                        const int k1 = __popcll(bm1);
+                        for (int tb = b0; tb < b1; ++tb) {
+                            const int J2 = tile_col[tb];
+                            const unsigned long long bm2 = bitmap[tb];
+                            const double* Pt = P + ((long long)(J * nt2 + J2) << 6);
+                            const int o2 = toff[tb];
+#if DENSE_PATH
+                            if (k1 * __popcll(bm2) >= dense_threshold) {
+                                // dense x dense: every column of both rows, zeros included
+#pragma unroll 1
+                                for (int j = 0; j < 8; ++j) {
+                                    const bool h1b = (ra >> j) & 1u;
+                                    const int t1 = base1 + __popc(ra & ((1u << j) - 1u));
+                                    const w_t w1 = h1b ? weight[t1] : (w_t)0;
+                                    LOAD_E1(h1b ? t1 : base1);
+                                    const unsigned int rba = (unsigned int)(bm2 >> sh2a) & 0xffu;
+                                    const unsigned int rbb = (unsigned int)(bm2 >> sh2b) & 0xffu;
+                                    const int ba2 = o2 + __popcll(bm2 & below2a);
+                                    const int bb2 = o2 + __popcll(bm2 & below2b);
+#pragma unroll
+                                    for (int j2 = 0; j2 < 8; ++j2) {
+                                        const double pv = Pt[j * 8 + j2];
+                                        {
+                                            const bool hb = (rba >> j2) & 1u;
+                                            const int t2 = ba2 + __popc(rba & ((1u << j2) - 1u));
+                                            const w_t w2 = hb ? weight[t2] : (w_t)0;
+                                            LOAD_E2(hb ? t2 : ba2);
+                                            acca += COEF(w1, w2, (${EDGE_KERNEL})) * pv;
+                                        }
+                                        {
+                                            const bool hb = (rbb >> j2) & 1u;
+                                            const int t2 = bb2 + __popc(rbb & ((1u << j2) - 1u));
+                                            const w_t w2 = hb ? weight[t2] : (w_t)0;
+                                            LOAD_E2(hb ? t2 : bb2);
+                                            accb += COEF(w1, w2, (${EDGE_KERNEL})) * pv;
+                                        }
+                                    }
+                                }
+                            } else
+#endif
+                            {
+                                // sparse x sparse: set bits only
+                                const unsigned int rba = (unsigned int)(bm2 >> sh2a) & 0xffu;
+                                const unsigned int rbb = (unsigned int)(bm2 >> sh2b) & 0xffu;
+                                const int ba2 = o2 + __popcll(bm2 & below2a);
+                                const int bb2 = o2 + __popcll(bm2 & below2b);
+                                int t1 = base1;
+                                for (unsigned int s1 = ra; s1; s1 &= s1 - 1u, ++t1) {
+                                    const int j = __ffs(s1) - 1;
+                                    const w_t w1 = weight[t1];
+                                    LOAD_E1(t1);
+                                    const double* Pr = Pt + j * 8;
+                                    int t2 = ba2;
+                                    for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {
+                                        const int j2 = __ffs(s2) - 1;
+                                        const w_t w2 = weight[t2];
+                                        LOAD_E2(t2);
+                                        acca += COEF(w1, w2, (${EDGE_KERNEL})) * Pr[j2];
+                                    }
+                                    t2 = bb2;
+                                    for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {
+                                        const int j2 = __ffs(s2) - 1;
+                                        const w_t w2 = weight[t2];
+                                        LOAD_E2(t2);
+                                        accb += COEF(w1, w2, (${EDGE_KERNEL})) * Pr[j2];
+                                    }
+                                }
+                            }
+                        }
+                    }
+#endif
+                    const long long ia = ((long long)tp << 6) + i * 8 + i2a;
+                    const long long ib = ia + 4;
+                    const double pa_ = P[ia], pb_ = P[ib];
+                    const double va = DG[ia] * pa_ - acca;
+                    const double vb = DG[ib] * pb_ - accb;
+                    A[ia] = (a_t)va;
+                    A[ib] = (a_t)vb;
+                    pa += pa_ * va + pb_ * vb;
+                }
+            }
+            block_sum2(pa, dummy, red);
+            if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
+                broke = true;
+                break;
+            }
+            const double alpha = rz / pa;
+            double rz_new = 0.0, rr_new = 0.0;
+            for (long long idx = tid; idx < N; idx += BLOCK) {
+                const double pv = P[idx];
+                const double r = R[idx] - alpha * (double)A[idx];
+                X[idx] += alpha * pv;
+                R[idx] = r;
+                const double z = r * DI[idx];
+                rz_new += r * z;
+                rr_new += r * r;
+            }
+            block_sum2(rz_new, rr_new, red);
+            ++it;
+            rr = rr_new;
+            if (rr <= thr) {
+                conv = true;
+                break;
+            }
+            if (!isfinite(rr)) {
+                broke = true;
+                break;
+            }
+            const double beta = rz_new / rz;
+            rz = rz_new;
+            for (long long idx = tid; idx < N; idx += BLOCK) P[idx] = R[idx] * DI[idx] + beta * P[idx];
+            __syncthreads();
+        }
+
+        // ---------------------------------------------------------------- K = p^T x
+        double k = 0.0, dummy2 = 0.0;
+        for (long long idx = tid; idx < N; idx += BLOCK) {
+            const int tp = (int)(idx >> 6), e = (int)(idx & 63);
+            const int I = tp / nt2, I2 = tp - I * nt2;
+            const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
+            // padding has p = 0
+            k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
+        }
+        block_sum2(k, dummy2, red);
+        if (tid == 0) {
+            out_k[jb] = k;
+            out_iter[jb] = it;
+            out_res[jb] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
+            out_conv[jb] = (conv && !broke && isfinite(k)) ? 1 : 0;
+        }
+    }
+}

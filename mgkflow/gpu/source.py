@@ -1,0 +1,188 @@
+"""CUDA source generation for the GPU solver (no PyCUDA needed: CI compiles these with nvcc).
+
+The solver's ``.cu`` file is a template; only the base kernels' C expressions and the
+label loads are spliced in (:func:`kernel_source`). A :class:`KernelConfig` names
+everything that changes the generated code, so compiled modules can be cached per
+configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from string import Template
+
+import numpy as np
+
+from ..kernels import BaseKernel
+
+__all__ = ["KernelConfig", "kernel_source", "make_config", "DEFAULT_BLOCK"]
+
+#: Threads per block of the solver.
+DEFAULT_BLOCK = 512
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Everything that shapes the generated CUDA source.
+
+    Attributes
+    ----------
+    node_expr, edge_expr : str
+        C float expressions of the node and edge base kernels over ``v1_k``/``v2_k``
+        and ``e1_k``/``e2_k`` (k = index of the label field).
+    node_fields, edge_fields : tuple of (name, "int" | "float")
+        Label fields read by the kernels and their storage type.
+    block : int
+        Threads per block.
+    a_double : bool
+        Store a = M p in float64 (else float32) between the XMV and the update.
+    weight_double : bool
+        Edge weights are stored in float64 (some weight is not exactly a float32).
+    min_blocks : int
+        Second ``__launch_bounds__`` argument (resident blocks per SM to fit registers for).
+    dense : bool
+        Compile the dense x dense primitive (else sparse x sparse only: fewer registers).
+        Used by the octile-pair loop only.
+    flat : bool
+        Row-flattened XMV loop (each lane walks its whole tile-row product sequence; default)
+        instead of the octile-pair loop (lanes synchronize on every octile pair).
+    """
+
+    node_expr: str
+    edge_expr: str
+    node_fields: tuple[tuple[str, str], ...]
+    edge_fields: tuple[tuple[str, str], ...]
+    block: int = DEFAULT_BLOCK
+    a_double: bool = False
+    weight_double: bool = False
+    min_blocks: int = 1
+    dense: bool = True
+    flat: bool = True
+
+    @property
+    def key(self) -> str:
+        """A short digest of the configuration."""
+        return hashlib.sha1(repr(self).encode()).hexdigest()[:16]
+
+
+def _ctype(dtype: np.dtype | str) -> str:
+    kind = np.dtype(dtype).kind
+    return "int" if kind in "iub" else "float"
+
+
+def make_config(
+    node_kernel: BaseKernel,
+    edge_kernel: BaseKernel,
+    node_dtypes: Mapping[str, np.dtype | str] | None = None,
+    edge_dtypes: Mapping[str, np.dtype | str] | None = None,
+    block: int = DEFAULT_BLOCK,
+    a_double: bool = False,
+    weight_double: bool = False,
+    min_blocks: int = 1,
+    dense: bool = True,
+    flat: bool = True,
+) -> KernelConfig:
+    """Build the :class:`KernelConfig` of a pair of base kernels.
+
+    Parameters
+    ----------
+    node_kernel, edge_kernel : BaseKernel
+        Base kernels (ranges already checked).
+    node_dtypes, edge_dtypes : mapping of field name to dtype, optional
+        dtype of each label field the kernels read (integer fields are stored as
+        int32, others as float32); a field not listed is taken as float.
+    block : int
+        Threads per block (a multiple of 32, at most 1024).
+    a_double : bool
+        Keep a = M p in float64.
+    weight_double : bool
+        Edge weights in float64 (see :func:`mgkflow.format.pack_batch`).
+    min_blocks : int
+        Resident blocks per SM the register allocation must allow.
+    dense : bool
+        Compile the dense x dense primitive.
+    flat : bool
+        Row-flattened XMV loop (see :class:`KernelConfig`).
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant, KroneckerDelta
+    >>> c = make_config(KroneckerDelta(0.5, "label"), Constant(1.0), {"label": "int64"})
+    >>> c.node_expr, c.node_fields
+    ('((v1_0 == v2_0) ? 1.0f : 0.5f)', (('label', 'int'),))
+    """
+    if block % 32 or not 32 <= block <= 1024:
+        raise ValueError(f"block must be a multiple of 32 in [32, 1024], got {block}")
+    node_dtypes = dict(node_dtypes or {})
+    edge_dtypes = dict(edge_dtypes or {})
+    nf = tuple((f, _ctype(node_dtypes.get(f, "float32"))) for f in node_kernel.fields)
+    ef = tuple((f, _ctype(edge_dtypes.get(f, "float32"))) for f in edge_kernel.fields)
+    ni = {f: k for k, (f, _) in enumerate(nf)}
+    ei = {f: k for k, (f, _) in enumerate(ef)}
+    node_expr = node_kernel.c_expr(lambda f: f"v1_{ni[f]}", lambda f: f"v2_{ni[f]}")
+    edge_expr = edge_kernel.c_expr(lambda f: f"e1_{ei[f]}", lambda f: f"e2_{ei[f]}")
+    return KernelConfig(
+        node_expr, edge_expr, nf, ef, int(block), bool(a_double), bool(weight_double), int(min_blocks), bool(dense),
+        bool(flat),
+    )
+
+
+def _load_macro(name: str, var: str, array: str, stride: str, fields: tuple[tuple[str, str], ...]) -> str:
+    parts = []
+    for k, (_, ct) in enumerate(fields):
+        word = f"{array}[(long long){k} * {stride} + (long long)(t)]"
+        if ct == "int":
+            parts.append(f"const int {var}_{k} = (int)({word});")
+        else:
+            parts.append(f"const float {var}_{k} = __uint_as_float({word});")
+    return f"#define {name}(t) " + " ".join(parts)
+
+
+def _set_macro(name: str, var: str, array: str, stride: str, fields: tuple[tuple[str, str], ...]) -> str:
+    parts = []
+    for k, (_, ct) in enumerate(fields):
+        word = f"{array}[(long long){k} * {stride} + (long long)(t)]"
+        parts.append(f"{var}_{k} = (int)({word});" if ct == "int" else f"{var}_{k} = __uint_as_float({word});")
+    return f"#define {name}(t) " + " ".join(parts)
+
+
+def template_text() -> str:
+    """The raw ``mgk_solver.cu`` template."""
+    return resources.files("mgkflow.gpu").joinpath("mgk_solver.cu").read_text()
+
+
+def kernel_source(config: KernelConfig) -> str:
+    """The complete CUDA source of the solver for ``config``.
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant
+    >>> src = kernel_source(make_config(Constant(1.0), Constant(1.0)))
+    >>> "mgk_solve" in src and "${" not in src
+    True
+    """
+    defines = "\n".join(
+        [
+            _load_macro("LOAD_V1", "v1", "nlab", "nlab_stride", config.node_fields),
+            _load_macro("LOAD_V2", "v2", "nlab", "nlab_stride", config.node_fields),
+            _load_macro("LOAD_E1", "e1", "elab", "elab_stride", config.edge_fields),
+            _load_macro("LOAD_E2", "e2", "elab", "elab_stride", config.edge_fields),
+            "#define DECL_E1 " + " ".join(f"{ct} e1_{k} = 0;" for k, (_, ct) in enumerate(config.edge_fields)),
+            _set_macro("SET_E1", "e1", "elab", "elab_stride", config.edge_fields),
+        ]
+    )
+    return Template(template_text()).substitute(
+        BLOCK=str(config.block),
+        DEFINES=defines,
+        NODE_KERNEL=config.node_expr,
+        EDGE_KERNEL=config.edge_expr,
+        A_TYPE="double" if config.a_double else "float",
+        W_TYPE="double" if config.weight_double else "float",
+        MIN_BLOCKS=str(config.min_blocks),
+        DENSE_PATH="1" if config.dense else "0",
+        XMV_FLAT="1" if config.flat else "0",
+        COEF="((w1) * (w2) * (double)(ke))" if config.weight_double else "((double)((w1) * (w2) * (ke)))",
+    )
