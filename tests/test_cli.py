@@ -31,9 +31,8 @@ def test_gram_writes_matrix_matching_api(tmp_path):
     assert rc == 0
     K = np.load(out)
     assert K.shape == (4, 4)
-    from mgkflow.datasets import default_kernels, nws
-
     import mgkflow
+    from mgkflow.datasets import default_kernels, nws
 
     nk, ek = default_kernels("nws", labeled=True)
     K_api = mgkflow.MarginalizedGraphKernel(node_kernel=nk, edge_kernel=ek, q=0.05, backend="cpu")(
