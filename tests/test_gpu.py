@@ -119,21 +119,40 @@ def test_global_memory_path_matches() -> None:
     assert not any(launch["shared"] for launch in kg.last_stats.extra["launches"])
 
 
-def test_a_double_and_dense_paths() -> None:
+def test_solver_variants() -> None:
     from mgkflow.gpu import GPUBackend
 
     graphs = datasets.nws(n_graphs=4, labeled=True)
     nk, ek = datasets.default_kernels("nws", labeled=True)
     for be in (
         GPUBackend(a_double=True),
-        GPUBackend(dense_threshold=0),
         GPUBackend(block=128, min_blocks=4),
-        GPUBackend(flat=True),
+        GPUBackend(xmv="flat"),
+        GPUBackend(xmv="rows", tile_sort=False),
         GPUBackend(fast_math=True),
         GPUBackend(a_in_shared=False, block=384, min_blocks=3),
     ):
         err, _ = _compare(graphs, nk, ek, 0.0005, gpu_backend=be)
-        assert err <= 3e-5
+        assert err <= 3e-5, be.last_extra["config"]
+
+
+@pytest.mark.parametrize("labeled", [False, True], ids=["unlabeled", "labeled"])
+@pytest.mark.parametrize("primitive", ["ss", "dd", "ds", "sd", "mixed"])
+def test_octile_primitives(primitive: str, labeled: bool) -> None:
+    """Each octile-pair primitive alone, and a map that selects all four (every selection
+    outcome) on octile pairs of mixed densities, match the CPU backend."""
+    from mgkflow.gpu import GPUBackend
+
+    graphs = _reordered(datasets.ba(n_graphs=4, labeled=labeled)) + datasets.nws(n_graphs=2, labeled=labeled)
+    nk, ek = datasets.default_kernels("ba", labeled=labeled)
+    if primitive == "mixed":
+        sel = np.random.default_rng(3).integers(0, 4, size=(65, 65)).astype(np.uint8)
+    else:
+        sel = primitive
+    be = GPUBackend(xmv="octile", primitives=sel)
+    for q in (0.05, 0.0005):
+        err, _ = _compare(graphs, nk, ek, q, gpu_backend=be)
+        assert err <= _tol(q), (primitive, q)
 
 
 def test_drugs() -> None:

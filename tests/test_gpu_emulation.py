@@ -8,7 +8,7 @@ import pytest
 
 from mgkflow.cpu_solver import _offdiag_operator
 from mgkflow.format import pack_batch
-from mgkflow.gpu.emulate import from_blocked, to_blocked, xmv_blocked, xmv_blocked_flat
+from mgkflow.gpu.emulate import from_blocked, to_blocked, xmv_blocked, xmv_blocked_flat, xmv_rows
 from mgkflow.graph import Graph
 from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
 from mgkflow.system import prepare_graph
@@ -43,5 +43,43 @@ def test_xmv_matches_cpu(edge_kernel, sizes, flat) -> None:
     y = xmv(b, 0, 1, to_blocked(X, nt1, nt2), edge_kernel if edge_kernel.fields else None)
     if not edge_kernel.fields:
         y = y * edge_kernel.c
+    ref = mv(X)
+    np.testing.assert_allclose(from_blocked(y, n, m, nt2), ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize(
+    "edge_kernel", [Constant(1.0), SquareExponential(1.0, "length")], ids=repr
+)
+@pytest.mark.parametrize("sizes", [(13, 21), (8, 8), (3, 17), (30, 9)])
+@pytest.mark.parametrize("tile_sort", [False, True], ids=["natural", "tile-sorted"])
+def test_row_pair_xmv_matches_cpu(edge_kernel, sizes, tile_sort) -> None:
+    """The row-pair XMV's storage (padded row pointers, blocked column offsets, row-order
+    labels) and lane mapping reproduce the CPU product, before and after the tile sort."""
+    from mgkflow.format.rows import permute_system, row_arrays, tile_degree_order
+
+    n, m = sizes
+    g1, g2 = _graph(n, 0.3, n), _graph(m, 0.25, m + 100)
+    nk = KroneckerDelta(0.5, "label")
+    s1, s2 = prepare_graph(g1, 0, nk, edge_kernel), prepare_graph(g2, 1, nk, edge_kernel)
+    X = np.random.default_rng(0).random((n, m))
+    if tile_sort:
+        p1, p2 = tile_degree_order(g1), tile_degree_order(g2)
+        # nodes stay in their tile, and the degrees within a tile are non-increasing
+        assert np.array_equal(p1 // 8, np.arange(n) // 8)
+        deg = np.diff(g1.adjacency.indptr)[p1]
+        for t in range(0, n, 8):
+            assert np.all(np.diff(deg[t : t + 8]) <= 0)
+        s1, s2 = permute_system(s1, p1), permute_system(s2, p2)
+        X = X[np.ix_(p1, p2)]
+    fields = list(edge_kernel.fields)
+    rows = row_arrays([s1, s2], fields, np.float64)
+    nt1, nt2 = -(-n // 8), -(-m // 8)
+    hdr = np.array([[n, nt1, 0, 0, rows["rrow_off"][0]], [m, nt2, 0, 0, rows["rrow_off"][1]]])
+    assert rows["rrowptr"].size == (nt1 + nt2) * 8 + 2
+    # row-order labels, as the solver stores them (field-major words; float32 here)
+    words = rows["relab"].reshape(max(len(fields), 1), -1)
+    labels = {f: words[k].view(np.float32)[:-1].astype(np.float64) for k, f in enumerate(fields)}
+    y = xmv_rows(rows, hdr, 0, 1, to_blocked(X, nt1, nt2), labels, edge_kernel if fields else None)
+    mv, _ = _offdiag_operator(s1, s2, edge_kernel, False)
     ref = mv(X)
     np.testing.assert_allclose(from_blocked(y, n, m, nt2), ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())

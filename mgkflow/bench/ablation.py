@@ -4,16 +4,17 @@ Each step is a real code path of :class:`mgkflow.gpu.GPUBackend`, selected by op
 adding one technique to the previous step (Gram matrix of ``--n-graphs`` graphs of
 each workload, median of ``--reps`` runs after a warm-up):
 
-1. ``dense``      natural order, dense x dense on every octile pair, 256 threads/block,
-                  jobs in the pairs' order (static order);
+1. ``dense``      natural order, octile mapping, dense x dense on every octile pair,
+                  256 threads/block, jobs in the pairs' order (static order);
 2. ``+sparse``    sparse x sparse (set bits only) on every octile pair;
-3. ``+reorder``   PBR ordering (RCM if PBR is unavailable);
-4. ``+adaptive``  dense x dense where the two octiles' nonzero product reaches 576 (an
-                  untuned threshold; measured slower on these workloads, so later steps
-                  drop it and keep sparse x sparse everywhere);
-5. ``+block``     512-thread blocks sized for two resident blocks per SM (16 warps per
+3. ``+reorder``   PBR ordering;
+4. ``+adaptive``  primitive per octile pair from the map measured by ``mgkflow bench
+                  primitives`` on this GPU (sparse x sparse where no map was measured);
+5. ``+rowpair``   row-pair XMV (CSR rows, two outputs per lane, nodes sorted by degree
+                  within tiles) in place of the octile-pair loop;
+6. ``+block``     512-thread blocks sized for two resident blocks per SM (16 warps per
                   block share the pair's p vector in shared memory; occupancy);
-6. ``+dynsched``  jobs handed out largest estimated cost first (persistent grid, atomic counter).
+7. ``+dynsched``  jobs handed out largest estimated cost first (persistent grid, atomic counter).
 
 Compact tile storage (bitmap + compact arrays) is used by every step: the solver has no
 uncompressed path. Writes ``ablation.csv`` and ``ablation.png`` (bar chart) under ``--out``.
@@ -29,15 +30,24 @@ from pathlib import Path
 
 from .gpu import run_workload, workload_name
 
+_SMALL = {"block": 256, "min_blocks": 1, "sort_jobs": False}
 STEPS = [
-    ("dense", "natural", {"dense_threshold": 0, "block": 256, "min_blocks": 1, "sort_jobs": False}),
-    ("+sparse", "natural", {"block": 256, "min_blocks": 1, "sort_jobs": False}),
-    ("+reorder", "pbr", {"block": 256, "min_blocks": 1, "sort_jobs": False}),
-    ("+adaptive", "pbr", {"dense_threshold": 576, "block": 256, "min_blocks": 1, "sort_jobs": False}),
-    ("+block", "pbr", {"block": 512, "min_blocks": 2, "sort_jobs": False}),
-    ("+dynsched", "pbr", {"block": 512, "min_blocks": 2, "sort_jobs": True}),
+    ("dense", "natural", {"xmv": "octile", "primitives": "dd", **_SMALL}),
+    ("+sparse", "natural", {"xmv": "octile", "primitives": "ss", **_SMALL}),
+    ("+reorder", "pbr", {"xmv": "octile", "primitives": "ss", **_SMALL}),
+    ("+adaptive", "pbr", {"xmv": "octile", "primitives": "auto", **_SMALL}),
+    ("+rowpair", "pbr", {"xmv": "rows", **_SMALL}),
+    ("+block", "pbr", {"xmv": "rows", "block": 512, "min_blocks": 2, "sort_jobs": False}),
+    ("+dynsched", "pbr", {"xmv": "rows", "block": 512, "min_blocks": 2, "sort_jobs": True}),
 ]
-WORKLOADS = [("nws", False, 0.05), ("ba", False, 0.05), ("nws", True, 0.05), ("ba", True, 0.05)]
+WORKLOADS = [
+    ("nws", False, 0.05), ("ba", False, 0.05), ("nws", True, 0.05), ("ba", True, 0.05),
+    ("drugs", True, 0.05), ("proteins", True, 0.05),
+]  # fmt: skip
+#: Run by default (proteins only on request: the dense-primitive step is slow on them).
+DEFAULT_WORKLOADS = ("nws", "ba", "drugs")
+#: Graphs per dataset for the real sets (proteins are large: a few suffice).
+REAL_N_GRAPHS = {"drugs": 256, "proteins": 4}
 
 
 def _plot(rows: list[dict], path: Path) -> None:
@@ -72,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--out", default=os.environ.get("OUT") or "reports")
     ap.add_argument("--steps", default=None, help="comma-separated step names")
+    ap.add_argument("--workloads", default=None, help="comma-separated dataset names (nws,ba,drugs,proteins)")
     args = ap.parse_args(argv)
     from ..gpu import device_available
 
@@ -80,9 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     steps = STEPS if not args.steps else [s for s in STEPS if s[0] in args.steps.split(",")]
     rows = []
-    for name, labeled, q in WORKLOADS:
+    names = args.workloads.split(",") if args.workloads else DEFAULT_WORKLOADS
+    wls = [w for w in WORKLOADS if w[0] in names]
+    for name, labeled, q in wls:
         for step, order, kw in steps:
-            r = run_workload(name, labeled, q, args.n_graphs, args.reps, order, 0, dict(kw))
+            n_graphs = REAL_N_GRAPHS.get(name, args.n_graphs)
+            r = run_workload(name, labeled, q, n_graphs, args.reps, order, 0, dict(kw))
             rows.append(
                 {
                     "workload": workload_name(name, labeled, q),

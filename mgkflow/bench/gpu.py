@@ -32,6 +32,8 @@ WORKLOADS = [
     ("ba", True, 0.05),
 ]
 EXTRA_WORKLOADS = [("nws", True, 0.0005), ("ba", True, 0.0005)]
+#: Real datasets (``--real``): graphs taken from each (None: all).
+REAL_WORKLOADS = [("drugs", True, 0.05), ("proteins", True, 0.05)]
 
 
 def workload_name(name: str, labeled: bool, q: float) -> str:
@@ -111,7 +113,8 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
     from ..system import prepare_graph
 
     t0 = time.perf_counter()
-    graphs = getattr(datasets, name)(n_graphs=n_graphs, labeled=labeled)
+    kw = {"labeled": labeled} if name in ("nws", "ba") else {}
+    graphs = getattr(datasets, name)(n_graphs=n_graphs, **kw)
     t_load = time.perf_counter() - t0
     graphs, used, t_order = _order(graphs, order, key=(name, n_graphs))
     nk, ek = datasets.default_kernels(name, labeled=labeled)
@@ -193,24 +196,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=10, help="pairs checked against the CPU backend")
     ap.add_argument("--out", default=os.environ.get("OUT") or "reports")
     default_gd = os.path.join(os.environ["OUT"], "graphdot.json") if os.environ.get("OUT") else None
-    ap.add_argument("--against-graphdot", default=default_gd)
+    ap.add_argument(
+        "--against-graphdot", default=default_gd, help="GraphDot results JSON (comma-separated for several)"
+    )
     ap.add_argument("--extra", action="store_true", help="also the labeled q=0.0005 workloads")
+    ap.add_argument("--real", action="store_true", help="also the drugs and proteins datasets")
+    ap.add_argument("--drugs", type=int, default=None, help="graphs of the drugs set with --real (default all)")
+    ap.add_argument("--proteins", type=int, default=8, help="graphs of the proteins set with --real")
     ap.add_argument("--only", default=None, help="comma-separated substrings of workload names")
     ap.add_argument("--block", type=int, default=None, help="threads per block")
     ap.add_argument("--min-blocks", type=int, default=None, help="__launch_bounds__ blocks per SM")
-    ap.add_argument("--dense-threshold", type=int, default=None, help="nnz product for dense x dense")
-    ap.add_argument("--flat", action="store_true", help="row-flattened XMV loop instead of octile-pair")
+    ap.add_argument("--xmv", choices=["rows", "octile", "flat"], default=None, help="XMV work mapping")
+    ap.add_argument("--primitives", default=None, help="octile mode: auto (measured map) or ss/dd/ds/sd")
+    ap.add_argument("--no-tile-sort", action="store_true", help="row mode: keep the node order within tiles")
+    ap.add_argument("--rtol", type=float, default=None, help="CG relative residual tolerance")
     ap.add_argument("--fast-math", action="store_true", help="compile with -use_fast_math")
     ap.add_argument("--a-global", action="store_true", help="keep a = M p in global memory")
     ap.add_argument("--tag", default="", help="label of this configuration in the CSV")
     args = ap.parse_args(argv)
     backend_kw = {
         k: v
-        for k, v in (("block", args.block), ("min_blocks", args.min_blocks), ("dense_threshold", args.dense_threshold))
+        for k, v in (
+            ("block", args.block), ("min_blocks", args.min_blocks), ("xmv", args.xmv),
+            ("primitives", args.primitives), ("rtol", args.rtol),
+        )
         if v is not None
-    }
-    if args.flat:
-        backend_kw["flat"] = True
+    }  # fmt: skip
+    if args.no_tile_sort:
+        backend_kw["tile_sort"] = False
     if args.fast_math:
         backend_kw["fast_math"] = True
     if args.a_global:
@@ -222,18 +235,24 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device (or no PyCUDA): nothing to benchmark", file=sys.stderr)
         return 1
     gd_bench, gd_ref = {}, {}
-    if args.against_graphdot and Path(args.against_graphdot).is_file():
-        data = json.loads(Path(args.against_graphdot).read_text())
-        gd_bench, gd_ref = data.get("bench", {}), data.get("reference", {})
-    elif args.against_graphdot:
-        print(f"note: no GraphDot results at {args.against_graphdot}", flush=True)
-    wl = WORKLOADS + (EXTRA_WORKLOADS if args.extra else [])
+    for path in (args.against_graphdot or "").split(","):
+        if not path:
+            continue
+        if Path(path).is_file():
+            data = json.loads(Path(path).read_text())
+            gd_bench.update(data.get("bench", {}))
+            gd_ref.update(data.get("reference", {}))
+        else:
+            print(f"note: no GraphDot results at {path}", flush=True)
+    wl = WORKLOADS + (EXTRA_WORKLOADS if args.extra else []) + (REAL_WORKLOADS if args.real else [])
+    n_real = {"drugs": args.drugs, "proteins": args.proteins}
     if args.only:
         keys = args.only.split(",")
         wl = [w for w in wl if any(k in workload_name(*w) for k in keys)]
     rows = []
     for name, labeled, q in wl:
-        row = run_workload(name, labeled, q, args.n_graphs, args.reps, args.order, args.sample, backend_kw)
+        n_graphs = n_real[name] if name in n_real else args.n_graphs
+        row = run_workload(name, labeled, q, n_graphs, args.reps, args.order, args.sample, backend_kw)
         row["config"] = args.tag or json.dumps(backend_kw)
         gd = gd_bench.get(row["workload"])
         row["graphdot_pairs_per_s"] = gd["pairs_per_s"] if gd else float("nan")

@@ -15,17 +15,17 @@ import numpy as np
 import pycuda.driver as cuda  # noqa: E402  (lazy: this module is imported on demand)
 
 from ..format.octile import OctileBatch, pack_batch
+from ..format.rows import label_words, permute_system, row_arrays, tile_degree_order
 from ..kernels import BaseKernel
 from ..system import GraphSystem
-from .source import DEFAULT_BLOCK, KernelConfig, kernel_source, make_config
+from .primitive_map import PRIMITIVES, constant_map, load_map
+from .source import DEFAULT_BLOCK, XMV_MODES, KernelConfig, kernel_source, make_config
 
 __all__ = ["GPUBackend", "DEFAULT_RTOL"]
 
 #: Default relative residual tolerance: K lands within ~1e-8 of float64 at rtol 1e-6
 #: on the paper workloads (CG starting from 0); we keep a margin.
 DEFAULT_RTOL = 1e-7
-#: Octile pairs with at least this many nonzero products use the dense x dense loop.
-DEFAULT_DENSE_THRESHOLD = 1 << 30  # sparse x sparse everywhere until tuned (Issue B)
 #: Default ``__launch_bounds__`` minimum of resident blocks per SM.
 DEFAULT_MIN_BLOCKS = 2
 #: Bytes per product-vector entry kept in shared memory: P (double) + A (float or double).
@@ -108,19 +108,7 @@ class _DeviceBatch:
     octiles_per_graph: np.ndarray
     nt: np.ndarray
     keepalive: tuple
-
-
-def _label_words(arrays: Sequence[np.ndarray], length: int) -> np.ndarray:
-    """Stack label fields (int32/float32) as raw 32-bit words, field-major."""
-    if not arrays:
-        return np.zeros(1, dtype=np.uint32)
-    # one spare word per field: the dense loop may read (and discard) one past a field's end
-    out = np.zeros((len(arrays), length + 1), dtype=np.uint32)
-    for k, a in enumerate(arrays):
-        a = np.asarray(a)
-        a = a.astype(np.int32) if a.dtype.kind in "iub" else a.astype(np.float32)
-        out[k, : a.size] = a.view(np.uint32)
-    return out.ravel()
+    relab_stride: int = 1
 
 
 class GPUBackend:
@@ -134,18 +122,22 @@ class GPUBackend:
         CG iteration limit; pairs that reach it are flagged not converged.
     block : int
         Threads per block.
-    dense_threshold : int
-        Octile pairs whose nonzero-count product reaches this use the dense loop.
     a_double : bool
         Keep a = M p in float64 between the XMV and the update (more shared memory).
+    xmv : {"rows", "octile", "flat"}
+        XMV work mapping (see :class:`mgkflow.gpu.source.KernelConfig`). Default "rows":
+        node rows in CSR order, two outputs per lane, nodes of each tile sorted by degree.
+    primitives : {"auto", "ss", "dd", "ds", "sd"} or (65, 65) uint8 array
+        Octile mode: the primitive per octile pair. "auto" uses the map measured on this GPU
+        model by ``mgkflow bench primitives`` (sparse x sparse everywhere when none was
+        measured); a name forces one primitive; an array is a selection map.
+    tile_sort : bool
+        Row mode: sort the nodes of each tile by degree (K is permutation invariant).
     max_scratch_bytes : int, optional
         Cap on the global scratch memory (default: 60% of the free device memory).
     min_blocks : int, optional
         Resident blocks per SM the compiler must fit registers for (``__launch_bounds__``);
         default 2 (the 96-node workloads fit two blocks' product vectors in shared memory).
-    flat : bool
-        Row-flattened XMV loop; the default (False) is the octile-pair loop, measured
-        faster on the paper workloads (the flattened loop diverges in its seek loops).
     fast_math : bool
         Compile with ``-use_fast_math`` (float32 ``expf`` etc. in the base kernels; the
         float64 CG arithmetic is unaffected). Off by default: measured no faster.
@@ -171,12 +163,13 @@ class GPUBackend:
         rtol: float = DEFAULT_RTOL,
         max_iter: int = 10_000,
         block: int = DEFAULT_BLOCK,
-        dense_threshold: int = DEFAULT_DENSE_THRESHOLD,
+        xmv: str = "rows",
+        primitives: str | np.ndarray = "auto",
+        tile_sort: bool = True,
         a_double: bool = False,
         max_scratch_bytes: int | None = None,
         smem_limit: int | None = None,
         min_blocks: int | None = None,
-        flat: bool = False,
         fast_math: bool = False,
         a_in_shared: bool = True,
         sort_jobs: bool = True,
@@ -186,17 +179,32 @@ class GPUBackend:
         self.rtol = float(rtol)
         self.max_iter = int(max_iter)
         self.block = int(block)
-        self.dense_threshold = int(dense_threshold)
+        if xmv not in XMV_MODES:
+            raise ValueError(f"xmv must be one of {sorted(XMV_MODES)}, got {xmv!r}")
+        self.xmv = xmv
+        if isinstance(primitives, str):
+            if primitives != "auto" and primitives not in PRIMITIVES:
+                raise ValueError(
+                    f"primitives must be 'auto', one of {PRIMITIVES} or a (65, 65) map, got {primitives!r}"
+                )
+        else:
+            primitives = np.asarray(primitives)
+            if primitives.shape != (65, 65) or primitives.max(initial=0) >= len(PRIMITIVES):
+                raise ValueError("a primitive map is a (65, 65) array of primitive ids")
+            primitives = primitives.astype(np.uint8)
+        self.primitives = primitives
+        self.tile_sort = bool(tile_sort)
         self.a_double = bool(a_double)
         self.max_scratch_bytes = max_scratch_bytes
         self.smem_limit = smem_limit
         self.min_blocks = int(min_blocks) if min_blocks is not None else DEFAULT_MIN_BLOCKS
-        self.flat = bool(flat)
         self.fast_math = bool(fast_math)
         self.a_in_shared = bool(a_in_shared)
         self.sort_jobs = bool(sort_jobs)
         self.last_extra: dict = {}
         self._batch_cache: tuple | None = None
+        self._map_cache: tuple | None = None
+        self._primitives_label = ""
         self._scratch = None
         self._scratch_bytes = 0
         _ensure_context()
@@ -215,18 +223,23 @@ class GPUBackend:
         digest = hash(
             b"".join(np.ascontiguousarray(v).tobytes() for s in systems for v in (s.p, s.q, s.d))
         )
-        key = (key_ids, digest, config.node_fields, config.edge_fields, config.weight_double)
+        sort = config.xmv == "rows" and self.tile_sort
+        key = (key_ids, digest, config.node_fields, config.edge_fields, config.weight_double, sort)
         if self._batch_cache is not None and self._batch_cache[0] == key:
             return self._batch_cache[1]
+        originals = tuple(s.graph for s in systems)  # keep alive: the cache key holds their ids
+        if sort:
+            systems = [permute_system(s, tile_degree_order(s.graph)) for s in systems]
         nf = [f for f, _ in config.node_fields]
         ef = [f for f, _ in config.edge_fields]
         batch = pack_batch(systems, node_fields=nf, edge_fields=ef)
         G = batch.n_graphs
-        hdr = np.stack(
-            [batch.n_nodes, batch.n_tiles_side, batch.node_offset, batch.rowptr_offset], axis=1
-        ).astype(np.int32)
         n_nodes_total = int(batch.d.size)
         wdt = np.float64 if config.weight_double else np.float32
+        rows = row_arrays(systems, ef, wdt)
+        hdr = np.stack(
+            [batch.n_nodes, batch.n_tiles_side, batch.node_offset, batch.rowptr_offset, rows["rrow_off"]], axis=1
+        ).astype(np.int32)
         host = {
             "hdr": hdr.ravel(),
             "rowptr": batch.rowptr.astype(np.int32),
@@ -234,14 +247,19 @@ class GPUBackend:
             "bitmap": batch.bitmap if batch.n_octiles else np.zeros(1, np.uint64),
             "toff": batch.offset.astype(np.int32) if batch.n_octiles else np.zeros(1, np.int32),
             "weight": np.concatenate([batch.weight.astype(wdt), np.zeros(1, dtype=wdt)]),
-            "elab": _label_words([batch.edge_labels[f] for f in ef], batch.nnz),
-            "nlab": _label_words([batch.node_labels[f] for f in nf], n_nodes_total),
+            "elab": label_words([batch.edge_labels[f] for f in ef], batch.nnz),
+            "rrowptr": rows["rrowptr"],
+            "rcoff": rows["rcoff"],
+            "rweight": rows["rweight"],
+            "relab": rows["relab"],
+            "nlab": label_words([batch.node_labels[f] for f in nf], n_nodes_total),
             "d": batch.d,
             "p": batch.p,
             "q": batch.q,
         }
         expect = {"hdr": np.int32, "rowptr": np.int32, "tile_col": np.int32, "bitmap": np.uint64,
                   "toff": np.int32, "weight": wdt, "elab": np.uint32, "nlab": np.uint32,
+                  "rrowptr": np.int32, "rcoff": np.int32, "rweight": wdt, "relab": np.uint32,
                   "d": np.float64, "p": np.float64, "q": np.float64}  # fmt: skip
         for k, v in host.items():
             if v.dtype != expect[k]:
@@ -255,10 +273,31 @@ class GPUBackend:
             nnz_per_graph=np.diff(batch.nnz_offset),
             octiles_per_graph=batch.octiles_per_graph(),
             nt=batch.n_tiles_side.astype(np.int64),
-            keepalive=(tuple(s.graph for s in systems), G),
+            keepalive=(originals, G),
+            relab_stride=int(rows["relab_stride"]),
         )
         self._batch_cache = (key, dbatch)
         return dbatch
+
+    def _primitive_map(self, edge_kernel: BaseKernel) -> Any:
+        """Device copy of the primitive selection map for this call (octile mode)."""
+        from ..kernels import Constant
+
+        labeled = not isinstance(edge_kernel, Constant)
+        if isinstance(self.primitives, np.ndarray):
+            sel, label = self.primitives, "map"
+        elif self.primitives == "auto":
+            sel = load_map(self.device_name, labeled)
+            label = "measured" if sel is not None else "ss(no map)"
+            if sel is None:
+                sel = constant_map("ss")
+        else:
+            sel, label = constant_map(self.primitives), self.primitives
+        self._primitives_label = label
+        key = sel.tobytes()
+        if self._map_cache is None or self._map_cache[0] != key:
+            self._map_cache = (key, cuda.to_device(np.ascontiguousarray(sel, dtype=np.uint8)))
+        return self._map_cache[1]
 
     def _get_scratch(self, nbytes: int) -> Any:
         if self._scratch is None or self._scratch_bytes < nbytes:
@@ -319,9 +358,10 @@ class GPUBackend:
             a_double=self.a_double,
             weight_double=weight_double,
             min_blocks=self.min_blocks,
-            dense=self.dense_threshold < DEFAULT_DENSE_THRESHOLD,
-            flat=self.flat and self.dense_threshold >= DEFAULT_DENSE_THRESHOLD,
+            xmv=self.xmv,
+            adaptive=not (isinstance(self.primitives, str) and self.primitives == "ss"),
         )
+        prim_map = self._primitive_map(edge_kernel)
         t0 = time.perf_counter()
         mod = compile_module(config, self.fast_math)
         t_compile = time.perf_counter() - t0
@@ -334,7 +374,10 @@ class GPUBackend:
         g1 = pr[:, 0]
         g2 = pr[:, 1] + yoff
         N = db.nt[g1] * db.nt[g2] * 64
-        cost = db.octiles_per_graph[g1].astype(np.float64) * db.octiles_per_graph[g2] + N / 64.0
+        if self.xmv == "rows":  # products per XMV, plus the per-entry vector work
+            cost = db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] + 4.0 * N
+        else:  # octile pairs visited
+            cost = db.octiles_per_graph[g1].astype(np.float64) * db.octiles_per_graph[g2] + N / 64.0
         per_entry = _SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8
         a_bytes = 8 if self.a_double else 4
         smem_cap = self.smem_optin - int(func.shared_size_bytes) - 64
@@ -402,12 +445,14 @@ class GPUBackend:
             start.record()
             func(
                 a["hdr"], a["rowptr"], a["tile_col"], a["bitmap"], a["toff"], a["weight"],
-                a["elab"], np.int64(db.elab_stride), a["nlab"], np.int64(db.nlab_stride),
+                a["elab"], np.int64(db.elab_stride),
+                a["rrowptr"], a["rcoff"], a["rweight"], a["relab"], np.int64(db.relab_stride), prim_map,
+                a["nlab"], np.int64(db.nlab_stride),
                 a["d"], a["p"], a["q"],
                 d_jobs, np.int32(len(order)), counter,
                 out_k, out_it, out_res, out_conv,
                 scratch, np.int64(per_block), np.int32(mode), np.int64(n_max),
-                np.float64(self.rtol), np.int32(self.max_iter), np.int32(self.dense_threshold),
+                np.float64(self.rtol), np.int32(self.max_iter),
                 block=(self.block, 1, 1), grid=(int(grid), 1), shared=smem,
             )  # fmt: skip
             stop.record()
@@ -442,7 +487,8 @@ class GPUBackend:
             "gflops": products / dev_seconds / 1e9 if dev_seconds > 0 else 0.0,
             "launches": launches,
             "regs": int(func.num_regs),
-            "config": f"block={self.block} min_blocks={self.min_blocks} flat={config.flat} "
+            "config": f"block={self.block} min_blocks={self.min_blocks} xmv={config.xmv} "
+            f"primitives={self._primitives_label} tile_sort={self.tile_sort} "
             f"fast_math={self.fast_math} a_double={self.a_double} weight_double={config.weight_double} "
             f"a_in_shared={self.a_in_shared}",
         }

@@ -27,29 +27,34 @@
 
 #define BLOCK ${BLOCK}
 #define MIN_BLOCKS ${MIN_BLOCKS}
-#define DENSE_PATH ${DENSE_PATH}
-#define XMV_FLAT ${XMV_FLAT}
+#define XMV_MODE ${XMV_MODE}
+#define ADAPTIVE ${ADAPTIVE}
 ${DEFINES}
+#define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 #define NWARP (BLOCK / 32)
 typedef ${A_TYPE} a_t;
 typedef ${W_TYPE} w_t;
 // coefficient A_ij A'_i'j' ke of one product, in double
 #define COEF(w1, w2, ke) ${COEF}
 
+${PRIMITIVES}
+
 struct GraphHdr {
     int n;          // real nodes
     int nt;         // tiles per side
     int node_off;   // first (padded) node in the node arrays
     int rowptr_off; // first tile-row pointer
+    int rrow_off;   // first node-row pointer (row-pair XMV)
 };
 
 __device__ __forceinline__ GraphHdr load_hdr(const int* __restrict__ hdr, int g)
 {
     GraphHdr h;
-    h.n = hdr[4 * g + 0];
-    h.nt = hdr[4 * g + 1];
-    h.node_off = hdr[4 * g + 2];
-    h.rowptr_off = hdr[4 * g + 3];
+    h.n = hdr[5 * g + 0];
+    h.nt = hdr[5 * g + 1];
+    h.node_off = hdr[5 * g + 2];
+    h.rowptr_off = hdr[5 * g + 3];
+    h.rrow_off = hdr[5 * g + 4];
     return h;
 }
 
@@ -78,7 +83,7 @@ __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
-    const int* __restrict__ hdr,                  // 4 ints per graph
+    const int* __restrict__ hdr,                  // 5 ints per graph
     const int* __restrict__ rowptr,               // tile-row pointers (absolute octile ids)
     const int* __restrict__ tile_col,             // per octile
     const unsigned long long* __restrict__ bitmap,
@@ -86,6 +91,12 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const w_t* __restrict__ weight,               // compact (float, or double where float rounds)
     const unsigned int* __restrict__ elab,        // compact edge labels, field-major, 32-bit words
     const long long elab_stride,
+    const int* __restrict__ rrowptr,              // row-pair XMV: node-row pointers (padded rows empty)
+    const int* __restrict__ rcoff,                // row-pair XMV: blocked column offset per nonzero
+    const w_t* __restrict__ rweight,              // row-pair XMV: weights in row order
+    const unsigned int* __restrict__ relab,       // row-pair XMV: edge labels in row order
+    const long long relab_stride,
+    const unsigned char* __restrict__ prim_map,   // primitive per (popc1, popc2), 65 x 65
     const unsigned int* __restrict__ nlab,        // node labels, field-major, 32-bit words
     const long long nlab_stride,
     const double* __restrict__ dvec,
@@ -103,8 +114,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int use_smem,                           // 1: P and A in shared memory, 2: P only, 0: none
     const long long n_max,                        // largest product size of this launch
     const double rtol,
-    const int max_iter,
-    const int dense_threshold)
+    const int max_iter)
 {
     extern __shared__ double smem[];
     __shared__ double red[2 * NWARP];
@@ -186,12 +196,31 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                 const unsigned long long below1 = (1ull << sh1) - 1ull;
                 const unsigned long long below2a = (1ull << sh2a) - 1ull;
                 const unsigned long long below2b = (1ull << sh2b) - 1ull;
+#if XMV_MODE == 2
+                // row-pair XMV: outputs (x, u) and (7 - x, 7 - u) of the tile pair
+                const int rx = lane >> 3, ru = lane & 7;
+                const int oa = rx * 8 + ru, ob = (7 - rx) * 8 + (7 - ru);
+#else
+                // octile-pair XMV: outputs (i, i2a) and (i, i2b) of the tile pair
+                const int oa = i * 8 + i2a, ob = oa + 4;
+                const LaneRows L = lane_rows(lane);
+#endif
                 for (int tp = warp; tp < n_tp; tp += NWARP) {
                     const int I = tp / nt2, I2 = tp - I * nt2;
                     double acca = 0.0, accb = 0.0;
+#if XMV_MODE == 2
+                    {
+                        const int* ra_ = rrowptr + h1.rrow_off + I * 8;
+                        const int* rb_ = rrowptr + h2.rrow_off + I2 * 8;
+                        acca = row_pair(ra_[rx], ra_[rx + 1], rb_[ru], rb_[ru + 1], P, nt2, rcoff, rweight, relab,
+                                        relab_stride);
+                        accb = row_pair(ra_[7 - rx], ra_[8 - rx], rb_[7 - ru], rb_[8 - ru], P, nt2, rcoff, rweight,
+                                        relab, relab_stride);
+                    }
+#else
                     const int a0 = rowptr[h1.rowptr_off + I], a1 = rowptr[h1.rowptr_off + I + 1];
                     const int b0 = rowptr[h2.rowptr_off + I2], b1 = rowptr[h2.rowptr_off + I2 + 1];
-#if XMV_FLAT
+#if XMV_MODE == 1
                     // Row-flattened sparse x sparse: the lane walks its own sequence of products
                     // (entries of row i across the octiles of tile row I) x (entries of rows i2a, then
                     // i2b, across the octiles of tile row I2) in one loop, so the warp's time is the
@@ -246,7 +275,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                             const int j = __ffs(s1) - 1, j2 = __ffs(s2) - 1;
                             const w_t w2 = weight[t2];
                             LOAD_E2(t2);
-                            const double c = COEF(w1, w2, (${EDGE_KERNEL})) *
+                            const double c = COEF(w1, w2, EDGE_KERNEL_EXPR) *
                                              P[((long long)(J * nt2 + J2) << 6) + j * 8 + j2];
                             if (which)
                                 accb += c;
@@ -290,81 +319,27 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                     for (int ta = a0; ta < a1; ++ta) {
                         const int J = tile_col[ta];
                         const unsigned long long bm1 = bitmap[ta];
-                        const unsigned int ra = (unsigned int)(bm1 >> sh1) & 0xffu;
-                        const int base1 = toff[ta] + __popcll(bm1 & below1);
-                        const int k1 = __popcll(bm1);
+                        const int toff1 = toff[ta];
+#if ADAPTIVE
+                        const unsigned char* map_row = prim_map + __popcll(bm1) * 65;
+#endif
                         for (int tb = b0; tb < b1; ++tb) {
                             const int J2 = tile_col[tb];
                             const unsigned long long bm2 = bitmap[tb];
                             const double* Pt = P + ((long long)(J * nt2 + J2) << 6);
-                            const int o2 = toff[tb];
-#if DENSE_PATH
-                            if (k1 * __popcll(bm2) >= dense_threshold) {
-                                // dense x dense: every column of both rows, zeros included
-#pragma unroll 1
-                                for (int j = 0; j < 8; ++j) {
-                                    const bool h1b = (ra >> j) & 1u;
-                                    const int t1 = base1 + __popc(ra & ((1u << j) - 1u));
-                                    const w_t w1 = h1b ? weight[t1] : (w_t)0;
-                                    LOAD_E1(h1b ? t1 : base1);
-                                    const unsigned int rba = (unsigned int)(bm2 >> sh2a) & 0xffu;
-                                    const unsigned int rbb = (unsigned int)(bm2 >> sh2b) & 0xffu;
-                                    const int ba2 = o2 + __popcll(bm2 & below2a);
-                                    const int bb2 = o2 + __popcll(bm2 & below2b);
-#pragma unroll
-                                    for (int j2 = 0; j2 < 8; ++j2) {
-                                        const double pv = Pt[j * 8 + j2];
-                                        {
-                                            const bool hb = (rba >> j2) & 1u;
-                                            const int t2 = ba2 + __popc(rba & ((1u << j2) - 1u));
-                                            const w_t w2 = hb ? weight[t2] : (w_t)0;
-                                            LOAD_E2(hb ? t2 : ba2);
-                                            acca += COEF(w1, w2, (${EDGE_KERNEL})) * pv;
-                                        }
-                                        {
-                                            const bool hb = (rbb >> j2) & 1u;
-                                            const int t2 = bb2 + __popc(rbb & ((1u << j2) - 1u));
-                                            const w_t w2 = hb ? weight[t2] : (w_t)0;
-                                            LOAD_E2(hb ? t2 : bb2);
-                                            accb += COEF(w1, w2, (${EDGE_KERNEL})) * pv;
-                                        }
-                                    }
-                                }
-                            } else
+#if ADAPTIVE
+                            octile_pair_select(__ldg(map_row + __popcll(bm2)), bm1, toff1, bm2, toff[tb], Pt, L, weight,
+                                               elab, elab_stride, acca, accb);
+#else
+                            octile_pair<PRIM_SS>(bm1, toff1, bm2, toff[tb], Pt, L, weight, elab, elab_stride, acca,
+                                                 accb);
 #endif
-                            {
-                                // sparse x sparse: set bits only
-                                const unsigned int rba = (unsigned int)(bm2 >> sh2a) & 0xffu;
-                                const unsigned int rbb = (unsigned int)(bm2 >> sh2b) & 0xffu;
-                                const int ba2 = o2 + __popcll(bm2 & below2a);
-                                const int bb2 = o2 + __popcll(bm2 & below2b);
-                                int t1 = base1;
-                                for (unsigned int s1 = ra; s1; s1 &= s1 - 1u, ++t1) {
-                                    const int j = __ffs(s1) - 1;
-                                    const w_t w1 = weight[t1];
-                                    LOAD_E1(t1);
-                                    const double* Pr = Pt + j * 8;
-                                    int t2 = ba2;
-                                    for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {
-                                        const int j2 = __ffs(s2) - 1;
-                                        const w_t w2 = weight[t2];
-                                        LOAD_E2(t2);
-                                        acca += COEF(w1, w2, (${EDGE_KERNEL})) * Pr[j2];
-                                    }
-                                    t2 = bb2;
-                                    for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {
-                                        const int j2 = __ffs(s2) - 1;
-                                        const w_t w2 = weight[t2];
-                                        LOAD_E2(t2);
-                                        accb += COEF(w1, w2, (${EDGE_KERNEL})) * Pr[j2];
-                                    }
-                                }
-                            }
                         }
                     }
 #endif
-                    const long long ia = ((long long)tp << 6) + i * 8 + i2a;
-                    const long long ib = ia + 4;
+#endif
+                    const long long ia = ((long long)tp << 6) + oa;
+                    const long long ib = ((long long)tp << 6) + ob;
                     const double pa_ = P[ia], pb_ = P[ib];
                     const double va = DG[ia] * pa_ - acca;
                     const double vb = DG[ib] * pb_ - accb;

@@ -18,10 +18,12 @@ import numpy as np
 
 from ..kernels import BaseKernel
 
-__all__ = ["KernelConfig", "kernel_source", "make_config", "DEFAULT_BLOCK"]
+__all__ = ["KernelConfig", "kernel_source", "make_config", "label_macros", "coef_expr", "DEFAULT_BLOCK", "XMV_MODES"]
 
 #: Threads per block of the solver.
 DEFAULT_BLOCK = 512
+#: XMV work mappings and their ``XMV_MODE`` in ``mgk_solver.cu``.
+XMV_MODES = {"octile": 0, "flat": 1, "rows": 2}
 
 
 @dataclass(frozen=True)
@@ -43,12 +45,14 @@ class KernelConfig:
         Edge weights are stored in float64 (some weight is not exactly a float32).
     min_blocks : int
         Second ``__launch_bounds__`` argument (resident blocks per SM to fit registers for).
-    dense : bool
-        Compile the dense x dense primitive (else sparse x sparse only: fewer registers).
-        Used by the octile-pair loop only.
-    flat : bool
-        Row-flattened XMV loop (each lane walks its whole tile-row product sequence; default)
-        instead of the octile-pair loop (lanes synchronize on every octile pair).
+    xmv : {"rows", "octile", "flat"}
+        XMV work mapping (see ``mgk_solver.cu``): "rows" walks node rows in CSR order
+        (the lane owns two outputs of a tile pair, every trip is one product); "octile"
+        loops over octile pairs with the primitives of ``octile_primitives.cuh``; "flat"
+        walks a tile row's octile bitmaps in one loop per lane.
+    adaptive : bool
+        Octile mode: choose the primitive per octile pair from a selection map (measured
+        by ``mgkflow bench primitives``); else sparse x sparse everywhere.
     """
 
     node_expr: str
@@ -59,8 +63,8 @@ class KernelConfig:
     a_double: bool = False
     weight_double: bool = False
     min_blocks: int = 1
-    dense: bool = True
-    flat: bool = True
+    xmv: str = "rows"
+    adaptive: bool = False
 
     @property
     def key(self) -> str:
@@ -82,8 +86,8 @@ def make_config(
     a_double: bool = False,
     weight_double: bool = False,
     min_blocks: int = 1,
-    dense: bool = True,
-    flat: bool = True,
+    xmv: str = "rows",
+    adaptive: bool = False,
 ) -> KernelConfig:
     """Build the :class:`KernelConfig` of a pair of base kernels.
 
@@ -102,10 +106,10 @@ def make_config(
         Edge weights in float64 (see :func:`mgkflow.format.pack_batch`).
     min_blocks : int
         Resident blocks per SM the register allocation must allow.
-    dense : bool
-        Compile the dense x dense primitive.
-    flat : bool
-        Row-flattened XMV loop (see :class:`KernelConfig`).
+    xmv : {"rows", "octile", "flat"}
+        XMV work mapping (see :class:`KernelConfig`).
+    adaptive : bool
+        Per-octile-pair primitive selection (octile mode).
 
     Examples
     --------
@@ -114,6 +118,8 @@ def make_config(
     >>> c.node_expr, c.node_fields
     ('((v1_0 == v2_0) ? 1.0f : 0.5f)', (('label', 'int'),))
     """
+    if xmv not in XMV_MODES:
+        raise ValueError(f"xmv must be one of {sorted(XMV_MODES)}, got {xmv!r}")
     if block % 32 or not 32 <= block <= 1024:
         raise ValueError(f"block must be a multiple of 32 in [32, 1024], got {block}")
     node_dtypes = dict(node_dtypes or {})
@@ -125,8 +131,8 @@ def make_config(
     node_expr = node_kernel.c_expr(lambda f: f"v1_{ni[f]}", lambda f: f"v2_{ni[f]}")
     edge_expr = edge_kernel.c_expr(lambda f: f"e1_{ei[f]}", lambda f: f"e2_{ei[f]}")
     return KernelConfig(
-        node_expr, edge_expr, nf, ef, int(block), bool(a_double), bool(weight_double), int(min_blocks), bool(dense),
-        bool(flat),
+        node_expr, edge_expr, nf, ef, int(block), bool(a_double), bool(weight_double), int(min_blocks), xmv,
+        bool(adaptive) and xmv == "octile",
     )
 
 
@@ -149,9 +155,28 @@ def _set_macro(name: str, var: str, array: str, stride: str, fields: tuple[tuple
     return f"#define {name}(t) " + " ".join(parts)
 
 
-def template_text() -> str:
-    """The raw ``mgk_solver.cu`` template."""
-    return resources.files("mgkflow.gpu").joinpath("mgk_solver.cu").read_text()
+def template_text(name: str = "mgk_solver.cu") -> str:
+    """The raw text of a CUDA source shipped in :mod:`mgkflow.gpu`."""
+    return resources.files("mgkflow.gpu").joinpath(name).read_text()
+
+
+def label_macros(config: KernelConfig) -> str:
+    """``#define`` lines of the label loads (LOAD_V1/2, LOAD_E1/2, DECL_E1, SET_E1) of ``config``."""
+    return "\n".join(
+        [
+            _load_macro("LOAD_V1", "v1", "nlab", "nlab_stride", config.node_fields),
+            _load_macro("LOAD_V2", "v2", "nlab", "nlab_stride", config.node_fields),
+            _load_macro("LOAD_E1", "e1", "elab", "elab_stride", config.edge_fields),
+            _load_macro("LOAD_E2", "e2", "elab", "elab_stride", config.edge_fields),
+            "#define DECL_E1 " + " ".join(f"{ct} e1_{k} = 0;" for k, (_, ct) in enumerate(config.edge_fields)),
+            _set_macro("SET_E1", "e1", "elab", "elab_stride", config.edge_fields),
+        ]
+    )
+
+
+def coef_expr(config: KernelConfig) -> str:
+    """C expression of one product's coefficient (double) from w1, w2 and the edge kernel value."""
+    return "((w1) * (w2) * (double)(ke))" if config.weight_double else "((double)((w1) * (w2) * (ke)))"
 
 
 def kernel_source(config: KernelConfig) -> str:
@@ -164,25 +189,16 @@ def kernel_source(config: KernelConfig) -> str:
     >>> "mgk_solve" in src and "${" not in src
     True
     """
-    defines = "\n".join(
-        [
-            _load_macro("LOAD_V1", "v1", "nlab", "nlab_stride", config.node_fields),
-            _load_macro("LOAD_V2", "v2", "nlab", "nlab_stride", config.node_fields),
-            _load_macro("LOAD_E1", "e1", "elab", "elab_stride", config.edge_fields),
-            _load_macro("LOAD_E2", "e2", "elab", "elab_stride", config.edge_fields),
-            "#define DECL_E1 " + " ".join(f"{ct} e1_{k} = 0;" for k, (_, ct) in enumerate(config.edge_fields)),
-            _set_macro("SET_E1", "e1", "elab", "elab_stride", config.edge_fields),
-        ]
-    )
     return Template(template_text()).substitute(
         BLOCK=str(config.block),
-        DEFINES=defines,
+        DEFINES=label_macros(config),
+        PRIMITIVES=template_text("octile_primitives.cuh"),
         NODE_KERNEL=config.node_expr,
         EDGE_KERNEL=config.edge_expr,
         A_TYPE="double" if config.a_double else "float",
         W_TYPE="double" if config.weight_double else "float",
         MIN_BLOCKS=str(config.min_blocks),
-        DENSE_PATH="1" if config.dense else "0",
-        XMV_FLAT="1" if config.flat else "0",
-        COEF="((w1) * (w2) * (double)(ke))" if config.weight_double else "((double)((w1) * (w2) * (ke)))",
+        XMV_MODE=str(XMV_MODES[config.xmv]),
+        ADAPTIVE="1" if config.adaptive else "0",
+        COEF=coef_expr(config),
     )

@@ -1,0 +1,90 @@
+"""GraphDot 0.8.1 on mgkflow's real datasets, for ``mgkflow bench gpu --real`` ratios.
+
+Run on the GPU machine with GraphDot importable (``../shared/anchors/graphdot`` unpacks and
+patches it into ``/tmp/graphdot``)::
+
+    PYTHONPATH=/tmp/graphdot/graphdot-0.8.1:/tmp/site:$PWD \\
+        python3 -m mgkflow.bench.graphdot_real --drugs 1000 --out $OUT
+
+Times GraphDot's Gram matrix of the first ``--drugs`` molecules of :func:`mgkflow.datasets.drugs`
+with the dataset's default kernels (KroneckerDelta(0.5) on ``element`` and on ``bond_order``),
+q = 0.05, median of ``--reps`` runs after a warm-up, in GraphDot's own node order. Writes
+``graphdot_real.json`` (same layout as the anchor's ``graphdot.json``: ``bench`` by workload
+name, ``reference`` raw values of the first 8 graphs) so that ``mgkflow bench gpu
+--against-graphdot`` can read both files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _graphdot_graphs(graphs, node_field: str, edge_field: str):
+    import networkx as nx
+    from graphdot import Graph as GDGraph
+
+    out = []
+    for g in graphs:
+        G = nx.Graph()
+        nl = np.asarray(g.node_labels[node_field])
+        for i in range(g.n_nodes):
+            G.add_node(i, **{node_field: int(nl[i])})
+        A = g.adjacency.tocoo()
+        el = np.asarray(g.edge_labels[edge_field])
+        # edge labels are aligned with the CSR data; tocoo keeps that order
+        for r, c, w, lab in zip(A.row, A.col, A.data, el, strict=True):
+            if r < c:
+                G.add_edge(int(r), int(c), w=float(w), **{edge_field: float(lab)})
+        out.append(GDGraph.from_networkx(G, weight="w"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: time GraphDot on the drugs set and write ``graphdot_real.json``."""
+    ap = argparse.ArgumentParser(prog="python -m mgkflow.bench.graphdot_real", description=__doc__.split("\n")[0])
+    ap.add_argument("--drugs", type=int, default=1000, help="molecules of the drugs set")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--q", type=float, default=0.05)
+    ap.add_argument("--out", default=os.environ.get("OUT") or "reports")
+    args = ap.parse_args(argv)
+    import pycuda.autoinit  # noqa: F401
+    from graphdot.kernel.marginalized import MarginalizedGraphKernel
+    from graphdot.microkernel import KroneckerDelta, TensorProduct
+
+    from .. import datasets
+
+    graphs = datasets.drugs(n_graphs=args.drugs)
+    gd = _graphdot_graphs(graphs, "element", "bond_order")
+    kern = MarginalizedGraphKernel(
+        TensorProduct(element=KroneckerDelta(0.5)), TensorProduct(bond_order=KroneckerDelta(0.5)), q=args.q
+    )
+    name = f"drugs-labeled q={args.q:g}"
+    t0 = time.perf_counter()
+    K = kern(gd)
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        K = kern(gd)
+        times.append(time.perf_counter() - t0)
+    N = len(gd)
+    pairs = N * (N + 1) // 2
+    med = float(np.median(times))
+    print(f"GraphDot {name} N={N} first={first:.2f}s median={med:.4f}s pairs/s={pairs / med:,.0f}", flush=True)
+    res = {name: dict(N=N, first_s=first, times_s=times, median_s=med, pairs=pairs, pairs_per_s=pairs / med)}
+    ref = {f"drugs_labeled_q{args.q:g}": np.asarray(K[:8, :8]).tolist()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "graphdot_real.json").write_text(json.dumps(dict(bench=res, reference=ref), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

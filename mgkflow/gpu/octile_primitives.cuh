@@ -1,0 +1,212 @@
+// mgkflow: the octile-pair primitives of the XMV (DESIGN §5, paper §III-C).
+//
+// Spliced (by mgkflow.gpu.source) into the solver and into the primitives microbenchmark,
+// after the definitions of w_t (edge weight storage type), COEF(w1, w2, ke) (one product's
+// coefficient in double), EDGE_KERNEL_EXPR (the edge base kernel over e1_k / e2_k) and the
+// label macros LOAD_E1/LOAD_E2 (which read `elab` and `elab_stride`).
+//
+// One warp processes one octile pair (an 8x8 tile of G1 and one of G2) of an output tile
+// pair; lane l owns the output rows i = l / 4 of the G1 octile and i2a = l % 4, i2b = i2a + 4
+// of the G2 octile, and accumulates
+//     y(i, i2) += sum_{j, j2} A1(i, j) A2(i2, j2) ke(e1(i, j), e2(i2, j2)) P(j, j2)
+// where P points to the 64 entries of the input tile pair (J, J2), row-major in (j, j2).
+// Compact storage: the nonzeros of an octile sit at toff .. toff + popc(bitmap) in bitmap
+// (row-major) order.
+//
+// Four primitives, chosen per octile pair from the two nonzero counts (the selection map is
+// measured by `mgkflow bench primitives`):
+//   PRIM_SS  sparse x sparse: set bits of the lane's G1 row x set bits of its G2 rows;
+//   PRIM_DD  dense x dense:   all 8 x 8 columns, absent entries read as weight 0;
+//   PRIM_DS  dense G1 row x sparse G2 rows;
+//   PRIM_SD  sparse G1 row x dense G2 rows.
+// Dense loops have a fixed trip count (no divergence between lanes); sparse loops skip zeros.
+
+#define PRIM_SS 0
+#define PRIM_DD 1
+#define PRIM_DS 2
+#define PRIM_SD 3
+#define N_PRIM 4
+
+struct LaneRows {
+    int sh1, sh2a, sh2b;
+    unsigned long long below1, below2a, below2b;
+};
+
+__device__ __forceinline__ LaneRows lane_rows(const int lane)
+{
+    LaneRows L;
+    const int i = lane >> 2, i2a = lane & 3, i2b = i2a + 4;
+    L.sh1 = 8 * i;
+    L.sh2a = 8 * i2a;
+    L.sh2b = 8 * i2b;
+    L.below1 = (1ull << L.sh1) - 1ull;
+    L.below2a = (1ull << L.sh2a) - 1ull;
+    L.below2b = (1ull << L.sh2b) - 1ull;
+    return L;
+}
+
+// Entry j of an 8-bit row mask: (present, compact index; the row's first index when absent).
+__device__ __forceinline__ int dense_index(const unsigned int row, const int base, const int j, bool& present)
+{
+    present = (row >> j) & 1u;
+    return base + (present ? __popc(row & ((1u << j) - 1u)) : 0);
+}
+
+template <int SEL>
+__device__ __forceinline__ void octile_pair(
+    const unsigned long long bm1, const int toff1,
+    const unsigned long long bm2, const int toff2,
+    const double* __restrict__ Pt, const LaneRows& L,
+    const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride,
+    double& acca, double& accb)
+{
+    const unsigned int ra = (unsigned int)(bm1 >> L.sh1) & 0xffu;
+    const unsigned int rba = (unsigned int)(bm2 >> L.sh2a) & 0xffu;
+    const unsigned int rbb = (unsigned int)(bm2 >> L.sh2b) & 0xffu;
+    const int base1 = toff1 + __popcll(bm1 & L.below1);
+    const int ba2 = toff2 + __popcll(bm2 & L.below2a);
+    const int bb2 = toff2 + __popcll(bm2 & L.below2b);
+    if (SEL == PRIM_SS || SEL == PRIM_SD) {
+        // sparse G1 row
+        int t1 = base1;
+        for (unsigned int s1 = ra; s1; s1 &= s1 - 1u, ++t1) {
+            const int j = __ffs(s1) - 1;
+            const w_t w1 = weight[t1];
+            LOAD_E1(t1);
+            const double* Pr = Pt + j * 8;
+            if (SEL == PRIM_SS) {
+                int t2 = ba2;
+                for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {
+                    const int j2 = __ffs(s2) - 1;
+                    const w_t w2 = weight[t2];
+                    LOAD_E2(t2);
+                    acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
+                }
+                t2 = bb2;
+                for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {
+                    const int j2 = __ffs(s2) - 1;
+                    const w_t w2 = weight[t2];
+                    LOAD_E2(t2);
+                    accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
+                }
+            } else {
+#pragma unroll
+                for (int j2 = 0; j2 < 8; ++j2) {
+                    const double pv = Pr[j2];
+                    bool ha, hb;
+                    const int ta = dense_index(rba, ba2, j2, ha);
+                    const int tb = dense_index(rbb, bb2, j2, hb);
+                    {
+                        const w_t w2 = ha ? weight[ta] : (w_t)0;
+                        LOAD_E2(ta);
+                        acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;
+                    }
+                    {
+                        const w_t w2 = hb ? weight[tb] : (w_t)0;
+                        LOAD_E2(tb);
+                        accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;
+                    }
+                }
+            }
+        }
+    } else {
+        // dense G1 row: all 8 columns (weight 0 where absent)
+#pragma unroll 1
+        for (int j = 0; j < 8; ++j) {
+            bool h1;
+            const int t1 = dense_index(ra, base1, j, h1);
+            const w_t w1 = h1 ? weight[t1] : (w_t)0;
+            LOAD_E1(t1);
+            const double* Pr = Pt + j * 8;
+            if (SEL == PRIM_DS) {
+                int t2 = ba2;
+                for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {
+                    const int j2 = __ffs(s2) - 1;
+                    const w_t w2 = weight[t2];
+                    LOAD_E2(t2);
+                    acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
+                }
+                t2 = bb2;
+                for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {
+                    const int j2 = __ffs(s2) - 1;
+                    const w_t w2 = weight[t2];
+                    LOAD_E2(t2);
+                    accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
+                }
+            } else {
+#pragma unroll
+                for (int j2 = 0; j2 < 8; ++j2) {
+                    const double pv = Pr[j2];
+                    bool ha, hb;
+                    const int ta = dense_index(rba, ba2, j2, ha);
+                    const int tb = dense_index(rbb, bb2, j2, hb);
+                    {
+                        const w_t w2 = ha ? weight[ta] : (w_t)0;
+                        LOAD_E2(ta);
+                        acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;
+                    }
+                    {
+                        const w_t w2 = hb ? weight[tb] : (w_t)0;
+                        LOAD_E2(tb);
+                        accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Run the primitive `sel` (warp-uniform) on one octile pair.
+__device__ __forceinline__ void octile_pair_select(
+    const int sel,
+    const unsigned long long bm1, const int toff1,
+    const unsigned long long bm2, const int toff2,
+    const double* __restrict__ Pt, const LaneRows& L,
+    const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride,
+    double& acca, double& accb)
+{
+    switch (sel) {
+    case PRIM_DD:
+        octile_pair<PRIM_DD>(bm1, toff1, bm2, toff2, Pt, L, weight, elab, elab_stride, acca, accb);
+        break;
+    case PRIM_DS:
+        octile_pair<PRIM_DS>(bm1, toff1, bm2, toff2, Pt, L, weight, elab, elab_stride, acca, accb);
+        break;
+    case PRIM_SD:
+        octile_pair<PRIM_SD>(bm1, toff1, bm2, toff2, Pt, L, weight, elab, elab_stride, acca, accb);
+        break;
+    default:
+        octile_pair<PRIM_SS>(bm1, toff1, bm2, toff2, Pt, L, weight, elab, elab_stride, acca, accb);
+        break;
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Row-pair XMV (XMV_MODE 2): the nonzeros of a graph in row (CSR) order, each with the
+// blocked column offset coff = (j / 8) * 64 + j % 8 of its column j. For one output tile pair
+// (I, I2) the lane owns the two outputs (x, u) and (7 - x, 7 - u) with x = lane / 8 (0..3),
+// u = lane % 8: its work is deg1(8I+x) deg2(8I2+u) + deg1(8I+7-x) deg2(8I2+7-u), which the
+// solver balances by sorting the nodes of every 8-node tile by degree (heavy rows pair with
+// light ones). No bitmaps to walk and no empty iterations: every trip is one product.
+// ------------------------------------------------------------------------------------------
+__device__ __forceinline__ double row_pair(
+    const int a0, const int a1, const int b0, const int b1,
+    const double* __restrict__ P, const int nt2,
+    const int* __restrict__ coff,
+    const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride)
+{
+    double acc = 0.0;
+    for (int ka = a0; ka < a1; ++ka) {
+        const int ca = coff[ka];
+        const double* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+        const w_t w1 = weight[ka];
+        LOAD_E1(ka);
+        for (int kb = b0; kb < b1; ++kb) {
+            const int cb = coff[kb];
+            const w_t w2 = weight[kb];
+            LOAD_E2(kb);
+            acc += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[cb];
+        }
+    }
+    return acc;
+}
