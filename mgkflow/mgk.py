@@ -157,6 +157,7 @@ class MarginalizedGraphKernel:
         self.progress = progress
         self.last_stats: SolveStats | None = None
         self._backend_obj = None
+        self._systems: dict = {}  # prepared systems of the last call, by argument
 
     # ------------------------------------------------------------------ backend
     def _get_backend(self):
@@ -188,13 +189,28 @@ class MarginalizedGraphKernel:
         graphs = list(graphs)
         if not graphs:
             raise ValueError(f"{what} is empty")
+        # Graphs are immutable, so a graph's system depends only on the kernels, p and q:
+        # reuse the previous call's systems (repeated calls on the same graphs, e.g. in
+        # hyperparameter searches or benchmarks) unless p or q is a callable or a vector.
+        cacheable = all(isinstance(v, int | float | str) for v in (self.p, self.q))
+        key = (repr(self.node_kernel), repr(self.edge_kernel), repr(self.p), repr(self.q))
+        old = self._systems.get(what, {}) if cacheable else {}
+        new: dict = {}
         out = []
         for i, g in enumerate(graphs):
-            try:
-                out.append(prepare_graph(g, i, self.node_kernel, self.edge_kernel, p=self.p, q=self.q))
-            except (GraphError, TypeError) as exc:
-                # name the argument too: "graph 3" alone is ambiguous in kern(X, Y)
-                raise type(exc)(f"in {what}: {exc}") from exc
+            hit = old.get((id(g), i))
+            if hit is not None and hit[0] is g and hit[1] == key:
+                sys_ = hit[2]
+            else:
+                try:
+                    sys_ = prepare_graph(g, i, self.node_kernel, self.edge_kernel, p=self.p, q=self.q)
+                except (GraphError, TypeError) as exc:
+                    # name the argument too: "graph 3" alone is ambiguous in kern(X, Y)
+                    raise type(exc)(f"in {what}: {exc}") from exc
+            new[(id(g), i)] = (g, key, sys_)
+            out.append(sys_)
+        if cacheable:
+            self._systems[what] = new
         return out
 
     @staticmethod

@@ -455,3 +455,28 @@ def test_property_permutation_invariance(g1, g2, seed):
     K = kern([g1, g2])
     Kp = kern([g1.permute(rng.permutation(g1.n_nodes)), g2.permute(rng.permutation(g2.n_nodes))])
     np.testing.assert_allclose(Kp, K, rtol=1e-10)
+
+
+def test_prepared_systems_are_reused_and_invalidated() -> None:
+    """Repeated calls reuse the prepared systems; a changed q or kernel prepares anew."""
+    import networkx as nx
+
+    import mgkflow
+    from mgkflow.kernels import Constant
+
+    gs = [mgkflow.Graph.from_networkx(nx.cycle_graph(n)) for n in (4, 7, 9)]
+    kern = mgkflow.MarginalizedGraphKernel(q=0.05, backend="cpu")
+    K1 = kern(gs)
+    first = [v[2] for v in kern._systems["X"].values()]
+    K2 = kern(gs)
+    assert all(a is b for a, b in zip(first, [v[2] for v in kern._systems["X"].values()], strict=True))
+    np.testing.assert_array_equal(K1, K2)
+    kern.q = 0.2
+    K3 = kern(gs)
+    assert not np.allclose(K1, K3)
+    ref = mgkflow.MarginalizedGraphKernel(q=0.2, backend="cpu")(gs)
+    np.testing.assert_allclose(K3, ref, rtol=1e-12)
+    kern.edge_kernel = Constant(0.5)
+    np.testing.assert_allclose(
+        kern(gs), mgkflow.MarginalizedGraphKernel(edge_kernel=Constant(0.5), q=0.2, backend="cpu")(gs), rtol=1e-12
+    )

@@ -14,13 +14,19 @@
 // ((I*nt2 + I2)*64 + i*8 + i2), so the 64 entries of an output tile pair are contiguous.
 //
 // XMV work split: warp w of the block owns output tile pairs (I, I2) = w, w+NWARP, ...;
-// for each it loops over the octiles of tile row I of G1 and of tile row I2 of G2
-// (output-stationary: the 64 sums stay in registers, no atomics). Lane l owns rows
-// i = l/4 of G1 and i2 = l%4, l%4+4 of G2 and iterates over the set bits of its rows
-// (sparse x sparse primitive), or, with DENSE_THRESHOLD, over all 8x8 columns of
-// octile pairs whose nonzero product count reaches the threshold (dense x dense).
+// the 64 sums of a tile pair stay in registers (output-stationary, no atomics). Three
+// mappings, chosen at compile time (XMV_MODE):
+//   2 rows   (default) lane owns outputs (x, u) and (7-x, 7-u), x = lane/8, u = lane%8, and
+//            walks the CSR rows 8I+x of G1 and 8I2+u of G2 (all their octiles at once):
+//            every trip is one product, and with the nodes of each tile sorted by degree the
+//            heavy rows pair with light ones (lane efficiency ~0.7 on BA vs ~0.3 for octiles);
+//   0 octile lane owns rows i = l/4 of the G1 octile and i2 = l%4, l%4+4 of the G2 octile and
+//            runs one of the primitives of octile_primitives.cuh per octile pair (ADAPTIVE:
+//            chosen from the measured selection map, else sparse x sparse);
+//   1 flat   octile storage, the lane walks its tile-row product sequence in one loop.
 //
-// Placeholders filled by mgkflow.gpu.source: BLOCK, NODE_KERNEL, EDGE_KERNEL,
+// Placeholders filled by mgkflow.gpu.source: BLOCK, XMV_MODE, ADAPTIVE, PRIMITIVES (the text of
+// octile_primitives.cuh), NODE_KERNEL, EDGE_KERNEL,
 // LOAD_V1/LOAD_V2 (node label loads), LOAD_E1/LOAD_E2 (edge label loads),
 // A_TYPE (float or double storage of a = M p), W_TYPE/COEF (edge weights stored as float,
 // or as double when some weight is not exactly a float).
