@@ -129,6 +129,9 @@ def test_solver_variants() -> None:
         GPUBackend(block=128, min_blocks=4),
         GPUBackend(xmv="flat"),
         GPUBackend(xmv="rows", tile_sort=False),
+        GPUBackend(row_pack=True),
+        GPUBackend(row_ilp=2),
+        GPUBackend(xmv="rows4"),
         GPUBackend(fast_math=True),
         GPUBackend(a_in_shared=False, block=384, min_blocks=3),
     ):

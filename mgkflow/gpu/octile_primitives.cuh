@@ -189,6 +189,19 @@ __device__ __forceinline__ void octile_pair_select(
 // solver balances by sorting the nodes of every 8-node tile by degree (heavy rows pair with
 // light ones). No bitmaps to walk and no empty iterations: every trip is one product.
 // ------------------------------------------------------------------------------------------
+#ifndef ROW_ILP
+#define ROW_ILP 1
+#endif
+
+// One product of the row-pair XMV: B entry kb against the A entry held in w1 / e1_k / Pr.
+#define ROW_PRODUCT(acc, kb)                                                                  \
+    {                                                                                         \
+        const int cb_ = coff[kb];                                                             \
+        const w_t w2 = weight[kb];                                                            \
+        LOAD_E2(kb);                                                                          \
+        acc += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[cb_];                                    \
+    }
+
 __device__ __forceinline__ double row_pair(
     const int a0, const int a1, const int b0, const int b1,
     const double* __restrict__ P, const int nt2,
@@ -196,17 +209,73 @@ __device__ __forceinline__ double row_pair(
     const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride)
 {
     double acc = 0.0;
+#if ROW_ILP == 2
+    double acc1 = 0.0;  // two independent float64 chains (latency hiding)
+#endif
     for (int ka = a0; ka < a1; ++ka) {
         const int ca = coff[ka];
         const double* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
         const w_t w1 = weight[ka];
         LOAD_E1(ka);
+#if ROW_ILP == 2
+        int kb = b0;
+        for (; kb + 1 < b1; kb += 2) {
+            ROW_PRODUCT(acc, kb)
+            ROW_PRODUCT(acc1, kb + 1)
+        }
+        if (kb < b1) ROW_PRODUCT(acc, kb)
+#else
+        for (int kb = b0; kb < b1; ++kb) ROW_PRODUCT(acc, kb)
+#endif
+    }
+#if ROW_ILP == 2
+    acc += acc1;
+#endif
+    return acc;
+}
+
+// Row-pair XMV, mapping "rows4": the lane owns one A row and two B rows (outputs (i, v) and
+// (i, 7 - v)); each A entry is loaded once for both, and a warp's loads touch 4 B rows at a
+// time instead of 8.
+__device__ __forceinline__ void row_pair2(
+    const int a0, const int a1, const int b0, const int b1, const int c0, const int c1,
+    const double* __restrict__ P, const int nt2,
+    const int* __restrict__ coff,
+    const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride,
+    double& acca, double& accb)
+{
+    for (int ka = a0; ka < a1; ++ka) {
+        const int ca = coff[ka];
+        const double* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+        const w_t w1 = weight[ka];
+        LOAD_E1(ka);
+        for (int kb = b0; kb < b1; ++kb) ROW_PRODUCT(acca, kb)
+        for (int kb = c0; kb < c1; ++kb) ROW_PRODUCT(accb, kb)
+    }
+}
+
+#if defined(ROW_PACK) && ROW_PACK
+// Row-pair XMV over packed entries: one 8-byte (int2: coff, weight bits) or 16-byte (int4:
+// coff, weight bits, label bits, 0) load per nonzero instead of one load per array. The lanes
+// of a warp walk 8 different rows, so each load instruction touches several cache lines;
+// packing cuts the number of such loads per product to one.
+__device__ __forceinline__ double row_pair_packed(
+    const int a0, const int a1, const int b0, const int b1,
+    const double* __restrict__ P, const int nt2, const rp_t* __restrict__ rp)
+{
+    double acc = 0.0;
+    for (int ka = a0; ka < a1; ++ka) {
+        const rp_t ea = rp[ka];
+        const double* Pr = P + ((long long)(ea.x >> 6) * nt2 << 6) + ((ea.x & 7) << 3);
+        const float w1 = __int_as_float(ea.y);
+        UNPACK_E1(ea);
         for (int kb = b0; kb < b1; ++kb) {
-            const int cb = coff[kb];
-            const w_t w2 = weight[kb];
-            LOAD_E2(kb);
-            acc += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[cb];
+            const rp_t eb = rp[kb];
+            const float w2 = __int_as_float(eb.y);
+            UNPACK_E2(eb);
+            acc += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[eb.x];
         }
     }
     return acc;
 }
+#endif

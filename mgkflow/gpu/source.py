@@ -23,7 +23,7 @@ __all__ = ["KernelConfig", "kernel_source", "make_config", "label_macros", "coef
 #: Threads per block of the solver.
 DEFAULT_BLOCK = 512
 #: XMV work mappings and their ``XMV_MODE`` in ``mgk_solver.cu``.
-XMV_MODES = {"octile": 0, "flat": 1, "rows": 2}
+XMV_MODES = {"octile": 0, "flat": 1, "rows": 2, "rows4": 3}
 
 
 @dataclass(frozen=True)
@@ -45,14 +45,21 @@ class KernelConfig:
         Edge weights are stored in float64 (some weight is not exactly a float32).
     min_blocks : int
         Second ``__launch_bounds__`` argument (resident blocks per SM to fit registers for).
-    xmv : {"rows", "octile", "flat"}
+    xmv : {"rows", "rows4", "octile", "flat"}
         XMV work mapping (see ``mgk_solver.cu``): "rows" walks node rows in CSR order
-        (the lane owns two outputs of a tile pair, every trip is one product); "octile"
+        (the lane owns two outputs of a tile pair, every trip is one product; "rows4": the
+        two outputs share their G1 row); "octile"
         loops over octile pairs with the primitives of ``octile_primitives.cuh``; "flat"
         walks a tile row's octile bitmaps in one loop per lane.
     adaptive : bool
         Octile mode: choose the primitive per octile pair from a selection map (measured
         by ``mgkflow bench primitives``); else sparse x sparse everywhere.
+    row_ilp : int
+        Row mode: 2 splits each lane's float64 sum into two independent chains.
+    row_pack : int
+        Row mode: 0 separate arrays per field; 1 packed int2 entries (coff, weight; no edge
+        labels); 2 packed int4 entries (coff, weight, one edge-label word). Packing needs
+        float32 weights and at most one edge-label field.
     """
 
     node_expr: str
@@ -65,6 +72,8 @@ class KernelConfig:
     min_blocks: int = 1
     xmv: str = "rows"
     adaptive: bool = False
+    row_pack: int = 0
+    row_ilp: int = 1
 
     @property
     def key(self) -> str:
@@ -88,6 +97,8 @@ def make_config(
     min_blocks: int = 1,
     xmv: str = "rows",
     adaptive: bool = False,
+    row_pack: bool = False,
+    row_ilp: int = 1,
 ) -> KernelConfig:
     """Build the :class:`KernelConfig` of a pair of base kernels.
 
@@ -110,6 +121,10 @@ def make_config(
         XMV work mapping (see :class:`KernelConfig`).
     adaptive : bool
         Per-octile-pair primitive selection (octile mode).
+    row_pack : bool
+        Row mode: load each nonzero as one packed entry where possible (see :class:`KernelConfig`).
+    row_ilp : {1, 2}
+        Row mode: independent float64 accumulation chains per lane.
 
     Examples
     --------
@@ -120,6 +135,8 @@ def make_config(
     """
     if xmv not in XMV_MODES:
         raise ValueError(f"xmv must be one of {sorted(XMV_MODES)}, got {xmv!r}")
+    if row_ilp not in (1, 2):
+        raise ValueError(f"row_ilp must be 1 or 2, got {row_ilp}")
     if block % 32 or not 32 <= block <= 1024:
         raise ValueError(f"block must be a multiple of 32 in [32, 1024], got {block}")
     node_dtypes = dict(node_dtypes or {})
@@ -133,7 +150,22 @@ def make_config(
     return KernelConfig(
         node_expr, edge_expr, nf, ef, int(block), bool(a_double), bool(weight_double), int(min_blocks), xmv,
         bool(adaptive) and xmv == "octile",
+        row_pack_kind(xmv, row_pack, weight_double, len(ef)),
+        int(row_ilp),
     )
+
+
+def row_pack_kind(xmv: str, row_pack: bool, weight_double: bool, n_edge_fields: int) -> int:
+    """``KernelConfig.row_pack`` for these settings: 0 (separate arrays), 1 (int2) or 2 (int4).
+
+    Examples
+    --------
+    >>> [row_pack_kind("rows", True, wd, nf) for wd, nf in ((False, 1), (True, 1), (False, 0))]
+    [2, 0, 1]
+    """
+    if xmv != "rows" or not row_pack or weight_double or n_edge_fields > 1:
+        return 0
+    return 1 if n_edge_fields == 0 else 2
 
 
 def _load_macro(name: str, var: str, array: str, stride: str, fields: tuple[tuple[str, str], ...]) -> str:
@@ -155,6 +187,16 @@ def _set_macro(name: str, var: str, array: str, stride: str, fields: tuple[tuple
     return f"#define {name}(t) " + " ".join(parts)
 
 
+def _unpack_macro(name: str, var: str, fields: tuple[tuple[str, str], ...]) -> str:
+    """Label of a packed row entry (its ``.z`` word; at most one field)."""
+    if not fields:
+        return f"#define {name}(v)"
+    ct = fields[0][1]
+    word = "(v).z"
+    decl = f"const int {var}_0 = {word};" if ct == "int" else f"const float {var}_0 = __int_as_float({word});"
+    return f"#define {name}(v) " + decl
+
+
 def template_text(name: str = "mgk_solver.cu") -> str:
     """The raw text of a CUDA source shipped in :mod:`mgkflow.gpu`."""
     return resources.files("mgkflow.gpu").joinpath(name).read_text()
@@ -170,6 +212,8 @@ def label_macros(config: KernelConfig) -> str:
             _load_macro("LOAD_E2", "e2", "elab", "elab_stride", config.edge_fields),
             "#define DECL_E1 " + " ".join(f"{ct} e1_{k} = 0;" for k, (_, ct) in enumerate(config.edge_fields)),
             _set_macro("SET_E1", "e1", "elab", "elab_stride", config.edge_fields),
+            _unpack_macro("UNPACK_E1", "e1", config.edge_fields),
+            _unpack_macro("UNPACK_E2", "e2", config.edge_fields),
         ]
     )
 
@@ -200,5 +244,7 @@ def kernel_source(config: KernelConfig) -> str:
         MIN_BLOCKS=str(config.min_blocks),
         XMV_MODE=str(XMV_MODES[config.xmv]),
         ADAPTIVE="1" if config.adaptive else "0",
+        ROW_PACK=str(config.row_pack),
+        ROW_ILP=str(config.row_ilp),
         COEF=coef_expr(config),
     )
