@@ -198,9 +198,26 @@ def test_scratch_too_small_is_a_clear_error() -> None:
 
     graphs = datasets.ba(n_graphs=2)
     kg = _kern(Constant(1.0), Constant(1.0), 0.05, "gpu")
-    kg._backend_obj = GPUBackend(smem_limit=0, max_scratch_bytes=1024)
+    kg._backend_obj = GPUBackend(smem_limit=0, max_scratch_bytes=1024, wide=False)
     with pytest.raises(MemoryError, match="scratch"):
         kg(graphs)
+
+
+@pytest.mark.parametrize("wide", [True, "auto"])
+def test_wide_path_in_backend(wide) -> None:
+    """Pairs routed to the whole-device solver (forced, or because their one-block scratch
+    does not fit) match the CPU backend, labeled and unlabeled, square and non-square."""
+    from mgkflow.gpu import GPUBackend
+
+    kw = {"max_scratch_bytes": 1024} if wide == "auto" else {}
+    for labeled in (False, True):
+        X = _reordered(datasets.ba(n_graphs=3, labeled=labeled))
+        Y = datasets.nws(n_graphs=2, labeled=labeled)
+        nk, ek = datasets.default_kernels("ba", labeled=labeled)
+        for q in (0.05, 0.0005):
+            err, kg = _compare(X, nk, ek, q, Y=Y, gpu_backend=GPUBackend(wide=wide, **kw))
+            assert err <= _tol(q), (labeled, q)
+            assert len(kg.last_stats.extra["wide"]) == 6
 
 
 def test_permutation_invariance() -> None:

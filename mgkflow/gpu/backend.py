@@ -26,6 +26,8 @@ __all__ = ["GPUBackend", "DEFAULT_RTOL"]
 #: Default relative residual tolerance: K lands within ~1e-8 of float64 at rtol 1e-6
 #: on the paper workloads (CG starting from 0); we keep a margin.
 DEFAULT_RTOL = 1e-7
+#: Nonzero products per XMV (nnz1 * nnz2) from which a pair may go "wide" (whole device).
+WIDE_MIN_PRODUCTS = 1e7
 #: Default ``__launch_bounds__`` minimum of resident blocks per SM.
 DEFAULT_MIN_BLOCKS = 2
 #: Bytes per product-vector entry kept in shared memory: P (double) + A (float or double).
@@ -136,6 +138,11 @@ class GPUBackend:
     row_pack : bool
         Row mode: load each nonzero as one packed 8- or 16-byte entry (float32 weights and at
         most one edge-label field; else separate arrays). Off by default: measured no faster.
+    wide : {"auto", True, False}
+        Solve pairs with the whole device, one at a time (:mod:`mgkflow.gpu.wide`): True for
+        every pair, False never; "auto" for pairs of at least ``WIDE_MIN_PRODUCTS`` nonzero
+        products per XMV when there are fewer such pairs than SMs (one block per pair would
+        leave the device idle and take one SM's time for each).
     row_ilp : {1, 2}
         Row mode: independent float64 accumulation chains per lane (default 2: measured 8%
         faster on BA labeled, the solver being latency bound).
@@ -174,6 +181,7 @@ class GPUBackend:
         tile_sort: bool = True,
         row_pack: bool = False,
         row_ilp: int = 2,
+        wide: bool | str = "auto",
         a_double: bool = False,
         max_scratch_bytes: int | None = None,
         smem_limit: int | None = None,
@@ -204,6 +212,10 @@ class GPUBackend:
         self.tile_sort = bool(tile_sort)
         self.row_pack = bool(row_pack)
         self.row_ilp = int(row_ilp)
+        if wide not in (True, False, "auto"):
+            raise ValueError(f"wide must be True, False or 'auto', got {wide!r}")
+        self.wide = wide
+        self._wide_modules: dict = {}
         self.a_double = bool(a_double)
         self.max_scratch_bytes = max_scratch_bytes
         self.smem_limit = smem_limit
@@ -397,7 +409,30 @@ class GPUBackend:
         if self.smem_limit is not None:
             smem_cap = min(smem_cap, int(self.smem_limit))
         # size classes: shared memory for P and A when they fit, else global memory
-        small = N * per_entry <= smem_cap
+        # wide pairs: one pair at a time over the whole device (mgk_wide.cu), for big pairs
+        # too few to fill the device with one block each, and for pairs whose per-block
+        # scratch would not fit
+        products = db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2]
+        free, _total = cuda.mem_get_info()
+        budget = self.max_scratch_bytes or int(0.6 * free)
+        if self.wide is True:
+            wide = np.ones(npairs, dtype=bool)
+        elif self.wide is False:
+            wide = np.zeros(npairs, dtype=bool)
+        else:
+            big = products >= WIDE_MIN_PRODUCTS
+            wide = big if big.sum() < self.n_sm else np.zeros(npairs, dtype=bool)
+            # a pair whose one-block scratch cannot fit goes wide rather than failing
+            fits_smem = N * per_entry <= smem_cap
+            a_words = (N * a_bytes + 7) // 8
+            scratch = np.where(
+                fits_smem,
+                _GLOBAL_ALWAYS * N + (0 if self.a_in_shared else a_words),
+                (_GLOBAL_ALWAYS + 1) * N + a_words,
+            )
+            wide |= 8 * scratch > budget
+        rest = ~wide
+        small = (N * per_entry <= smem_cap) & rest
         classes = []
         if small.any():
             # split small pairs into classes of similar size so that small ones run at higher occupancy
@@ -409,11 +444,9 @@ class GPUBackend:
                 if sel.size:
                     classes.append((sel, True))
                 lo = bnd
-        if (~small).any():
-            classes.append((np.flatnonzero(~small), False))
+        if (~small & rest).any():
+            classes.append((np.flatnonzero(~small & rest), False))
 
-        free, _total = cuda.mem_get_info()
-        budget = self.max_scratch_bytes or int(0.6 * free)
         out_k = cuda.mem_alloc(8 * npairs)
         out_it = cuda.mem_alloc(4 * npairs)
         out_res = cuda.mem_alloc(8 * npairs)
@@ -486,6 +519,22 @@ class GPUBackend:
             )
             if progress is not None:
                 progress(m)
+        wide_stats = []
+        if wide.any():
+            from .wide import solve_pair_wide
+
+            self._scratch, self._scratch_bytes = None, 0  # give the per-block scratch back first
+            for t in np.flatnonzero(wide)[np.argsort(-products[wide], kind="stable")]:
+                st: dict = {}
+                v, itw, rw, cw = solve_pair_wide(
+                    db, int(g1[t]), int(g2[t]), config, rtol=self.rtol, max_iter=self.max_iter,
+                    fast_math=self.fast_math, module_cache=self._wide_modules, stats=st,
+                )  # fmt: skip
+                k_out[t], it_out[t], res_out[t], conv_out[t] = v, itw, rw, int(cw)
+                dev_seconds += float(st.get("device_s", 0.0))
+                wide_stats.append({k: st[k] for k in ("n1", "n2", "unknowns", "device_s", "iterations") if k in st})
+                if progress is not None:
+                    progress(1)
         values[:] = k_out
         iters[:] = it_out
         res[:] = res_out
@@ -499,6 +548,7 @@ class GPUBackend:
             "host_s": time.perf_counter() - t_start,
             "gflops": products / dev_seconds / 1e9 if dev_seconds > 0 else 0.0,
             "launches": launches,
+            "wide": wide_stats,
             "regs": int(func.num_regs),
             "config": f"block={self.block} min_blocks={self.min_blocks} xmv={config.xmv} "
             f"primitives={self._primitives_label} tile_sort={self.tile_sort} row_pack={config.row_pack} "

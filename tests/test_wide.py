@@ -1,0 +1,698 @@
+"""The wide GPU path (one pair with the whole device, ``mgkflow.gpu.wide``).
+
+CPU tests: the generated source has no placeholders and compiles with nvcc; the kernel
+signatures match the launcher; and the host code of :func:`solve_pair_wide` runs end to end
+on a fake PyCUDA driver whose kernels are numpy emulations of ``mgk_wide.cu`` (argument
+order, dtypes, grids, the partial-sum read-back and the tile-pair counter reset are all
+checked) against the float64 CPU solver. GPU tests (marked ``gpu``) compare the real thing
+with the CPU backend and with the per-pair GPU solver.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import types
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from mgkflow.cpu_solver import solve_pair
+from mgkflow.gpu.source import KernelConfig, make_config
+from mgkflow.gpu.wide import KERNEL_ARGS, WIDE_BLOCK, wide_pcg, wide_source
+from mgkflow.graph import Graph
+from mgkflow.kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
+from mgkflow.system import GraphSystem, prepare_graph
+
+NVCC = shutil.which("nvcc")
+
+SOURCE_CONFIGS = {
+    "unlabeled": (Constant(1.0), Constant(1.0), {}, {}, False),
+    "const-edge-0.5": (Constant(1.0), Constant(0.5), {}, {}, False),
+    "kd-node-se-edge": (KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length"), {"label": "int64"},
+                        {"length": "float64"}, False),
+    "kd-node-se-edge-wdouble": (KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length"),
+                                {"label": "int64"}, {"length": "float64"}, True),
+    "unlabeled-wdouble": (Constant(1.0), Constant(1.0), {}, {}, True),
+    "products": (KroneckerDelta(0.5, "element") * SquareExponential(2.0, "charge"),
+                 KroneckerDelta(0.8, "order") * SquareExponential(1.0, "distance"),
+                 {"element": "int64", "charge": "float64"}, {"order": "int64", "distance": "float64"}, False),
+}  # fmt: skip
+
+
+def _source_config(name: str, row_ilp: int = 2) -> KernelConfig:
+    nk, ek, nd, ed, wd = SOURCE_CONFIGS[name]
+    return make_config(nk, ek, nd, ed, xmv="rows", weight_double=wd, row_ilp=row_ilp)
+
+
+# ---------------------------------------------------------------------------- source
+def test_sources_have_no_placeholders() -> None:
+    for name in SOURCE_CONFIGS:
+        src = wide_source(_source_config(name))
+        assert "${" not in src, name
+        for kernel in KERNEL_ARGS:
+            assert f" {kernel}(" in src, (name, kernel)
+
+
+def test_block_validated() -> None:
+    cfg = _source_config("unlabeled")
+    assert "#define BLOCK 128" in wide_source(cfg, 128)
+    for bad in (0, 48, 2048):
+        with pytest.raises(ValueError, match="multiple of 32"):
+            wide_source(cfg, bad)
+    assert "#define ROW_ILP 2" in wide_source(cfg) and "#define ROW_ILP 1" in wide_source(cfg, row_ilp=1)
+    assert "#define ROW_ILP 1" in wide_source(_source_config("unlabeled", 1))
+    with pytest.raises(ValueError, match="row_ilp"):
+        wide_source(cfg, row_ilp=3)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
+def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
+    jobs = []
+    for name in SOURCE_CONFIGS:
+        variants = ((WIDE_BLOCK, 2), (512, 2), (WIDE_BLOCK, 1)) if name == "kd-node-se-edge" else ((WIDE_BLOCK, 2),)
+        for block, ilp in variants:
+            path = tmp_path / f"{name}-{block}-ilp{ilp}.cu"
+            path.write_text(wide_source(_source_config(name, ilp), block))
+            jobs.append(path)
+
+    def compile_one(path: Path) -> tuple[Path, subprocess.CompletedProcess]:
+        out = path.with_suffix(".cubin")
+        cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-o", str(out), str(path)]
+        return path, subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+    with ThreadPoolExecutor(max_workers=4) as ex:
+        for path, proc in ex.map(compile_one, jobs):
+            assert proc.returncode == 0, f"{path.name}:\n{proc.stderr}"
+            assert "warning" not in proc.stderr.lower(), f"{path.name}:\n{proc.stderr}"
+            assert path.with_suffix(".cubin").stat().st_size > 0
+
+
+_KERNEL_RE = re.compile(r'extern "C" __global__ void __launch_bounds__\(BLOCK\) (\w+)\((.*?)\)\s*\{', re.S)
+
+
+def _signatures(src: str) -> dict[str, list[tuple[str, str]]]:
+    """{kernel: [(C type, name), ...]} of the extern "C" kernels of a source."""
+    src = re.sub(r"//[^\n]*", "", src)
+    out = {}
+    for name, params in _KERNEL_RE.findall(src):
+        plist = []
+        for p in params.split(","):
+            p = " ".join(p.replace("__restrict__", "").split())
+            m = re.match(r"(.*?)\s*(\w+)$", p)
+            assert m, p
+            plist.append((m.group(1).strip(), m.group(2)))
+        out[name] = plist
+    return out
+
+
+def _kind(ctype: str) -> str:
+    if "*" in ctype:
+        return "P"
+    base = ctype.replace("const", "").strip()
+    return {"int": "i", "long long": "q", "double": "d"}[base]
+
+
+def test_signatures_match_launcher() -> None:
+    sigs = _signatures(wide_source(_source_config("kd-node-se-edge")))
+    assert set(sigs) == set(KERNEL_ARGS)
+    for name, params in sigs.items():
+        assert "".join(_kind(t) for t, _ in params) == KERNEL_ARGS[name], name
+
+
+# ---------------------------------------------------------------------------- host loop
+def test_wide_pcg_matches_dense_cg() -> None:
+    """wide_pcg with numpy steps = textbook Jacobi PCG on a small SPD system."""
+    rng = np.random.default_rng(1)
+    n = 40
+    M = rng.random((n, n)) * 0.1
+    M = M + M.T
+    D = M.sum(axis=1) + rng.uniform(0.5, 1.0, n)
+    Mat = np.diag(D) - M
+    b = rng.random(n)
+    pv = rng.random(n)
+    st: dict[str, np.ndarray] = {}
+
+    def init():
+        st.update(X=np.zeros(n), R=b.copy(), P=b / D)
+        return float(b @ (b / D)), float(b @ b)
+
+    def xmv():
+        st["A"] = Mat @ st["P"]
+        return float(st["P"] @ st["A"])
+
+    def update(alpha):
+        st["X"] += alpha * st["P"]
+        st["R"] -= alpha * st["A"]
+        return float(st["R"] @ (st["R"] / D)), float(st["R"] @ st["R"])
+
+    def direction(beta):
+        st["P"] = st["R"] / D + beta * st["P"]
+
+    k, it, res, conv = wide_pcg(init, xmv, update, direction, lambda: float(pv @ st["X"]), 1e-12, 500)
+    assert conv and 0 < it < 500 and res <= 1e-12
+    assert abs(k - pv @ np.linalg.solve(Mat, b)) <= 1e-10 * abs(k)
+    k2, it2, res2, conv2 = wide_pcg(init, xmv, update, direction, lambda: float(pv @ st["X"]), 1e-12, 2)
+    assert it2 == 2 and not conv2 and res2 > 1e-12
+
+
+# ---------------------------------------------------------------------------- fake driver
+class FakeAlloc:
+    """Device memory of the fake driver: raw bytes (fresh allocations hold NaN / -1 garbage)."""
+
+    def __init__(self, nbytes: int, data: bytes | None = None) -> None:
+        self.buf = np.full(max(int(nbytes), 1), 0xFF, dtype=np.uint8)
+        if data is not None:
+            self.buf[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+        self.nbytes = int(nbytes)
+
+    def view(self, dtype: Any) -> np.ndarray:
+        n = self.nbytes // np.dtype(dtype).itemsize
+        return self.buf[: n * np.dtype(dtype).itemsize].view(dtype)
+
+
+class _FakeEvent:
+    def record(self) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def time_since(self, other: Any) -> float:
+        return 1.0
+
+
+class _Attrs:
+    """``pycuda.driver.device_attribute`` stand-in: every attribute is its own name."""
+
+    def __getattr__(self, name: str) -> str:
+        return name
+
+
+def _fake_driver(free_bytes: int = 8 << 30, alloc_limit: int | None = None) -> types.ModuleType:
+    drv = types.ModuleType("pycuda.driver")
+    alloc_limit = free_bytes if alloc_limit is None else alloc_limit
+
+    class Error(Exception):
+        pass
+
+    class DriverMemoryError(Error):
+        pass
+
+    drv.Error = Error
+    drv.MemoryError = DriverMemoryError
+    drv.to_device = lambda arr: FakeAlloc(np.ascontiguousarray(arr).nbytes, np.ascontiguousarray(arr).tobytes())
+
+    def mem_alloc(nbytes: int) -> FakeAlloc:
+        if nbytes > alloc_limit:
+            raise DriverMemoryError("cuMemAlloc failed: out of memory")
+        return FakeAlloc(nbytes)
+
+    def memcpy_dtoh(host: np.ndarray, dev: FakeAlloc) -> None:
+        assert isinstance(dev, FakeAlloc) and host.flags.c_contiguous
+        assert host.nbytes <= dev.nbytes, "read past the end of a device allocation"
+        host.reshape(-1).view(np.uint8)[:] = dev.buf[: host.nbytes]
+
+    def memset_d32(dev: FakeAlloc, value: int, count: int) -> None:
+        assert 4 * count <= dev.nbytes
+        dev.buf[: 4 * count].view(np.uint32)[:] = value
+
+    drv.mem_alloc = mem_alloc
+    drv.memcpy_dtoh = memcpy_dtoh
+    drv.memset_d32 = memset_d32
+    drv.mem_get_info = lambda: (free_bytes, 2 * free_bytes)
+    drv.Event = _FakeEvent
+    drv.device_attribute = _Attrs()
+    attrs = {
+        "MULTIPROCESSOR_COUNT": 3,
+        "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
+        "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536,
+    }
+    device = types.SimpleNamespace(
+        get_attribute=lambda a: attrs.get(a, 100 * 1024), compute_capability=lambda: (9, 0), name=lambda: "fake"
+    )
+    drv.Context = types.SimpleNamespace(get_device=lambda: device, get_current=lambda: object())
+    drv.init = lambda: None
+    return drv
+
+
+@pytest.fixture
+def fake_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[types.ModuleType, types.ModuleType]]:
+    """(fake pycuda.driver, a fresh import of mgkflow.gpu.backend bound to it); undone after the test.
+
+    ``pycuda.compiler.SourceModule`` is faked too: it calls ``sys.modules["pycuda.compiler"].factory(source)``.
+    """
+    import importlib
+
+    import mgkflow.gpu
+
+    drv = _fake_driver()
+    compiler = types.ModuleType("pycuda.compiler")
+
+    def source_module(source: str, **kw: Any) -> Any:
+        assert kw.get("no_extern_c") is True and kw.get("arch") == "sm_90", kw
+        return compiler.factory(source)
+
+    compiler.SourceModule = source_module
+    pkg = types.ModuleType("pycuda")
+    pkg.__path__ = []  # a package
+    pkg.driver = drv
+    pkg.compiler = compiler
+    monkeypatch.setitem(sys.modules, "pycuda", pkg)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
+    monkeypatch.setitem(sys.modules, "pycuda.compiler", compiler)
+    monkeypatch.setattr(mgkflow.gpu, "backend", None, raising=False)
+    name = "mgkflow.gpu.backend"
+    real = sys.modules.pop(name, None)
+    try:
+        backend = importlib.import_module(name)
+        assert backend.cuda is drv
+        yield drv, backend
+    finally:
+        sys.modules.pop(name, None)
+        if real is not None:
+            sys.modules[name] = real
+
+
+def _decode_labels(words: np.ndarray, fields: tuple[tuple[str, str], ...], stride: int) -> dict[str, np.ndarray]:
+    out = {}
+    for k, (f, ct) in enumerate(fields):
+        w = words[k * stride : (k + 1) * stride]
+        out[f] = w.view(np.int32).astype(np.int64) if ct == "int" else w.view(np.float32).astype(np.float64)
+    return out
+
+
+def _blocks_of(index: np.ndarray, block: int, grid: int) -> np.ndarray:
+    """Block that handles entry ``index`` in a grid-stride loop."""
+    return (index // block) % grid
+
+
+class FakeModule:
+    """Compiled-module stand-in: kernels of ``mgk_wide.cu`` emulated in numpy.
+
+    Arguments are bound by the parameter names and C types parsed from the generated source,
+    so a launch with arguments out of order, of the wrong dtype or count fails here.
+    """
+
+    def __init__(self, config: KernelConfig, node_kernel: BaseKernel, edge_kernel: BaseKernel,
+                 block: int = WIDE_BLOCK) -> None:  # fmt: skip
+        self.config, self.nk, self.ek, self.block = config, node_kernel, edge_kernel, block
+        self.sigs = _signatures(wide_source(config, block))
+        self.calls: list[str] = []
+
+    def get_function(self, name: str) -> Any:
+        mod = self
+
+        class Func:
+            num_regs = 40
+
+            def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0) -> None:
+                mod.launch(name, args, block, grid)
+
+        return Func()
+
+    def _bind(self, name: str, args: tuple) -> dict[str, Any]:
+        params = self.sigs[name]
+        assert len(args) == len(params), f"{name}: {len(args)} args for {len(params)} params"
+        wdt = np.float64 if self.config.weight_double else np.float32
+        kw = {}
+        for (ctype, pname), v in zip(params, args):
+            if "*" in ctype:
+                assert isinstance(v, FakeAlloc), f"{name}.{pname}: expected a device pointer, got {type(v)}"
+                base = ctype.replace("const", "").replace("*", "").strip()
+                dt = {"int": np.int32, "unsigned int": np.uint32, "double": np.float64, "w_t": wdt}[base]
+                kw[pname] = v.view(dt)
+            else:
+                want = {"i": np.int32, "q": np.int64, "d": np.float64}[_kind(ctype)]
+                assert type(v) is want, f"{name}.{pname}: expected {want.__name__}, got {type(v).__name__}"
+                kw[pname] = v.item()
+        return kw
+
+    def launch(self, name: str, args: tuple, block: tuple, grid: tuple) -> None:
+        assert tuple(block) == (self.block, 1, 1), block
+        assert len(grid) == 2 and grid[1] == 1 and isinstance(grid[0], int) and grid[0] >= 1, grid
+        self.calls.append(name)
+        kw = self._bind(name, args)
+        getattr(self, "_" + name)(kw, grid[0])
+
+    # ---- emulated kernels
+    def _part(self, kw: dict, grid: int, blocks: np.ndarray, a: np.ndarray, b: np.ndarray | None = None) -> None:
+        part = kw["part"]
+        assert part.size >= 2 * grid
+        part[0 : 2 * grid : 2] = np.bincount(blocks, weights=a, minlength=grid)[:grid]
+        part[1 : 2 * grid : 2] = 0.0 if b is None else np.bincount(blocks, weights=b, minlength=grid)[:grid]
+        part[2 * grid :] = np.nan  # stale slots of larger grids: the host must read exactly 2 * grid
+
+    @staticmethod
+    def _entries(kw: dict) -> tuple[np.ndarray, ...]:
+        N, nt2 = kw["N"], kw["nt2"]
+        idx = np.arange(N)
+        tp, e = idx >> 6, idx & 63
+        I, I2 = tp // nt2, tp % nt2
+        i, i2 = I * 8 + (e >> 3), I2 * 8 + (e & 7)
+        return idx, i, i2, (i < kw["n1"]) & (i2 < kw["n2"])
+
+    def _wide_init(self, kw: dict, grid: int) -> None:
+        idx, i, i2, real = self._entries(kw)
+        N = kw["N"]
+        u1, u2 = kw["node_off1"] + i[real], kw["node_off2"] + i2[real]
+        labels = _decode_labels(kw["nlab"], self.config.node_fields, kw["nlab_stride"])
+        kv = np.broadcast_to(
+            self.nk({f: v[u1] for f, v in labels.items()}, {f: v[u2] for f, v in labels.items()}), u1.shape
+        ).astype(np.float32)
+        kv = np.maximum(kv, np.float32(1e-30)).astype(np.float64)
+        d, q = kw["dvec"], kw["qvec"]
+        dg = np.ones(N)
+        b = np.zeros(N)
+        dd = d[u1] * d[u2]
+        dg[real] = dd / kv
+        b[real] = dd * q[u1] * q[u2]
+        di = 1.0 / dg
+        kw["DG"][:N], kw["DI"][:N] = dg, di
+        kw["X"][:N], kw["A"][:N] = 0.0, 0.0
+        kw["R"][:N], kw["P"][:N] = b, b * di
+        self._part(kw, grid, _blocks_of(idx, self.block, grid), b * b * di, b * b)
+
+    def _wide_xmv(self, kw: dict, grid: int) -> None:
+        nt2, n_tp = kw["nt2"], kw["n_tp"]
+        nt1 = n_tp // nt2
+        N = 64 * n_tp
+        rp, coff, w = kw["rrowptr"], kw["rcoff"], kw["rweight"]
+        c0 = int(kw["tp_counter"][0])
+        assert c0 == 0, "tile-pair counter not reset before the XMV launch"
+        kw["tp_counter"][0] = n_tp + grid * (self.block // 32)
+
+        def nonzeros(off: int, nt: int) -> tuple[np.ndarray, np.ndarray]:
+            ptr = rp[off : off + nt * 8 + 1].astype(np.int64)
+            ks = np.arange(ptr[0], ptr[-1])
+            rows = np.repeat(np.arange(nt * 8), np.diff(ptr))
+            return ks, rows
+
+        ka, ra = nonzeros(kw["rrow_off1"], nt1)
+        kb, rb = nonzeros(kw["rrow_off2"], nt2)
+        elab = _decode_labels(kw["relab"], self.config.edge_fields, kw["relab_stride"])
+        ke = np.broadcast_to(
+            self.ek({f: v[ka][:, None] for f, v in elab.items()}, {f: v[kb][None, :] for f, v in elab.items()}),
+            (ka.size, kb.size),
+        )
+        w1, w2 = w[ka][:, None], w[kb][None, :]
+        if self.config.weight_double:
+            coef = w1 * w2 * ke
+        else:  # COEF = (double)(w1 * w2 * ke) in float32
+            coef = (w1 * w2 * ke.astype(np.float32)).astype(np.float32).astype(np.float64)
+        ca, cb = coff[ka].astype(np.int64)[:, None], coff[kb].astype(np.int64)[None, :]
+        src = (((ca >> 6) * nt2) << 6) + ((ca & 7) << 3) + cb
+        dst = ((((ra >> 3) * nt2)[:, None] + (rb >> 3)[None, :]) << 6) + ((ra & 7) * 8)[:, None] + (rb & 7)[None, :]
+        P, DG = kw["P"][:N], kw["DG"][:N]
+        y = np.bincount(dst.ravel(), weights=(coef * P[src]).ravel(), minlength=N)
+        a = DG * P - y
+        kw["A"][:N] = a
+        warp_of_tp = np.arange(N) >> 6
+        blocks = (warp_of_tp % (grid * (self.block // 32))) // (self.block // 32)
+        self._part(kw, grid, blocks, P * a)
+
+    def _wide_update(self, kw: dict, grid: int) -> None:
+        N, al = kw["N"], kw["alpha"]
+        X, R, P, A, DI = (kw[k][:N] for k in ("X", "R", "P", "A", "DI"))
+        assert np.isfinite(A).all() and np.isfinite(P).all()
+        X += al * P
+        R -= al * A
+        self._part(kw, grid, _blocks_of(np.arange(N), self.block, grid), R * (R * DI), R * R)
+
+    def _wide_direction(self, kw: dict, grid: int) -> None:
+        N = kw["N"]
+        kw["P"][:N] = kw["R"][:N] * kw["DI"][:N] + kw["beta"] * kw["P"][:N]
+
+    def _wide_dot(self, kw: dict, grid: int) -> None:
+        idx, i, i2, real = self._entries(kw)
+        pv = kw["pvec"]
+        contrib = np.zeros(kw["N"])
+        contrib[real] = pv[kw["node_off1"] + i[real]] * pv[kw["node_off2"] + i2[real]] * kw["X"][: kw["N"]][real]
+        self._part(kw, grid, _blocks_of(idx, self.block, grid), contrib)
+
+
+def _graph(n: int, p: float, seed: int, weights: str = "float32") -> Graph:
+    rng = np.random.default_rng(seed)
+    G = nx.gnp_random_graph(n, p, seed=seed)
+    for e in G.edges:
+        G.edges[e]["length"] = float(rng.uniform(1, 2))
+        w = rng.uniform(0.5, 2.0)
+        G.edges[e]["weight"] = float(w) if weights == "float64" else float(np.float32(w))
+    for v in G.nodes:
+        G.nodes[v]["label"] = int(rng.integers(0, 3))
+    return Graph.from_networkx(G, node_labels=["label"], edge_labels=["length"])
+
+
+def _weight_double(systems: list[GraphSystem]) -> bool:
+    """Whether GPUBackend.solve stores the weights of ``systems`` in float64 (its test, verbatim)."""
+    return any(not np.array_equal(s.graph.adjacency.data.astype(np.float32), s.graph.adjacency.data) for s in systems)
+
+
+def _config(systems: list[GraphSystem], nk: BaseKernel, ek: BaseKernel, **kw: Any) -> KernelConfig:
+    """The KernelConfig GPUBackend.solve builds for ``systems`` (``kw``: its other settings)."""
+    first = systems[0].graph
+    return make_config(
+        nk,
+        ek,
+        {f: np.asarray(first.node_labels[f]).dtype for f in nk.fields},
+        {f: np.asarray(first.edge_labels[f]).dtype for f in ek.fields},
+        weight_double=_weight_double(systems),
+        **kw,
+    )
+
+
+def _fake_db(backend: types.ModuleType, systems: list[GraphSystem], config: KernelConfig) -> Any:
+    fake_self = types.SimpleNamespace(tile_sort=True, _batch_cache=None)
+    return backend.GPUBackend._device_batch(fake_self, systems, config)
+
+
+FAKE_CASES = {
+    "labeled-f32": (KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length"), "float32", (21, 30, 13)),
+    "labeled-f64": (KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length"), "float64", (30, 17, 45)),
+    "unlabeled": (Constant(1.0), Constant(1.0), "float32", (8, 33, 9)),
+    "const-edge": (KroneckerDelta(0.3, "label"), Constant(0.5), "float64", (40, 1, 16)),
+}
+
+
+@pytest.mark.parametrize("case", list(FAKE_CASES))
+@pytest.mark.parametrize("q", [0.05, 0.0005])
+def test_fake_device_matches_cpu(fake_backend, case: str, q: float) -> None:
+    from mgkflow.gpu import wide
+
+    drv, backend = fake_backend
+    nk, ek, wt, sizes = FAKE_CASES[case]
+    graphs = [_graph(n, min(1.0, 4.0 / max(n, 1)), 10 + k, wt) for k, n in enumerate(sizes)]
+    systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
+    config = _config(systems, nk, ek, xmv="rows")
+    assert config.weight_double == (wt == "float64")
+    db = _fake_db(backend, systems, config)
+    for g1, g2 in ((0, 1), (1, 2), (2, 2), (2, 0)):
+        mod = FakeModule(config, nk, ek)
+        stats: dict = {}
+        k, it, res, conv = wide._solve(drv, mod, db, g1, g2, 1e-12, 10_000, WIDE_BLOCK, None, stats)
+        ref = solve_pair(systems[g1], systems[g2], nk, ek, rtol=1e-13)
+        assert conv and res <= 1e-12, (case, g1, g2, it, res)
+        # labels and node kernel values are float32; with float32 weights COEF rounds to float32 too,
+        # which costs ~eps32 / (2q) at small q (as in the per-pair solver: tests/test_gpu.py _tol)
+        tol = 1e-7 if config.weight_double else (1e-6 if q >= 0.01 else 3e-5)
+        assert abs(k - ref.value) <= tol * abs(ref.value), (case, g1, g2, k, ref.value)
+        # launches: one init and one dot; per iteration one XMV and one update; a direction between
+        la = stats["launches"]
+        assert la["init"] == 1 and la["dot"] == 1
+        assert la["xmv"] == la["update"] == it and la["direction"] == max(it - 1, 0)
+        assert mod.calls[0] == "wide_init" and mod.calls[-1] == "wide_dot"
+        assert stats["unknowns"] == 64 * int(db.nt[g1]) * int(db.nt[g2])
+
+
+def test_fake_device_iteration_limit_and_memory(fake_backend) -> None:
+    from mgkflow.gpu import wide
+
+    drv, backend = fake_backend
+    nk, ek = KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
+    systems = [prepare_graph(_graph(n, 0.2, n), k, nk, ek, q=0.0005) for k, n in enumerate((25, 34))]
+    config = _config(systems, nk, ek)
+    db = _fake_db(backend, systems, config)
+    k, it, res, conv = wide._solve(drv, FakeModule(config, nk, ek), db, 0, 1, 1e-9, 3, WIDE_BLOCK, None, None)
+    assert it == 3 and not conv and res > 1e-9 and np.isfinite(k)
+    # block size other than the default, and an explicit blocks_per_sm
+    k2, _, _, conv2 = wide._solve(drv, FakeModule(config, nk, ek, 64), db, 0, 1, 1e-9, 10_000, 64, 1, None)
+    ref = solve_pair(systems[0], systems[1], nk, ek, rtol=1e-12)
+    assert conv2 and abs(k2 - ref.value) <= 1e-6 * abs(ref.value)
+    with pytest.raises(IndexError):
+        wide._solve(drv, FakeModule(config, nk, ek), db, 0, 2, 1e-9, 10, WIDE_BLOCK, None, None)
+    small = _fake_driver(free_bytes=1000)
+    with pytest.raises(MemoryError, match="product unknowns"):
+        wide._solve(small, FakeModule(config, nk, ek), db, 0, 1, 1e-9, 10, WIDE_BLOCK, None, None)
+    failing = _fake_driver(alloc_limit=1000)  # free memory reported, allocation fails
+    with pytest.raises(MemoryError, match="allocation failed"):
+        wide._solve(failing, FakeModule(config, nk, ek), db, 0, 1, 1e-9, 10, WIDE_BLOCK, None, None)
+
+
+def test_fake_public_entry_point(fake_backend) -> None:
+    """solve_pair_wide itself (compile_wide, the module cache, the context) and the GPU tests' helpers,
+    on the fake driver and a fake compiler that checks it receives wide_source(config, block)."""
+    from mgkflow.gpu.wide import solve_pair_wide
+
+    drv, backend = fake_backend
+    graphs = [_rgg(60, 1), _rgg(45, 2)]
+    nk, ek = KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
+    be, db, systems, config = _gpu_batch(graphs, nk, ek, 0.05)
+    assert config.weight_double and config.xmv == be.xmv
+    built: list[int] = []
+
+    def factory(src: str) -> FakeModule:
+        block = int(re.search(r"#define BLOCK (\d+)", src).group(1))
+        assert src == wide_source(config, block)
+        built.append(block)
+        return FakeModule(config, nk, ek, block)
+
+    sys.modules["pycuda.compiler"].factory = factory
+    cache: dict = {}
+    ref = solve_pair(systems[0], systems[1], nk, ek, rtol=1e-12)
+    for block in (WIDE_BLOCK, 128, WIDE_BLOCK):
+        stats: dict = {}
+        k, it, res, conv = solve_pair_wide(db, 0, 1, config, rtol=1e-10, block=block, module_cache=cache, stats=stats)
+        assert conv and res <= 1e-10 and abs(k - ref.value) <= 1e-7 * abs(ref.value)
+        assert stats["block"] == block and stats["iterations"] == it
+    assert built == [WIDE_BLOCK, 128] and len(cache) == 2  # the third call hits the cache
+
+
+def test_fake_device_closed_form(fake_backend) -> None:
+    """Unlabeled cycles: K = n m q^2 / (1 - (1 - q)^2), reached in one iteration."""
+    from mgkflow.gpu import wide
+
+    drv, backend = fake_backend
+    q, sizes = 0.0005, (5, 12, 33)
+    nk = ek = Constant(1.0)
+    systems = [prepare_graph(Graph.from_networkx(nx.cycle_graph(n)), k, nk, ek, q=q) for k, n in enumerate(sizes)]
+    config = _config(systems, nk, ek, xmv="rows")
+    db = _fake_db(backend, systems, config)
+    for g1, g2 in ((0, 2), (2, 2), (1, 0)):
+        k, it, res, conv = wide._solve(drv, FakeModule(config, nk, ek), db, g1, g2, 1e-7, 100, WIDE_BLOCK, None, None)
+        ref = sizes[g1] * sizes[g2] * q * q / (1 - (1 - q) ** 2)
+        assert conv and it == 1 and abs(k - ref) <= 1e-12 * ref, (g1, g2, k, ref)
+
+
+# ---------------------------------------------------------------------------- GPU
+def _rgg(n: int, seed: int, degree: float = 8.0) -> Graph:
+    rng = np.random.default_rng(seed)
+    G = nx.random_geometric_graph(n, float(np.sqrt(degree / (n * np.pi))), seed=seed)
+    pos = nx.get_node_attributes(G, "pos")
+    for u, v in G.edges:
+        G.edges[u, v]["length"] = 10.0 * float(np.hypot(*(np.subtract(pos[u], pos[v]))))
+        G.edges[u, v]["weight"] = float(rng.uniform(0.5, 2.0))
+    for v in G.nodes:
+        G.nodes[v]["label"] = int(rng.integers(0, 3))
+    return Graph.from_networkx(G, node_labels=["label"], edge_labels=["length"])
+
+
+def _gpu_batch(graphs: list[Graph], nk: BaseKernel, ek: BaseKernel, q: float) -> tuple[Any, Any, list, KernelConfig]:
+    from mgkflow.gpu import GPUBackend
+
+    be = GPUBackend()
+    systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
+    extra = {k: getattr(be, k) for k in ("row_pack", "row_ilp") if hasattr(be, k)}  # newer GPUBackend settings
+    config = _config(
+        systems, nk, ek, block=be.block, a_double=be.a_double, min_blocks=be.min_blocks, xmv=be.xmv,
+        adaptive=not (isinstance(be.primitives, str) and be.primitives == "ss"), **extra,
+    )  # fmt: skip
+    return be, be._device_batch(systems, config), systems, config
+
+
+def _check_pairs(graphs, nk, ek, q, pairs, tol, rtol=1e-7, variants=((WIDE_BLOCK, None),)) -> None:
+    import dataclasses
+
+    from mgkflow.gpu.wide import solve_pair_wide
+
+    be, db, systems, config = _gpu_batch(graphs, nk, ek, q)
+    per_pair = be.solve(systems, systems, pairs, nk, ek)
+    for (t, (g1, g2)), (block, ilp) in zip(enumerate(pairs), variants * len(pairs)):
+        stats: dict = {}
+        cfg = config if ilp is None else dataclasses.replace(config, row_ilp=ilp)
+        k, it, res, conv = solve_pair_wide(db, g1, g2, cfg, rtol=rtol, block=block, stats=stats)
+        ref = solve_pair(systems[g1], systems[g2], nk, ek, rtol=1e-12)
+        err = abs(k - ref.value) / abs(ref.value)
+        err_pp = abs(k - per_pair[0][t]) / abs(per_pair[0][t])
+        print(f"\nWIDE pair {g1},{g2} ({systems[g1].n}x{systems[g2].n}) q={q} block={block} ilp={cfg.row_ilp}: "
+              f"K={k:.10g} it={it} "
+              f"(per-pair {per_pair[1][t]}) res={res:.2e} err_cpu={err:.2e} err_per_pair={err_pp:.2e} "
+              f"device_s={stats['device_s']:.4f} grid_xmv={stats['grid_xmv']} regs={stats['regs_xmv']}")  # fmt: skip
+        assert conv and res <= rtol
+        assert err <= tol
+        assert err_pp <= 2 * tol
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("q", [0.05, 0.0005])
+def test_gpu_random_geometric(q: float) -> None:
+    graphs = [_rgg(300, 1), _rgg(260, 2), _rgg(37, 3)]
+    nk, ek = KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
+    variants = ((WIDE_BLOCK, None), (512, 1), (128, 2))  # block, row_ilp (None: the batch config's)
+    _check_pairs(graphs, nk, ek, q, [(0, 1), (1, 1), (2, 0)], 1e-5 if q >= 0.01 else 3e-5, variants=variants)
+
+
+@pytest.mark.gpu
+def test_gpu_proteins() -> None:
+    from mgkflow import datasets
+
+    graphs = datasets.proteins(n_graphs=3, cutoff=3.0)  # 947 x 874 atoms: 828k unknowns, 29M edge pairs
+    nk, ek = datasets.default_kernels("proteins")
+    _check_pairs(graphs, nk, ek, 0.05, [(0, 2)], 1e-5)
+
+
+@pytest.mark.gpu
+def test_gpu_closed_form_unlabeled() -> None:
+    from mgkflow.gpu.wide import solve_pair_wide
+
+    q = 0.0005
+    sizes = (5, 12, 33, 200)
+    graphs = [Graph.from_networkx(nx.cycle_graph(n)) for n in sizes]
+    be, db, systems, config = _gpu_batch(graphs, Constant(1.0), Constant(1.0), q)
+    for g1, g2 in ((0, 3), (3, 3), (2, 1)):
+        k, it, res, conv = solve_pair_wide(db, g1, g2, config)
+        ref = sizes[g1] * sizes[g2] * q * q / (1 - (1 - q) ** 2)
+        assert conv and abs(k - ref) <= 1e-9 * ref, (g1, g2, k, ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("MGKFLOW_WIDE_BENCH"), reason="set MGKFLOW_WIDE_BENCH=1 (~1 min)")
+def test_gpu_proteins_full_bench() -> None:
+    """Two full heavy-atom proteins (~1e9 edge-pair products per XMV): wide vs per-pair GPU."""
+    import time
+
+    from mgkflow import datasets
+    from mgkflow.gpu.wide import solve_pair_wide
+
+    graphs = datasets.proteins(n_graphs=3)
+    nk, ek = datasets.default_kernels("proteins")
+    be, db, systems, config = _gpu_batch(graphs, nk, ek, 0.05)
+    stats: dict = {}
+    solve_pair_wide(db, 0, 2, config, max_iter=1)  # compile + warm up
+    t0 = time.perf_counter()
+    k, it, res, conv = solve_pair_wide(db, 0, 2, config, stats=stats)
+    t_wide = time.perf_counter() - t0
+    try:  # compile the per-pair solver outside the timing (same config as be.solve builds)
+        from mgkflow.gpu.backend import compile_module
+
+        compile_module(config, be.fast_math)
+    except Exception:  # noqa: BLE001 - timing only
+        pass
+    t0 = time.perf_counter()
+    vals, its, _, convs = be.solve(systems, systems, [(0, 2)], nk, ek)
+    t_pp = time.perf_counter() - t0
+    dev_pp = be.last_extra.get("device_s", float("nan"))
+    print(f"\nWIDEBENCH {systems[0].n}x{systems[2].n} nnz {graphs[0].nnz}x{graphs[2].nnz}: wide {t_wide:.3f}s "
+          f"({it} it, device {stats['device_s']:.3f}s, grid_xmv {stats['grid_xmv']}, regs {stats['regs_xmv']}) "
+          f"vs per-pair {t_pp:.3f}s (device {dev_pp:.3f}s, {its[0]} it); speedup {t_pp / t_wide:.1f}x; "
+          f"rel diff {abs(k - vals[0]) / abs(vals[0]):.2e}")  # fmt: skip
+    assert conv and convs[0]
+    assert abs(k - vals[0]) <= 1e-6 * abs(vals[0])
