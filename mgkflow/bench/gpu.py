@@ -95,14 +95,27 @@ def _cpu_sample_error(graphs, K, nk, ek, q, n_sample, seed=0):
         i, j = sorted(rng.integers(0, N, 2).tolist())
         pairs.add((i, j))
     systems = {}
-    worst = 0.0
+    worst, checked = 0.0, 0
     for i, j in sorted(pairs):
         for k in (i, j):
             if k not in systems:
                 systems[k] = prepare_graph(graphs[k], k, nk, ek, q=q)
-        ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+        try:
+            ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+        except MemoryError:  # beyond the CPU backend's size limit: not checked
+            continue
+        checked += 1
         worst = max(worst, abs(K[i, j] - ref) / abs(ref))
-    return worst
+    return worst if checked else float("nan")
+
+
+def drug_graphs(n_graphs: int | None = None) -> list:
+    """The benchmark's drugs workload: the first ``n_graphs`` molecules with at least one bond
+    (GraphDot cannot load edgeless graphs; both sides time the same molecules)."""
+    from .. import datasets
+
+    graphs = [g for g in datasets.drugs() if g.adjacency.nnz > 0]
+    return graphs[:n_graphs] if n_graphs is not None else graphs
 
 
 def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=None):
@@ -113,8 +126,11 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
     from ..system import prepare_graph
 
     t0 = time.perf_counter()
-    kw = {"labeled": labeled} if name in ("nws", "ba") else {}
-    graphs = getattr(datasets, name)(n_graphs=n_graphs, **kw)
+    if name == "drugs":
+        graphs = drug_graphs(n_graphs)
+    else:
+        kw = {"labeled": labeled} if name in ("nws", "ba") else {}
+        graphs = getattr(datasets, name)(n_graphs=n_graphs, **kw)
     t_load = time.perf_counter() - t0
     graphs, used, t_order = _order(graphs, order, key=(name, n_graphs))
     nk, ek = datasets.default_kernels(name, labeled=labeled)

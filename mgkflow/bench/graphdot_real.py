@@ -6,7 +6,8 @@ patches it into ``/tmp/graphdot``)::
     PYTHONPATH=/tmp/graphdot/graphdot-0.8.1:/tmp/site:$PWD \\
         python3 -m mgkflow.bench.graphdot_real --drugs 1000 --out $OUT
 
-Times GraphDot's Gram matrix of the first ``--drugs`` molecules of :func:`mgkflow.datasets.drugs`
+Times GraphDot's Gram matrix of the first ``--drugs`` molecules with at least one bond
+(:func:`mgkflow.bench.gpu.drug_graphs`; GraphDot rejects edgeless graphs) of :func:`mgkflow.datasets.drugs`
 with the dataset's default kernels (KroneckerDelta(0.5) on ``element`` and on ``bond_order``),
 q = 0.05, median of ``--reps`` runs after a warm-up, in GraphDot's own node order. Writes
 ``graphdot_real.json`` (same layout as the anchor's ``graphdot.json``: ``bench`` by workload
@@ -58,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     from graphdot.kernel.marginalized import MarginalizedGraphKernel
     from graphdot.microkernel import KroneckerDelta, TensorProduct
 
-    from .. import datasets
+    from .gpu import drug_graphs
 
-    graphs = datasets.drugs(n_graphs=args.drugs)
+    graphs = drug_graphs(args.drugs)
     gd = _graphdot_graphs(graphs, "element", "bond_order")
     kern = MarginalizedGraphKernel(
         TensorProduct(element=KroneckerDelta(0.5)), TensorProduct(bond_order=KroneckerDelta(0.5)), q=args.q
