@@ -176,13 +176,13 @@ class CPUBackend:
         self.max_iter = max_iter
 
     def solve(self, xs, ys, pairs, node_kernel, edge_kernel, progress=None):
-        """Solve ``pairs`` [(i, j), ...] between ``xs[i]`` and ``ys[j]``."""
+        """Solve ``pairs`` ((n, 2) int array or [(i, j), ...]) between ``xs[i]`` and ``ys[j]``."""
         k = len(pairs)
         values = np.empty(k)
         iters = np.empty(k, dtype=np.int64)
         res = np.empty(k)
         conv = np.empty(k, dtype=bool)
-        for t, (i, j) in enumerate(pairs):
+        for t, (i, j) in enumerate(np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist()):
             sol = solve_pair(xs[i], ys[j], node_kernel, edge_kernel, self.rtol, self.max_iter)
             values[t], iters[t], res[t], conv[t] = sol.value, sol.iterations, sol.residual, sol.converged
             if progress is not None:

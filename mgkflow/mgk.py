@@ -252,7 +252,7 @@ class MarginalizedGraphKernel:
         if ys is None:
             N = len(xs)
             iu, ju = np.triu_indices(N)
-            pairs = list(zip(iu.tolist(), ju.tolist(), strict=True))
+            pairs = np.stack([iu, ju], axis=1)  # (n_pairs, 2) int array
             vals, its, res, conv = self._run(backend, xs, xs, pairs)
             K = np.empty((N, N))
             K[iu, ju] = vals
@@ -269,15 +269,15 @@ class MarginalizedGraphKernel:
         else:
             N, Mn = len(xs), len(ys)
             ii, jj = np.meshgrid(np.arange(N), np.arange(Mn), indexing="ij")
-            pairs = list(zip(ii.ravel().tolist(), jj.ravel().tolist(), strict=True))
+            pairs = np.stack([ii.ravel(), jj.ravel()], axis=1)
             vals, its, res, conv = self._run(backend, xs, ys, pairs)
             K = vals.reshape(N, Mn)
             I, R, C = its.reshape(N, Mn), res.reshape(N, Mn), conv.reshape(N, Mn)
             npairs = len(pairs)
             if normalize:
-                dpairs = [(i, i) for i in range(N)]
+                dpairs = np.repeat(np.arange(N)[:, None], 2, axis=1)
                 dxv, itx, rx, cx = self._run(backend, xs, xs, dpairs)
-                dpairs = [(j, j) for j in range(Mn)]
+                dpairs = np.repeat(np.arange(Mn)[:, None], 2, axis=1)
                 dyv, ity, ry, cy = self._run(backend, ys, ys, dpairs)
                 npairs += N + Mn
                 self._check_convergence(np.concatenate([cx, cy]), np.concatenate([rx, ry]))

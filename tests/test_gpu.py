@@ -158,13 +158,19 @@ def test_octile_primitives(primitive: str, labeled: bool) -> None:
         assert err <= _tol(q), (primitive, q)
 
 
-def test_drugs() -> None:
-    graphs = datasets.drugs(n_graphs=12)
+@pytest.mark.parametrize("small_block", [128, 64, 0])
+def test_drugs(small_block: int) -> None:
+    """Small molecules (most pairs in the small-block class), and mixed with larger graphs."""
+    from mgkflow.gpu import GPUBackend
+
+    graphs = datasets.drugs(n_graphs=12) + datasets.drugs()[-3:]
     nk, ek = datasets.default_kernels("drugs")
     for q in (0.05, 0.0005):
-        err, _ = _compare(graphs, nk, ek, q)
-        print(f"\nGPUERR drugs q={q}: {err:.3e}")
+        err, kg = _compare(graphs, nk, ek, q, gpu_backend=GPUBackend(small_block=small_block))
+        print(f"\nGPUERR drugs small_block={small_block} q={q}: {err:.3e}")
         assert err <= _tol(q)
+        blocks = {launch["block"] for launch in kg.last_stats.extra["launches"]}
+        assert (small_block in blocks) == bool(small_block)
 
 
 def test_proteins() -> None:

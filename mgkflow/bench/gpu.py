@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import sys
@@ -50,11 +51,14 @@ _PERMS: dict = {}
 
 def _order(graphs: list, method: str, key: tuple | None = None) -> tuple[list, str, float]:
     """Reorder every graph; permutations are cached under ``key`` (same structure, other labels)."""
+    if key is not None:  # the key names the set; the fingerprint guards against stale caches
+        sizes = np.array([[g.n_nodes, g.adjacency.nnz] for g in graphs], dtype=np.int64)
+        key = (*key, hashlib.sha1(sizes.tobytes()).hexdigest()[:12])
     if key is not None and (key, method) in _PERMS:
         perms, used, dt = _PERMS[(key, method)]
         return [g.permute(p) for g, p in zip(graphs, perms, strict=True)], used, dt
     disk = os.environ.get("MGKFLOW_PERM_CACHE")
-    fname = Path(disk) / f"perm_{key[0]}_{key[1]}_{method}.npz" if disk and key is not None else None
+    fname = Path(disk) / f"perm_{key[0]}_{key[1]}_{key[2]}_{method}.npz" if disk and key is not None else None
     if fname is not None and fname.is_file():
         z = np.load(fname)
         perms = [z[f"p{k}"] for k in range(len(graphs))]
