@@ -461,8 +461,9 @@ class GPUBackend:
                 if sel.size:
                     classes.append((sel, True, func, self.block))
                 lo = bnd
-        if (~small & rest).any():
-            classes.append((np.flatnonzero(~small & rest & ~tiny), False, func, self.block))
+        in_global = rest & ~small & ~tiny
+        if in_global.any():
+            classes.append((np.flatnonzero(in_global), False, func, self.block))
 
         out_k = cuda.mem_alloc(8 * npairs)
         out_it = cuda.mem_alloc(4 * npairs)
