@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/mgkflow compare nws ba --n-graphs 24 --orderings natural,random,rcm,pbr,tsp,morton,hilbert \
+	$(VENV)/bin/mgkflow compare nws ba --n-graphs 16 --labeled --orderings natural,random,rcm,pbr,tsp,morton,hilbert \
 		--solve --out reports/demo
 
 test: $(STAMP)

@@ -130,7 +130,9 @@ def compare_orderings(
                 Pack(build=False),
             ]
             if solve:
-                stages.append(Solve(q=q, backend=backend))
+                # the dataset's recommended kernels (labeled variants where the data are labeled)
+                nk, ek = ds.default_kernels(name, labeled=labeled or name not in ("nws", "ba"))
+                stages.append(Solve(node_kernel=nk, edge_kernel=ek, q=q, backend=backend))
             res = Pipeline(stages).run()
             by = {st.stage: st for st in res.stage_stats}
             pack, reo = by["pack"].figures, by["reorder"].figures
@@ -168,7 +170,11 @@ def compare_orderings(
                 msg = f"{name:>9} {ordering:>8}: {row['octiles']:>7} octiles, {row['reorder_seconds']:.2f} s reorder"
                 if solve:
                     msg += f", {row['solve_seconds']:.2f} s solve ({row['backend']})"
-                log(msg)
+                if bar is not None:  # print above the progress bar, not through it
+                    with bar.external_write_mode():
+                        log(msg)
+                else:
+                    log(msg)
     if bar is not None:
         bar.close()
     return ComparisonResult(pd.DataFrame(rows), pd.DataFrame(hist_rows), samples)

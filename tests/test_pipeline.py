@@ -73,3 +73,18 @@ def test_pipeline_rejects_bad_stages_and_empty_input():
         Pipeline([Solve(backend="cpu")]).run()
     with pytest.raises(ValueError, match="unknown dataset|valid|choose"):
         Pipeline([Load("no-such-dataset")]).run()
+
+
+def test_compare_solves_labeled_data_with_the_datasets_kernels() -> None:
+    """The solver stage of the comparison uses the dataset's labeled kernels (not Constant)."""
+    import numpy as np
+
+    import mgkflow
+    from mgkflow.datasets import default_kernels, nws
+    from mgkflow.report import compare_orderings
+
+    r = compare_orderings(["nws"], ["natural", "rcm"], n_graphs=3, labeled=True, solve=True, progress=False)
+    nk, ek = default_kernels("nws", labeled=True)
+    K = mgkflow.MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(nws(n_graphs=3, labeled=True))
+    assert (r.summary["cg_iter_median"] > 1).all()
+    np.testing.assert_allclose(r.summary["gram_trace"], np.trace(K), rtol=1e-9)
