@@ -70,15 +70,17 @@ def _device_arch() -> str:
     return f"sm_{major}{minor}"
 
 
-def compile_module(config: KernelConfig, fast_math: bool = False) -> Any:
-    """Compile (or fetch from the process cache) the solver module for ``config``.
-
-    PyCUDA's on-disk cache (``cache_dir``) keeps the cubin across processes.
-    """
+def build_module(
+    source: Callable[[], str], key: tuple, fast_math: bool = False, cache: dict | None = None
+) -> Any:
+    """Compile a CUDA source for the present device with PyCUDA, cached per process under
+    ``key`` (plus the architecture and ``fast_math``) and on disk by PyCUDA (``cache_dir``,
+    ``$MGKFLOW_CUDA_CACHE`` or ``~/.cache/mgkflow/cuda``). ``source`` is only called on a miss."""
     _ensure_context()
+    cache = _modules if cache is None else cache
     arch = _device_arch()
-    key = (config.key, arch, fast_math)
-    mod = _modules.get(key)
+    full_key = (*key, arch, bool(fast_math))
+    mod = cache.get(full_key)
     if mod is None:
         from pycuda.compiler import SourceModule
 
@@ -90,14 +92,19 @@ def compile_module(config: KernelConfig, fast_math: bool = False) -> Any:
         except OSError:
             cache_dir = None
         mod = SourceModule(
-            kernel_source(config),
+            source(),
             arch=arch,
             options=["-O3", "-std=c++17"] + (["-use_fast_math"] if fast_math else []),
             no_extern_c=True,
             cache_dir=cache_dir,
         )
-        _modules[key] = mod
+        cache[full_key] = mod
     return mod
+
+
+def compile_module(config: KernelConfig, fast_math: bool = False) -> Any:
+    """Compile (or fetch from the process cache) the per-pair solver module for ``config``."""
+    return build_module(lambda: kernel_source(config), ("solver", config.key), fast_math)
 
 
 @dataclass

@@ -39,6 +39,7 @@
 #define ROW_ILP ${ROW_ILP}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
+#define NODE_KERNEL_EXPR (${NODE_KERNEL})
 #define NWARP (BLOCK / 32)
 typedef ${A_TYPE} a_t;
 typedef ${W_TYPE} w_t;
@@ -169,20 +170,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         // ---------------------------------------------------------------- init
         double rz = 0.0, bb = 0.0;
         for (long long idx = tid; idx < N; idx += BLOCK) {
-            const int tp = (int)(idx >> 6), e = (int)(idx & 63);
-            const int I = tp / nt2, I2 = tp - I * nt2;
-            const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
-            double dg = 1.0, b = 0.0;
-            if (i < h1.n && i2 < h2.n) {
-                const int u1 = h1.node_off + i, u2 = h2.node_off + i2;
-                LOAD_V1(u1);
-                LOAD_V2(u2);
-                float kv = ${NODE_KERNEL};
-                kv = fmaxf(kv, 1e-30f);
-                const double dd = dvec[u1] * dvec[u2];
-                dg = dd / (double)kv;
-                b = dd * qvec[u1] * qvec[u2];
-            }
+            double dg, b;
+            system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
             const double di = 1.0 / dg;
             const double z = b * di;
             DG[idx] = dg;

@@ -22,6 +22,7 @@
 #define ROW_ILP ${ROW_ILP}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
+#define NODE_KERNEL_EXPR (${NODE_KERNEL})
 #define NWARP (BLOCK / 32)
 typedef ${W_TYPE} w_t;
 // coefficient A_ij A'_i'j' ke of one product, in double
@@ -77,20 +78,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK) wide_init(
     double rz = 0.0, bb = 0.0;
     const long long stride = (long long)gridDim.x * BLOCK;
     for (long long idx = (long long)blockIdx.x * BLOCK + threadIdx.x; idx < N; idx += stride) {
-        const int tp = (int)(idx >> 6), e = (int)(idx & 63);
-        const int I = tp / nt2, I2 = tp - I * nt2;
-        const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
-        double dg = 1.0, b = 0.0;
-        if (i < n1 && i2 < n2) {
-            const int u1 = node_off1 + i, u2 = node_off2 + i2;
-            LOAD_V1(u1);
-            LOAD_V2(u2);
-            float kv = ${NODE_KERNEL};
-            kv = fmaxf(kv, 1e-30f);
-            const double dd = dvec[u1] * dvec[u2];
-            dg = dd / (double)kv;
-            b = dd * qvec[u1] * qvec[u2];
-        }
+        double dg, b;
+        system_entry(idx, nt2, n1, n2, node_off1, node_off2, nlab, nlab_stride, dvec, qvec, dg, b);
         const double di = 1.0 / dg;
         const double z = b * di;
         DG[idx] = dg;

@@ -21,6 +21,34 @@
 //   PRIM_SD  sparse G1 row x dense G2 rows.
 // Dense loops have a fixed trip count (no divergence between lanes); sparse loops skip zeros.
 
+#ifdef NODE_KERNEL_EXPR
+// Entry idx of the blocked product layout: diagonal DG = d1 d2 / kv (kv the node kernel,
+// floored at 1e-30) and right-hand side b = d1 d2 q1 q2; padding entries get DG = 1, b = 0.
+// Shared by the per-pair solver and the wide solver (they need LOAD_V1/LOAD_V2 reading
+// `nlab` / `nlab_stride`).
+__device__ __forceinline__ void system_entry(
+    const long long idx, const int nt2, const int n1, const int n2, const int node_off1, const int node_off2,
+    const unsigned int* __restrict__ nlab, const long long nlab_stride,
+    const double* __restrict__ dvec, const double* __restrict__ qvec, double& dg, double& b)
+{
+    const int tp = (int)(idx >> 6), e = (int)(idx & 63);
+    const int I = tp / nt2, I2 = tp - I * nt2;
+    const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
+    dg = 1.0;
+    b = 0.0;
+    if (i < n1 && i2 < n2) {
+        const int u1 = node_off1 + i, u2 = node_off2 + i2;
+        LOAD_V1(u1);
+        LOAD_V2(u2);
+        float kv = NODE_KERNEL_EXPR;
+        kv = fmaxf(kv, 1e-30f);
+        const double dd = dvec[u1] * dvec[u2];
+        dg = dd / (double)kv;
+        b = dd * qvec[u1] * qvec[u2];
+    }
+}
+#endif
+
 #define PRIM_SS 0
 #define PRIM_DD 1
 #define PRIM_DS 2
@@ -51,6 +79,27 @@ __device__ __forceinline__ int dense_index(const unsigned int row, const int bas
     present = (row >> j) & 1u;
     return base + (present ? __popc(row & ((1u << j) - 1u)) : 0);
 }
+
+// The lane's two G2 rows, dense (all 8 columns, weight 0 where absent), against one G1 entry
+// (w1, e1_k) and the P row Pr: used by the dense x dense and sparse x dense primitives.
+#define DENSE_G2_ROWS(Pr)                                                                      \
+    _Pragma("unroll") for (int j2 = 0; j2 < 8; ++j2)                                           \
+    {                                                                                          \
+        const double pv = (Pr)[j2];                                                            \
+        bool ha, hb;                                                                           \
+        const int ta = dense_index(rba, ba2, j2, ha);                                          \
+        const int tb = dense_index(rbb, bb2, j2, hb);                                          \
+        {                                                                                      \
+            const w_t w2 = ha ? weight[ta] : (w_t)0;                                           \
+            LOAD_E2(ta);                                                                       \
+            acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;                                     \
+        }                                                                                      \
+        {                                                                                      \
+            const w_t w2 = hb ? weight[tb] : (w_t)0;                                           \
+            LOAD_E2(tb);                                                                       \
+            accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;                                     \
+        }                                                                                      \
+    }
 
 template <int SEL>
 __device__ __forceinline__ void octile_pair(
@@ -90,23 +139,7 @@ __device__ __forceinline__ void octile_pair(
                     accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
                 }
             } else {
-#pragma unroll
-                for (int j2 = 0; j2 < 8; ++j2) {
-                    const double pv = Pr[j2];
-                    bool ha, hb;
-                    const int ta = dense_index(rba, ba2, j2, ha);
-                    const int tb = dense_index(rbb, bb2, j2, hb);
-                    {
-                        const w_t w2 = ha ? weight[ta] : (w_t)0;
-                        LOAD_E2(ta);
-                        acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;
-                    }
-                    {
-                        const w_t w2 = hb ? weight[tb] : (w_t)0;
-                        LOAD_E2(tb);
-                        accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;
-                    }
-                }
+                DENSE_G2_ROWS(Pr)
             }
         }
     } else {
@@ -134,23 +167,7 @@ __device__ __forceinline__ void octile_pair(
                     accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
                 }
             } else {
-#pragma unroll
-                for (int j2 = 0; j2 < 8; ++j2) {
-                    const double pv = Pr[j2];
-                    bool ha, hb;
-                    const int ta = dense_index(rba, ba2, j2, ha);
-                    const int tb = dense_index(rbb, bb2, j2, hb);
-                    {
-                        const w_t w2 = ha ? weight[ta] : (w_t)0;
-                        LOAD_E2(ta);
-                        acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;
-                    }
-                    {
-                        const w_t w2 = hb ? weight[tb] : (w_t)0;
-                        LOAD_E2(tb);
-                        accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;
-                    }
-                }
+                DENSE_G2_ROWS(Pr)
             }
         }
     }

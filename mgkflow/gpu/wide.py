@@ -14,7 +14,6 @@ imported by :func:`solve_pair_wide` and :func:`compile_wide`.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from string import Template
@@ -114,35 +113,15 @@ def compile_wide(
     -------
     pycuda.compiler.SourceModule
     """
-    import pycuda.driver as cuda
-    from pycuda.compiler import SourceModule
+    from .backend import build_module
 
-    from .backend import _ensure_context
-
-    _ensure_context()
     block = _check_block(block)
-    major, minor = cuda.Context.get_device().compute_capability()
-    arch = f"sm_{major}{minor}"
-    cache = _modules if module_cache is None else module_cache
-    key = ("wide", config.key, arch, block, bool(fast_math))
-    mod = cache.get(key)
-    if mod is None:
-        cache_dir = os.environ.get("MGKFLOW_CUDA_CACHE") or os.path.join(
-            os.path.expanduser("~"), ".cache", "mgkflow", "cuda"
-        )
-        try:
-            os.makedirs(cache_dir, exist_ok=True)
-        except OSError:
-            cache_dir = None
-        mod = SourceModule(
-            wide_source(config, block),
-            arch=arch,
-            options=["-O3", "-std=c++17"] + (["-use_fast_math"] if fast_math else []),
-            no_extern_c=True,
-            cache_dir=cache_dir,
-        )
-        cache[key] = mod
-    return mod
+    return build_module(
+        lambda: wide_source(config, block),
+        ("wide", config.key, block),
+        fast_math,
+        _modules if module_cache is None else module_cache,
+    )
 
 
 def wide_pcg(
