@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -58,13 +59,14 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
         for a_double, w_double in ((False, False), (True, False), (False, True)):
             if (a_double or w_double) and name not in ("unlabeled", "kd-node-se-edge"):
                 continue
-            src = kernel_source(make_config(nk, ek, nd, ed, a_double=a_double, weight_double=w_double))
+            cfg = make_config(nk, ek, nd, ed, a_double=a_double, weight_double=w_double)
+            src = kernel_source(replace(cfg, p_smem=not a_double, row_ilp=2))
             path = tmp_path / f"{name}-{int(a_double)}{int(w_double)}.cu"
             path.write_text(src)
             jobs.append(path)
         # the other XMV mappings (octile with and without the adaptive primitive selection, flat)
         if name in ("unlabeled", "kd-node-se-edge", "products"):
-            for xmv, adaptive in (("octile", True), ("octile", False), ("flat", False)):
+            for xmv, adaptive in (("octile", True), ("octile", False), ("flat", False), ("rows4", False)):
                 src = kernel_source(make_config(nk, ek, nd, ed, xmv=xmv, adaptive=adaptive, min_blocks=2))
                 path = tmp_path / f"{name}-{xmv}{int(adaptive)}.cu"
                 path.write_text(src)

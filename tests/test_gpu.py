@@ -132,6 +132,7 @@ def test_solver_variants() -> None:
         GPUBackend(row_pack=True),
         GPUBackend(row_ilp=2),
         GPUBackend(xmv="rows4"),
+        GPUBackend(p_smem=False),
         GPUBackend(fast_math=True),
         GPUBackend(a_in_shared=False, block=384, min_blocks=3),
     ):

@@ -235,6 +235,6 @@ def test_c_expr_compiles_and_matches_numpy(tmp_path):
 
 def test_c_expr_literals_are_float():
     expr = SquareExponential(2.0, "x").c_expr(lambda f: "a", lambda f: "b")
-    assert expr == "expf(-0.125f * ((float)(a) - (float)(b)) * ((float)(a) - (float)(b)))"
+    assert expr == "exp2f(-0.18033688011112042f * ((float)(a) - (float)(b)) * ((float)(a) - (float)(b)))"
     assert Constant(1.0).c_expr(str, str) == "1.0f"
     assert Constant(1e-20).c_expr(str, str) == "1e-20f"

@@ -279,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--primitives", default=None, help="octile mode: auto (measured map) or ss/dd/ds/sd")
     ap.add_argument("--no-tile-sort", action="store_true", help="row mode: keep the node order within tiles")
     ap.add_argument("--row-pack", action="store_true", help="row mode: packed 8/16-byte entries")
+    ap.add_argument("--no-p-smem", action="store_true", help="one generic kernel (no shared-memory P variant)")
     ap.add_argument("--rtol", type=float, default=None, help="CG relative residual tolerance")
     ap.add_argument("--fast-math", action="store_true", help="compile with -use_fast_math")
     ap.add_argument("--a-global", action="store_true", help="keep a = M p in global memory")
@@ -296,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         backend_kw["tile_sort"] = False
     if args.row_pack:
         backend_kw["row_pack"] = True
+    if args.no_p_smem:
+        backend_kw["p_smem"] = False
     if args.fast_math:
         backend_kw["fast_math"] = True
     if args.a_global:

@@ -152,6 +152,9 @@ class GPUBackend:
         every pair, False never; "auto" for pairs of at least ``WIDE_MIN_PRODUCTS`` nonzero
         products per XMV when there are fewer such pairs than SMs (one block per pair would
         leave the device idle and take one SM's time for each).
+    p_smem : bool
+        Launch pairs whose P fits in shared memory with a kernel variant compiled for that
+        (shared-memory addressing in the XMV); False uses one generic kernel.
     small_block : int
         Threads per block for pairs of at most 16 tile pairs (small molecules): many such
         blocks share an SM instead of one 512-thread block idling most warps; 0 disables.
@@ -195,6 +198,7 @@ class GPUBackend:
         row_ilp: int = 2,
         wide: bool | str = "auto",
         small_block: int = 128,
+        p_smem: bool = True,
         a_double: bool = False,
         max_scratch_bytes: int | None = None,
         smem_limit: int | None = None,
@@ -231,6 +235,7 @@ class GPUBackend:
         if small_block and (small_block % 32 or not 32 <= small_block <= 1024):
             raise ValueError(f"small_block must be 0 or a multiple of 32 in [32, 1024], got {small_block}")
         self.small_block = int(small_block)
+        self.p_smem = bool(p_smem)
         self._wide_modules: dict = {}
         self.a_double = bool(a_double)
         self.max_scratch_bytes = max_scratch_bytes
@@ -452,9 +457,15 @@ class GPUBackend:
         small = (N * per_entry <= smem_cap) & rest
         classes = []
         tiny = small & (N <= SMALL_PAIR_UNKNOWNS) if self.small_block else np.zeros(npairs, dtype=bool)
+        func_smem = func
+        if small.any() and self.p_smem:  # a variant that knows P is in shared memory
+            func_smem = compile_module(replace(config, p_smem=True), self.fast_math).get_function("mgk_solve")
         if tiny.any():
             # pairs of at most 16 tile pairs: a block of `small_block` threads each, many per SM
-            cfg = replace(config, block=self.small_block, min_blocks=max(1, min(16, 1024 // self.small_block)))
+            cfg = replace(
+                config, block=self.small_block, min_blocks=max(1, min(16, 1024 // self.small_block)),
+                p_smem=self.p_smem,
+            )  # fmt: skip
             fn = compile_module(cfg, self.fast_math).get_function("mgk_solve")
             classes.append((np.flatnonzero(tiny), True, fn, self.small_block))
             small = small & ~tiny
@@ -466,7 +477,7 @@ class GPUBackend:
             for bnd in bounds:
                 sel = idx_small[(N[idx_small] * per_entry > lo) & (N[idx_small] * per_entry <= bnd)]
                 if sel.size:
-                    classes.append((sel, True, func, self.block))
+                    classes.append((sel, True, func_smem, self.block))
                 lo = bnd
         in_global = rest & ~small & ~tiny
         if in_global.any():
@@ -577,7 +588,7 @@ class GPUBackend:
             "regs": int(func.num_regs),
             "config": f"block={self.block} min_blocks={self.min_blocks} xmv={config.xmv} "
             f"primitives={self._primitives_label} tile_sort={self.tile_sort} row_pack={config.row_pack} "
-            f"row_ilp={config.row_ilp} "
+            f"row_ilp={config.row_ilp} p_smem={self.p_smem} "
             f"fast_math={self.fast_math} a_double={self.a_double} weight_double={config.weight_double} "
             f"a_in_shared={self.a_in_shared}",
         }

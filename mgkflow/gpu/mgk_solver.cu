@@ -37,6 +37,7 @@
 #define ADAPTIVE ${ADAPTIVE}
 #define ROW_PACK ${ROW_PACK}
 #define ROW_ILP ${ROW_ILP}
+#define P_SMEM ${P_SMEM}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 #define NODE_KERNEL_EXPR (${NODE_KERNEL})
@@ -142,6 +143,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     double* R = X + n_max;
     double* DG = R + n_max;
     double* DI = DG + n_max;
+#if P_SMEM
+    // P is known to live in shared memory: 32-bit shared addressing in the XMV's inner loop
+    double* const P = smem;
+    a_t* const A = use_smem == 1 ? (a_t*)(smem + n_max) : (a_t*)(DI + n_max);
+#else
     double* P;
     a_t* A;
     if (use_smem == 1) {
@@ -154,6 +160,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         P = DI + n_max;
         A = (a_t*)(P + n_max);
     }
+#endif
 
     for (;;) {
         if (tid == 0) s_job = atomicAdd(job_counter, 1);

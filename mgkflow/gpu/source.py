@@ -56,6 +56,9 @@ class KernelConfig:
         by ``mgkflow bench primitives``); else sparse x sparse everywhere.
     row_ilp : int
         Row mode: 2 splits each lane's float64 sum into two independent chains.
+    p_smem : bool
+        The kernel is only launched with the search direction P in shared memory (the
+        compiler then uses shared-memory addressing in the XMV).
     row_pack : int
         Row mode: 0 separate arrays per field; 1 packed int2 entries (coff, weight; no edge
         labels); 2 packed int4 entries (coff, weight, one edge-label word). Packing needs
@@ -74,6 +77,7 @@ class KernelConfig:
     adaptive: bool = False
     row_pack: int = 0
     row_ilp: int = 1
+    p_smem: bool = False
 
     @property
     def key(self) -> str:
@@ -246,5 +250,6 @@ def kernel_source(config: KernelConfig) -> str:
         ADAPTIVE="1" if config.adaptive else "0",
         ROW_PACK=str(config.row_pack),
         ROW_ILP=str(config.row_ilp),
+        P_SMEM="1" if config.p_smem else "0",
         COEF=coef_expr(config),
     )
