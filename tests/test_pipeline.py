@@ -43,7 +43,7 @@ def test_reorder_stage_records_per_graph_and_permutes_everything():
         assert np.array_equal(h.adjacency.toarray(), dense_g[np.ix_(perm, perm)])
 
 
-@pytest.mark.parametrize("method", ["natural", "random", "rcm", "pbr", "morton", "hilbert"])
+@pytest.mark.parametrize("method", ["natural", "random", "rcm", "pbr", "tsp", "morton", "hilbert"])
 def test_gram_unchanged_under_every_ordering(method):
     gs = [_labeled(n, s) for s, n in enumerate((7, 12, 17))]
     kw = dict(node_kernel=KroneckerDelta(0.5, "label"), edge_kernel=SquareExponential(1.0, "length"), q=0.05)
