@@ -76,11 +76,7 @@ __device__ __forceinline__ GraphHdr load_hdr(const int* __restrict__ hdr, int g)
 // Sum two doubles over the block; every thread gets the totals.
 __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
 {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        a += __shfl_xor_sync(0xffffffffu, a, o);
-        b += __shfl_xor_sync(0xffffffffu, b, o);
-    }
+    warp_sum2(a, b);
     const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
     if (l == 0) {
         buf[w] = a;

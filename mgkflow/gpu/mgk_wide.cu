@@ -35,11 +35,7 @@ ${PRIMITIVES}
 __device__ __forceinline__ void wide_block_partials(double a, double b, double* __restrict__ part)
 {
     __shared__ double buf[2 * NWARP];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        a += __shfl_xor_sync(0xffffffffu, a, o);
-        b += __shfl_xor_sync(0xffffffffu, b, o);
-    }
+    warp_sum2(a, b);
     const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
     if (l == 0) {
         buf[w] = a;
