@@ -696,3 +696,44 @@ def test_gpu_proteins_full_bench() -> None:
           f"rel diff {abs(k - vals[0]) / abs(vals[0]):.2e}")  # fmt: skip
     assert conv and convs[0]
     assert abs(k - vals[0]) <= 1e-6 * abs(vals[0])
+
+
+@pytest.mark.parametrize("wide", [True, "auto"])
+def test_fake_backend_routes_pairs_to_the_wide_path(fake_backend, wide) -> None:
+    """GPUBackend.solve end to end on the fake driver: the launch plan sends every pair to the
+    wide path (forced, or because a 1 KiB scratch budget cannot hold one block's vectors), the
+    per-pair kernel is compiled but never launched, and K matches the CPU backend."""
+    drv, backend = fake_backend
+    graphs = [_rgg(40, 3), _rgg(28, 4), _rgg(17, 5)]
+    nk, ek = KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    launched: list[str] = []
+
+    class SolverStub:  # the per-pair module: attributes read by the planner, never launched
+        def get_function(self, name: str) -> Any:
+            assert name == "mgk_solve"
+            return types.SimpleNamespace(
+                num_regs=64, shared_size_bytes=272, set_attribute=lambda *a: None,
+                __call__=lambda *a, **k: launched.append(name),
+            )  # fmt: skip
+
+    def factory(src: str) -> Any:
+        if "wide_xmv" in src:
+            block = int(re.search(r"#define BLOCK (\d+)", src).group(1))
+            cfg = next(iter(be._wide_config))  # set below
+            return FakeModule(cfg, nk, ek, block)
+        return SolverStub()
+
+    sys.modules["pycuda.compiler"].factory = factory
+    kw = {"max_scratch_bytes": 1024} if wide == "auto" else {}
+    be = backend.GPUBackend(wide=wide, rtol=1e-10, **kw)
+    # the config the backend builds (weight_double: random weights), for the fake wide module
+    be._wide_config = {_config(systems, nk, ek, block=be.block, a_double=be.a_double, min_blocks=be.min_blocks,
+                               xmv=be.xmv, row_ilp=be.row_ilp, adaptive=True): None}  # fmt: skip
+    pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
+    vals, its, res, conv = be.solve(systems, systems, pairs, nk, ek)
+    assert conv.all() and not launched
+    assert len(be.last_extra["wide"]) == len(pairs) and be.last_extra["launches"] == []
+    for t, (i, j) in enumerate(pairs):
+        ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+        assert abs(vals[t] - ref) <= 1e-7 * abs(ref), (i, j)

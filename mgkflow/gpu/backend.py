@@ -18,6 +18,7 @@ from ..format.octile import OctileBatch, pack_batch
 from ..format.rows import label_words, pack_rows, permute_system, row_arrays, tile_degree_order
 from ..kernels import BaseKernel
 from ..system import GraphSystem
+from .plan import plan_launches, scratch_doubles
 from .primitive_map import PRIMITIVES, constant_map, load_map
 from .source import DEFAULT_BLOCK, XMV_MODES, KernelConfig, kernel_source, make_config
 
@@ -34,8 +35,6 @@ SMALL_PAIR_UNKNOWNS = 16 * 64
 DEFAULT_MIN_BLOCKS = 2
 #: Bytes per product-vector entry kept in shared memory: P (double) + A (float or double).
 _SMEM_PER_ENTRY = {False: 12, True: 16}
-#: Product-vector doubles kept in global memory per entry always: X, R, DG, DI.
-_GLOBAL_ALWAYS = 4
 
 _context: Any = None
 _modules: dict[tuple[str, str], Any] = {}
@@ -430,58 +429,34 @@ class GPUBackend:
         smem_cap = self.smem_optin - int(func.shared_size_bytes) - 64
         if self.smem_limit is not None:
             smem_cap = min(smem_cap, int(self.smem_limit))
-        # size classes: shared memory for P and A when they fit, else global memory
-        # wide pairs: one pair at a time over the whole device (mgk_wide.cu), for big pairs
-        # too few to fill the device with one block each, and for pairs whose per-block
-        # scratch would not fit
+        # launch groups (mgkflow.gpu.plan): wide pairs over the whole device, tiny pairs in
+        # small blocks, shared-memory size bins, global memory
         products = db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2]
         free, _total = cuda.mem_get_info()
         budget = self.max_scratch_bytes or int(0.6 * free)
-        if self.wide is True:
-            wide = np.ones(npairs, dtype=bool)
-        elif self.wide is False:
-            wide = np.zeros(npairs, dtype=bool)
-        else:
-            big = products >= WIDE_MIN_PRODUCTS
-            wide = big if big.sum() < self.n_sm else np.zeros(npairs, dtype=bool)
-            # a pair whose one-block scratch cannot fit goes wide rather than failing
-            fits_smem = N * per_entry <= smem_cap
-            a_words = (N * a_bytes + 7) // 8
-            scratch = np.where(
-                fits_smem,
-                _GLOBAL_ALWAYS * N + (0 if self.a_in_shared else a_words),
-                (_GLOBAL_ALWAYS + 1) * N + a_words,
-            )
-            wide |= 8 * scratch > budget
-        rest = ~wide
-        small = (N * per_entry <= smem_cap) & rest
+        plan = plan_launches(
+            N, products, per_entry=per_entry, smem_cap=smem_cap, budget=budget, n_sm=self.n_sm, wide=self.wide,
+            wide_min_products=WIDE_MIN_PRODUCTS, small_block=self.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
+            a_in_shared=self.a_in_shared, a_bytes=a_bytes,
+        )  # fmt: skip
+        wide = np.zeros(npairs, dtype=bool)
+        wide[plan.wide] = True
         classes = []
-        tiny = small & (N <= SMALL_PAIR_UNKNOWNS) if self.small_block else np.zeros(npairs, dtype=bool)
-        func_smem = func
-        if small.any() and self.p_smem:  # a variant that knows P is in shared memory
-            func_smem = compile_module(replace(config, p_smem=True), self.fast_math).get_function("mgk_solve")
-        if tiny.any():
+        if plan.tiny.size:
             # pairs of at most 16 tile pairs: a block of `small_block` threads each, many per SM
             cfg = replace(
                 config, block=self.small_block, min_blocks=max(1, min(16, 1024 // self.small_block)),
                 p_smem=self.p_smem,
             )  # fmt: skip
             fn = compile_module(cfg, self.fast_math).get_function("mgk_solve")
-            classes.append((np.flatnonzero(tiny), True, fn, self.small_block))
-            small = small & ~tiny
-        if small.any():
-            # split small pairs into classes of similar size so that small ones run at higher occupancy
-            idx_small = np.flatnonzero(small)
-            bounds = [smem_cap // 4, smem_cap // 2, smem_cap]
-            lo = 0
-            for bnd in bounds:
-                sel = idx_small[(N[idx_small] * per_entry > lo) & (N[idx_small] * per_entry <= bnd)]
-                if sel.size:
-                    classes.append((sel, True, func_smem, self.block))
-                lo = bnd
-        in_global = rest & ~small & ~tiny
-        if in_global.any():
-            classes.append((np.flatnonzero(in_global), False, func, self.block))
+            classes.append((plan.tiny, True, fn, self.small_block))
+        if plan.shared:
+            func_smem = func
+            if self.p_smem:  # a variant that knows P is in shared memory
+                func_smem = compile_module(replace(config, p_smem=True), self.fast_math).get_function("mgk_solve")
+            classes.extend((sel, True, func_smem, self.block) for sel in plan.shared)
+        if plan.global_.size:
+            classes.append((plan.global_, False, func, self.block))
 
         out_k = cuda.mem_alloc(8 * npairs)
         out_it = cuda.mem_alloc(4 * npairs)
@@ -499,13 +474,8 @@ class GPUBackend:
             order = sel[np.argsort(-cost[sel], kind="stable")] if self.sort_jobs else sel
             jobs = np.stack([g1[order], g2[order]], axis=1).astype(np.int32).ravel()
             n_max = int(N[order].max())
-            if use_smem:
-                smem = int(n_max * per_entry)
-                smem = (smem + 15) // 16 * 16
-                per_block = _GLOBAL_ALWAYS * n_max + (0 if self.a_in_shared else (n_max * a_bytes + 7) // 8)
-            else:
-                smem = 0
-                per_block = (_GLOBAL_ALWAYS + 1) * n_max + (n_max * a_bytes + 7) // 8
+            smem = (int(n_max * per_entry) + 15) // 16 * 16 if use_smem else 0
+            per_block = int(scratch_doubles(np.array([n_max]), np.array([use_smem]), self.a_in_shared, a_bytes)[0])
             mode = (1 if self.a_in_shared else 2) if use_smem else 0
             if smem > 48 * 1024:
                 fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)

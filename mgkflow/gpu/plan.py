@@ -1,0 +1,128 @@
+"""Which pairs of a GPU call go to which launch (no PyCUDA needed: tested on CPU).
+
+:class:`~mgkflow.gpu.backend.GPUBackend` splits the pairs of a call into:
+
+* **wide** pairs, solved one at a time by the whole device (:mod:`mgkflow.gpu.wide`):
+  every pair when ``wide=True``; with ``"auto"``, the big pairs (``products >=
+  wide_min_products``) when there are fewer of them than SMs, plus any pair whose
+  one-block scratch would not fit in the memory budget;
+* **tiny** pairs (at most ``tiny_unknowns`` product unknowns, P in shared memory), run in
+  ``small_block``-thread blocks, many per SM;
+* **shared** size bins (P, and A, in shared memory), up to a quarter, half and all of the
+  shared-memory capacity, so that small pairs run at higher occupancy;
+* **global**: the rest (every product vector in global memory).
+
+Every pair lands in exactly one group; no group is empty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["LaunchPlan", "plan_launches", "scratch_doubles", "GLOBAL_VECTORS"]
+
+#: Product-vector doubles per entry always kept in global memory by the per-pair kernel: X, R, DG, DI.
+GLOBAL_VECTORS = 4
+
+
+@dataclass
+class LaunchPlan:
+    """Pair indices per launch group (see the module docstring)."""
+
+    wide: np.ndarray
+    tiny: np.ndarray
+    shared: list[np.ndarray] = field(default_factory=list)
+    global_: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def scratch_doubles(N: np.ndarray, fits_smem: np.ndarray, a_in_shared: bool, a_bytes: int) -> np.ndarray:
+    """Global scratch (in doubles) one block needs for a pair of ``N`` product unknowns."""
+    N = np.asarray(N, dtype=np.int64)
+    a_words = (N * a_bytes + 7) // 8
+    return np.where(
+        fits_smem,
+        GLOBAL_VECTORS * N + (0 if a_in_shared else a_words),
+        (GLOBAL_VECTORS + 1) * N + a_words,
+    )
+
+
+def plan_launches(
+    N: np.ndarray,
+    products: np.ndarray,
+    *,
+    per_entry: int,
+    smem_cap: int,
+    budget: int,
+    n_sm: int,
+    wide: bool | str = "auto",
+    wide_min_products: float = 1e7,
+    small_block: int = 128,
+    tiny_unknowns: int = 16 * 64,
+    a_in_shared: bool = True,
+    a_bytes: int = 4,
+) -> LaunchPlan:
+    """Split pairs into launch groups.
+
+    Parameters
+    ----------
+    N : int array
+        Product unknowns of each pair (tile pairs x 64).
+    products : float array
+        Nonzero products per XMV of each pair (nnz1 * nnz2).
+    per_entry : int
+        Shared-memory bytes per product unknown when P (and A) live there.
+    smem_cap : int
+        Dynamic shared memory available to one block (bytes).
+    budget : int
+        Global scratch memory for all blocks of a launch (bytes).
+    n_sm : int
+        Streaming multiprocessors of the device.
+    wide : {"auto", True, False}
+        See the module docstring.
+    wide_min_products, small_block, tiny_unknowns, a_in_shared, a_bytes :
+        Thresholds and storage settings (``small_block=0``: no tiny group).
+
+    Returns
+    -------
+    LaunchPlan
+
+    Examples
+    --------
+    >>> p = plan_launches(np.array([1024, 9216, 10**7]), np.array([1e4, 1e6, 1e9]), per_entry=12,
+    ...                   smem_cap=200_000, budget=10**9, n_sm=132)
+    >>> p.wide.tolist(), p.tiny.tolist(), [s.tolist() for s in p.shared], p.global_.tolist()
+    ([2], [0], [[1]], [])
+    """
+    N = np.asarray(N, dtype=np.int64)
+    products = np.asarray(products, dtype=np.float64)
+    n = N.size
+    fits_smem = N * per_entry <= smem_cap
+    if wide is True:
+        is_wide = np.ones(n, dtype=bool)
+    elif wide is False:
+        is_wide = np.zeros(n, dtype=bool)
+    elif wide == "auto":
+        big = products >= wide_min_products
+        is_wide = big if big.sum() < n_sm else np.zeros(n, dtype=bool)
+        is_wide = is_wide | (8 * scratch_doubles(N, fits_smem, a_in_shared, a_bytes) > budget)
+    else:
+        raise ValueError(f"wide must be True, False or 'auto', got {wide!r}")
+    rest = ~is_wide
+    small = fits_smem & rest
+    tiny = small & (N <= tiny_unknowns) if small_block else np.zeros(n, dtype=bool)
+    small &= ~tiny
+    shared = []
+    lo = 0
+    for bound in (smem_cap // 4, smem_cap // 2, smem_cap):
+        sel = np.flatnonzero(small & (N * per_entry > lo) & (N * per_entry <= bound))
+        if sel.size:
+            shared.append(sel)
+        lo = bound
+    return LaunchPlan(
+        wide=np.flatnonzero(is_wide),
+        tiny=np.flatnonzero(tiny),
+        shared=shared,
+        global_=np.flatnonzero(rest & ~fits_smem),
+    )
