@@ -471,7 +471,7 @@ class GPUBackend:
         res_out = np.zeros(npairs)
         conv_out = np.zeros(npairs, dtype=np.int32)
         for sel, use_smem, fn, blk in classes:
-            order = sel[np.argsort(-cost[sel], kind="stable")] if self.sort_jobs else sel
+            order = sel[np.argsort(-cost[sel])] if self.sort_jobs else sel  # introsort: deterministic, faster
             jobs = np.stack([g1[order], g2[order]], axis=1).astype(np.int32).ravel()
             n_max = int(N[order].max())
             smem = (int(n_max * per_entry) + 15) // 16 * 16 if use_smem else 0
