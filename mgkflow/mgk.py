@@ -108,6 +108,9 @@ class MarginalizedGraphKernel:
         :class:`~mgkflow.errors.ConvergenceWarning`; flags are in ``last_stats``.
     progress : bool
         Show a tqdm progress bar over pairs.
+    gpu_options : dict, optional
+        Keyword options of :class:`mgkflow.gpu.GPUBackend` (e.g. ``{"xmv": "octile"}``,
+        ``{"wide": False}``), used when the GPU backend runs; an error with ``backend="cpu"``.
 
     Examples
     --------
@@ -133,6 +136,7 @@ class MarginalizedGraphKernel:
         max_iter: int = 10_000,
         on_nonconvergence: str = "raise",
         progress: bool = False,
+        gpu_options: dict | None = None,
     ) -> None:
         self.node_kernel = check_node_kernel(node_kernel if node_kernel is not None else Constant(1.0))
         self.edge_kernel = check_edge_kernel(edge_kernel if edge_kernel is not None else Constant(1.0))
@@ -148,6 +152,9 @@ class MarginalizedGraphKernel:
             raise ValueError(f"rtol must lie in (0, 1), got {rtol}")
         if max_iter < 1:
             raise ValueError(f"max_iter must be >= 1, got {max_iter}")
+        if gpu_options and backend == "cpu":
+            raise ValueError("gpu_options apply to the GPU backend; backend='cpu' was asked for")
+        self.gpu_options = dict(gpu_options or {})
         self.q = q
         self.p = p
         self.backend = backend
@@ -173,7 +180,7 @@ class MarginalizedGraphKernel:
                 raise RuntimeError(
                     "backend='gpu' needs PyCUDA and a CUDA device (pip install mgkflow[gpu])"
                 ) from exc
-            kw = {"max_iter": self.max_iter}
+            kw = {"max_iter": self.max_iter, **self.gpu_options}
             if self.rtol is not None:
                 kw["rtol"] = self.rtol
             self._backend_obj = GPUBackend(**kw)

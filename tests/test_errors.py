@@ -282,3 +282,12 @@ def test_bad_options():
         MarginalizedGraphKernel(rtol=0.0)
     with pytest.raises(ValueError, match="max_iter must be"):
         MarginalizedGraphKernel(max_iter=0)
+
+
+def test_gpu_options_need_the_gpu_backend() -> None:
+    import mgkflow
+
+    with pytest.raises(ValueError, match="gpu_options"):
+        mgkflow.MarginalizedGraphKernel(backend="cpu", gpu_options={"xmv": "octile"})
+    kern = mgkflow.MarginalizedGraphKernel(backend="auto", gpu_options={"wide": False})
+    assert kern.gpu_options == {"wide": False}

@@ -235,3 +235,14 @@ def test_permutation_invariance() -> None:
     rng = np.random.default_rng(1)
     K2 = kg([g.permute(rng.permutation(g.n_nodes)) for g in graphs])
     assert _relerr(K1, K2) < 1e-6
+
+
+def test_gpu_options_reach_the_backend() -> None:
+    """MarginalizedGraphKernel(gpu_options=...) configures the GPU backend (public API)."""
+    graphs = datasets.nws(n_graphs=3, labeled=True)
+    nk, ek = datasets.default_kernels("nws", labeled=True)
+    kg = MarginalizedGraphKernel(nk, ek, q=0.05, backend="gpu", gpu_options={"xmv": "octile", "primitives": "ss"})
+    K = kg(graphs)
+    assert "xmv=octile" in kg.last_stats.extra["config"]
+    R = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs)
+    assert _relerr(K, R) <= 1e-5
