@@ -54,23 +54,25 @@ __all__ = [
 
 
 def data_dir() -> Path:
-    """Directory holding the committed data files (the top-level ``datasets`` package).
+    """Directory holding the committed data files.
+
+    ``mgkflow/data`` in an installed wheel (the repository's ``datasets/`` folder is
+    packaged there), else ``datasets/`` next to the ``mgkflow`` package in a source tree
+    or an editable install. Found by path, not imported, so that an unrelated package
+    called ``datasets`` (e.g. Hugging Face's) never matters.
 
     Examples
     --------
     >>> (data_dir() / "drugs.csv").exists()
     True
     """
-    # The data files are the top-level ``datasets`` package, installed next to ``mgkflow``
-    # (in the source tree and in site-packages alike). Found by path, not imported, so that
-    # an unrelated package called ``datasets`` (e.g. Hugging Face's) cannot shadow it.
-    d = Path(__file__).resolve().parent.parent / "datasets"
-    if not (d / "proteins.csv").is_file():
-        raise FileNotFoundError(
-            f"mgkflow data files not found in {d}: "
-            "expected the 'datasets' directory next to the mgkflow package"
-        )
-    return d
+    here = Path(__file__).resolve().parent
+    for d in (here / "data", here.parent / "datasets"):
+        if (d / "proteins.csv").is_file():
+            return d
+    raise FileNotFoundError(
+        f"mgkflow data files not found in {here / 'data'} or {here.parent / 'datasets'}; reinstall mgkflow"
+    )
 
 
 # ---------------------------------------------------------------------- synthetic
