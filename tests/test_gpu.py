@@ -127,7 +127,6 @@ def test_solver_variants() -> None:
     for be in (
         GPUBackend(a_double=True),
         GPUBackend(block=128, min_blocks=4),
-        GPUBackend(xmv="flat"),
         GPUBackend(xmv="rows", tile_sort=False),
         GPUBackend(row_pack=True),
         GPUBackend(row_ilp=2),

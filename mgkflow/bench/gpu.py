@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--block", type=int, default=None, help="threads per block")
     ap.add_argument("--min-blocks", type=int, default=None, help="__launch_bounds__ blocks per SM")
-    ap.add_argument("--xmv", choices=["rows", "rows4", "octile", "flat"], default=None, help="XMV work mapping")
+    ap.add_argument("--xmv", choices=["rows", "rows4", "octile"], default=None, help="XMV work mapping")
     ap.add_argument("--row-ilp", type=int, choices=[1, 2], default=None, help="row mode: float64 chains per lane")
     ap.add_argument("--primitives", default=None, help="octile mode: auto (measured map) or ss/dd/ds/sd")
     ap.add_argument("--no-tile-sort", action="store_true", help="row mode: keep the node order within tiles")

@@ -134,7 +134,7 @@ class GPUBackend:
         Threads per block.
     a_double : bool
         Keep a = M p in float64 between the XMV and the update (more shared memory).
-    xmv : {"rows", "rows4", "octile", "flat"}
+    xmv : {"rows", "rows4", "octile"}
         XMV work mapping (see :class:`mgkflow.gpu.source.KernelConfig`). Default "rows":
         node rows in CSR order, two outputs per lane, nodes of each tile sorted by degree.
     primitives : {"auto", "ss", "dd", "ds", "sd"} or (65, 65) uint8 array

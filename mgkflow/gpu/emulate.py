@@ -13,7 +13,7 @@ import numpy as np
 
 from ..format.octile import OctileBatch
 
-__all__ = ["blocked_index", "xmv_blocked", "xmv_blocked_flat", "xmv_rows", "to_blocked", "from_blocked"]
+__all__ = ["blocked_index", "xmv_blocked", "xmv_rows", "to_blocked", "from_blocked"]
 
 
 def blocked_index(nt2: int, i: np.ndarray, i2: np.ndarray) -> np.ndarray:
@@ -82,98 +82,6 @@ def xmv_blocked(
                                 t2 += 1
                         t1 += 1
                 y[(tp << 6) + i * 8 + i2] = acc
-    return y
-
-
-def xmv_blocked_flat(
-    batch: OctileBatch,
-    g1: int,
-    g2: int,
-    p: np.ndarray,
-    edge_kernel: Callable[[dict, dict], np.ndarray] | None = None,
-) -> np.ndarray:
-    """Like :func:`xmv_blocked`, following the row-flattened state machine of the kernel (XMV_FLAT)."""
-    nt1, nt2 = int(batch.n_tiles_side[g1]), int(batch.n_tiles_side[g2])
-    r1, r2 = int(batch.rowptr_offset[g1]), int(batch.rowptr_offset[g2])
-    y = np.zeros(nt1 * nt2 * 64)
-    labels = batch.edge_labels
-    bitmap = [int(b) for b in batch.bitmap]
-
-    def ke(t1: int, t2: int) -> float:
-        if edge_kernel is None:
-            return 1.0
-        return float(edge_kernel({f: v[t1] for f, v in labels.items()}, {f: v[t2] for f, v in labels.items()}))
-
-    def popc(x: int) -> int:
-        return bin(x).count("1")
-
-    def ffs(x: int) -> int:
-        return (x & -x).bit_length() - 1
-
-    for tp in range(nt1 * nt2):
-        I, I2 = divmod(tp, nt2)
-        a0, a1 = int(batch.rowptr[r1 + I]), int(batch.rowptr[r1 + I + 1])
-        b0, b1 = int(batch.rowptr[r2 + I2]), int(batch.rowptr[r2 + I2 + 1])
-        for lane in range(32):
-            i, i2a = lane >> 2, lane & 3
-            sh1, sh2 = 8 * i, (8 * i2a, 8 * (i2a + 4))
-            acc = [0.0, 0.0]
-            st = {"ta": a0, "s1": 0, "t1": 0, "J": 0, "tb": b0, "which": 0, "s2": 0, "t2": 0, "J2": 0}
-
-            def seek_a(st=st, sh1=sh1, a1=a1) -> None:
-                while st["ta"] < a1:
-                    bm = bitmap[st["ta"]]
-                    st["s1"] = (bm >> sh1) & 0xFF
-                    if st["s1"]:
-                        st["t1"] = int(batch.offset[st["ta"]]) + popc(bm & ((1 << sh1) - 1))
-                        st["J"] = int(batch.tile_col[st["ta"]])
-                        return
-                    st["ta"] += 1
-
-            def seek_b(st=st, sh2=sh2, b0=b0, b1=b1) -> None:
-                while True:
-                    if st["tb"] >= b1:
-                        if st["which"]:
-                            st["s2"] = 0
-                            return
-                        st["which"], st["tb"] = 1, b0
-                        continue
-                    bm = bitmap[st["tb"]]
-                    sh = sh2[st["which"]]
-                    st["s2"] = (bm >> sh) & 0xFF
-                    if st["s2"]:
-                        st["t2"] = int(batch.offset[st["tb"]]) + popc(bm & ((1 << sh) - 1))
-                        st["J2"] = int(batch.tile_col[st["tb"]])
-                        return
-                    st["tb"] += 1
-
-            seek_a()
-            active = st["ta"] < a1
-            if active:
-                seek_b()
-                active = st["s2"] != 0
-            while active:
-                j, j2 = ffs(st["s1"]), ffs(st["s2"])
-                w = float(batch.weight[st["t1"]]) * float(batch.weight[st["t2"]]) * ke(st["t1"], st["t2"])
-                acc[st["which"]] += w * p[((st["J"] * nt2 + st["J2"]) << 6) + j * 8 + j2]
-                st["s2"] &= st["s2"] - 1
-                st["t2"] += 1
-                if not st["s2"]:
-                    st["tb"] += 1
-                    seek_b()
-                    if not st["s2"]:
-                        st["s1"] &= st["s1"] - 1
-                        st["t1"] += 1
-                        if not st["s1"]:
-                            st["ta"] += 1
-                            seek_a()
-                            if st["ta"] >= a1:
-                                active = False
-                        if active:
-                            st["tb"], st["which"] = b0, 0
-                            seek_b()
-            y[(tp << 6) + i * 8 + i2a] = acc[0]
-            y[(tp << 6) + i * 8 + i2a + 4] = acc[1]
     return y
 
 

@@ -20,10 +20,11 @@
 //            walks the CSR rows 8I+x of G1 and 8I2+u of G2 (all their octiles at once):
 //            every trip is one product, and with the nodes of each tile sorted by degree the
 //            heavy rows pair with light ones (lane efficiency ~0.7 on BA vs ~0.3 for octiles);
+//   3 rows4  like rows, but the lane's two outputs (i, v), (i, 7-v) share their G1 row;
 //   0 octile lane owns rows i = l/4 of the G1 octile and i2 = l%4, l%4+4 of the G2 octile and
 //            runs one of the primitives of octile_primitives.cuh per octile pair (ADAPTIVE:
-//            chosen from the measured selection map, else sparse x sparse);
-//   1 flat   octile storage, the lane walks its tile-row product sequence in one loop.
+//            chosen from the measured selection map, else sparse x sparse).
+//   (1, a row-flattened walk over octile bitmaps, was measured slower and removed.)
 //
 // Placeholders filled by mgkflow.gpu.source: BLOCK, XMV_MODE, ADAPTIVE, PRIMITIVES (the text of
 // octile_primitives.cuh), NODE_KERNEL, EDGE_KERNEL,
@@ -197,11 +198,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             // XMV: y = (A∘E) p on the fly, a = DG p - y, pa = p.a
             double pa = 0.0, dummy = 0.0;
             {
-                const int i = lane >> 2, i2a = lane & 3, i2b = i2a + 4;
-                const int sh1 = 8 * i, sh2a = 8 * i2a, sh2b = 8 * i2b;
-                const unsigned long long below1 = (1ull << sh1) - 1ull;
-                const unsigned long long below2a = (1ull << sh2a) - 1ull;
-                const unsigned long long below2b = (1ull << sh2b) - 1ull;
+                const int i = lane >> 2, i2a = lane & 3;
 #if XMV_MODE == 2
                 // row-pair XMV: outputs (x, u) and (7 - x, 7 - u) of the tile pair
                 const int rx = lane >> 3, ru = lane & 7;
@@ -242,102 +239,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 #else
                     const int a0 = rowptr[h1.rowptr_off + I], a1 = rowptr[h1.rowptr_off + I + 1];
                     const int b0 = rowptr[h2.rowptr_off + I2], b1 = rowptr[h2.rowptr_off + I2 + 1];
-#if XMV_MODE == 1
-                    // Row-flattened sparse x sparse: the lane walks its own sequence of products
-                    // (entries of row i across the octiles of tile row I) x (entries of rows i2a, then
-                    // i2b, across the octiles of tile row I2) in one loop, so the warp's time is the
-                    // maximum over lanes of the whole tile-row sum rather than a sum of per-octile-pair maxima.
-                    {
-                        int ta = a0, t1 = 0, J = 0;
-                        unsigned int s1 = 0u;
-                        while (ta < a1) {
-                            const unsigned long long bm = bitmap[ta];
-                            s1 = (unsigned int)(bm >> sh1) & 0xffu;
-                            if (s1) {
-                                t1 = toff[ta] + __popcll(bm & below1);
-                                J = tile_col[ta];
-                                break;
-                            }
-                            ++ta;
-                        }
-                        int tb = b0, which = 0, t2 = 0, J2 = 0;
-                        unsigned int s2 = 0u;
-#define MGK_SEEK_B                                                                            \
-    for (;;) {                                                                                \
-        if (tb >= b1) {                                                                       \
-            if (which) {                                                                      \
-                s2 = 0u;                                                                      \
-                break;                                                                        \
-            }                                                                                 \
-            which = 1;                                                                        \
-            tb = b0;                                                                          \
-            continue;                                                                         \
-        }                                                                                     \
-        const unsigned long long bm2_ = bitmap[tb];                                           \
-        s2 = (unsigned int)(bm2_ >> (which ? sh2b : sh2a)) & 0xffu;                           \
-        if (s2) {                                                                             \
-            t2 = toff[tb] + __popcll(bm2_ & (which ? below2b : below2a));                     \
-            J2 = tile_col[tb];                                                                \
-            break;                                                                            \
-        }                                                                                     \
-        ++tb;                                                                                 \
-    }
-                        bool active = ta < a1;
-                        if (active) {
-                            MGK_SEEK_B
-                            active = s2 != 0u;
-                        }
-                        w_t w1 = (w_t)0;
-                        DECL_E1;
-                        if (active) {
-                            w1 = weight[t1];
-                            SET_E1(t1);
-                        }
-                        while (active) {
-                            const int j = __ffs(s1) - 1, j2 = __ffs(s2) - 1;
-                            const w_t w2 = weight[t2];
-                            LOAD_E2(t2);
-                            const double c = COEF(w1, w2, EDGE_KERNEL_EXPR) *
-                                             P[((long long)(J * nt2 + J2) << 6) + j * 8 + j2];
-                            if (which)
-                                accb += c;
-                            else
-                                acca += c;
-                            s2 &= s2 - 1u;
-                            ++t2;
-                            if (!s2) {
-                                ++tb;
-                                MGK_SEEK_B
-                                if (!s2) {  // rows of G2 done: next entry of row i of G1
-                                    s1 &= s1 - 1u;
-                                    ++t1;
-                                    if (!s1) {
-                                        ++ta;
-                                        while (ta < a1) {
-                                            const unsigned long long bm = bitmap[ta];
-                                            s1 = (unsigned int)(bm >> sh1) & 0xffu;
-                                            if (s1) {
-                                                t1 = toff[ta] + __popcll(bm & below1);
-                                                J = tile_col[ta];
-                                                break;
-                                            }
-                                            ++ta;
-                                        }
-                                        if (ta >= a1) active = false;
-                                    }
-                                    if (active) {
-                                        w1 = weight[t1];
-                                        SET_E1(t1);
-                                        tb = b0;
-                                        which = 0;
-                                        MGK_SEEK_B
-                                    }
-                                }
-                            }
-                        }
-#undef MGK_SEEK_B
-                    }
-#else
                     for (int ta = a0; ta < a1; ++ta) {
                         const int J = tile_col[ta];
                         const unsigned long long bm1 = bitmap[ta];
@@ -358,7 +259,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 #endif
                         }
                     }
-#endif
 #endif
                     const long long ia = ((long long)tp << 6) + oa;
                     const long long ib = ((long long)tp << 6) + ob;

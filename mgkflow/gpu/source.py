@@ -23,7 +23,7 @@ __all__ = ["KernelConfig", "kernel_source", "make_config", "label_macros", "coef
 #: Threads per block of the solver.
 DEFAULT_BLOCK = 512
 #: XMV work mappings and their ``XMV_MODE`` in ``mgk_solver.cu``.
-XMV_MODES = {"octile": 0, "flat": 1, "rows": 2, "rows4": 3}
+XMV_MODES = {"octile": 0, "rows": 2, "rows4": 3}  # 1 (a flattened octile walk) was removed
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,11 @@ class KernelConfig:
         Edge weights are stored in float64 (some weight is not exactly a float32).
     min_blocks : int
         Second ``__launch_bounds__`` argument (resident blocks per SM to fit registers for).
-    xmv : {"rows", "rows4", "octile", "flat"}
+    xmv : {"rows", "rows4", "octile"}
         XMV work mapping (see ``mgk_solver.cu``): "rows" walks node rows in CSR order
         (the lane owns two outputs of a tile pair, every trip is one product; "rows4": the
-        two outputs share their G1 row); "octile"
-        loops over octile pairs with the primitives of ``octile_primitives.cuh``; "flat"
-        walks a tile row's octile bitmaps in one loop per lane.
+        two outputs share their G1 row); "octile" loops over octile pairs with the
+        primitives of ``octile_primitives.cuh``.
     adaptive : bool
         Octile mode: choose the primitive per octile pair from a selection map (measured
         by ``mgkflow bench primitives``); else sparse x sparse everywhere.
@@ -121,7 +120,7 @@ def make_config(
         Edge weights in float64 (see :func:`mgkflow.format.pack_batch`).
     min_blocks : int
         Resident blocks per SM the register allocation must allow.
-    xmv : {"rows", "octile", "flat"}
+    xmv : {"rows", "rows4", "octile"}
         XMV work mapping (see :class:`KernelConfig`).
     adaptive : bool
         Per-octile-pair primitive selection (octile mode).
@@ -183,14 +182,6 @@ def _load_macro(name: str, var: str, array: str, stride: str, fields: tuple[tupl
     return f"#define {name}(t) " + " ".join(parts)
 
 
-def _set_macro(name: str, var: str, array: str, stride: str, fields: tuple[tuple[str, str], ...]) -> str:
-    parts = []
-    for k, (_, ct) in enumerate(fields):
-        word = f"{array}[(long long){k} * {stride} + (long long)(t)]"
-        parts.append(f"{var}_{k} = (int)({word});" if ct == "int" else f"{var}_{k} = __uint_as_float({word});")
-    return f"#define {name}(t) " + " ".join(parts)
-
-
 def _unpack_macro(name: str, var: str, fields: tuple[tuple[str, str], ...]) -> str:
     """Label of a packed row entry (its ``.z`` word; at most one field)."""
     if not fields:
@@ -207,15 +198,13 @@ def template_text(name: str = "mgk_solver.cu") -> str:
 
 
 def label_macros(config: KernelConfig) -> str:
-    """``#define`` lines of the label loads (LOAD_V1/2, LOAD_E1/2, DECL_E1, SET_E1) of ``config``."""
+    """``#define`` lines of the label loads (LOAD_V1/2, LOAD_E1/2, UNPACK_E1/2) of ``config``."""
     return "\n".join(
         [
             _load_macro("LOAD_V1", "v1", "nlab", "nlab_stride", config.node_fields),
             _load_macro("LOAD_V2", "v2", "nlab", "nlab_stride", config.node_fields),
             _load_macro("LOAD_E1", "e1", "elab", "elab_stride", config.edge_fields),
             _load_macro("LOAD_E2", "e2", "elab", "elab_stride", config.edge_fields),
-            "#define DECL_E1 " + " ".join(f"{ct} e1_{k} = 0;" for k, (_, ct) in enumerate(config.edge_fields)),
-            _set_macro("SET_E1", "e1", "elab", "elab_stride", config.edge_fields),
             _unpack_macro("UNPACK_E1", "e1", config.edge_fields),
             _unpack_macro("UNPACK_E2", "e2", config.edge_fields),
         ]
