@@ -737,3 +737,59 @@ def test_fake_backend_routes_pairs_to_the_wide_path(fake_backend, wide) -> None:
     for t, (i, j) in enumerate(pairs):
         ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
         assert abs(vals[t] - ref) <= 1e-7 * abs(ref), (i, j)
+
+
+def test_fake_backend_per_pair_launch_arguments_match_the_kernel(fake_backend) -> None:
+    """The per-pair solver launches (tiny 128-thread class and a shared-memory class) pass
+    exactly the arguments `mgk_solve` declares: count, pointer/scalar kinds and scalar widths,
+    checked against the generated source (a GPU would reject or misread a mismatch)."""
+    drv, backend = fake_backend
+    drv.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES="max_dynamic_shared")
+    graphs = [_rgg(20, 7), _rgg(24, 8), _rgg(70, 9)]
+    nk, ek = KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    launches: list[dict] = []
+    sig_re = re.compile(
+        r'extern "C" __global__ void __launch_bounds__\(BLOCK, MIN_BLOCKS\) mgk_solve\((.*?)\)\s*\{', re.S
+    )
+
+    class SolverModule:
+        def __init__(self, src: str) -> None:
+            params = re.sub(r"//[^\n]*", "", sig_re.search(src).group(1))
+            self.params = [" ".join(p.replace("__restrict__", "").split()) for p in params.split(",")]
+            self.block = int(re.search(r"#define BLOCK (\d+)", src).group(1))
+            self.p_smem = re.search(r"#define P_SMEM (\d)", src).group(1) == "1"
+
+        def get_function(self, name: str) -> Any:
+            assert name == "mgk_solve"
+            mod = self
+
+            class Func:
+                num_regs = 64
+                shared_size_bytes = 272
+
+                def set_attribute(self, *a: Any) -> None:
+                    pass
+
+                def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0) -> None:
+                    assert len(args) == len(mod.params), (len(args), len(mod.params))
+                    for p, v in zip(mod.params, args):
+                        if "*" in p:
+                            assert isinstance(v, FakeAlloc), p
+                        else:
+                            want = {"int": np.int32, "long long": np.int64, "double": np.float64}[
+                                p.replace("const ", "").rsplit(" ", 1)[0]
+                            ]
+                            assert type(v) is want, (p, type(v))
+                    assert block == (mod.block, 1, 1) and grid[0] >= 1
+                    launches.append({"block": mod.block, "p_smem": mod.p_smem, "shared": shared})
+
+            return Func()
+
+    sys.modules["pycuda.compiler"].factory = SolverModule
+    be = backend.GPUBackend(wide=False)
+    pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
+    be.solve(systems, systems, pairs, nk, ek)
+    blocks = sorted({(c["block"], c["p_smem"]) for c in launches})
+    assert blocks == [(128, True), (512, True)], launches  # tiny pairs in 128-thread blocks, others in 512
+    assert all(c["shared"] > 0 for c in launches)
