@@ -27,7 +27,7 @@ import pytest
 
 from mgkflow.cpu_solver import solve_pair
 from mgkflow.gpu.source import KernelConfig, make_config
-from mgkflow.gpu.wide import KERNEL_ARGS, WIDE_BLOCK, wide_pcg, wide_source
+from mgkflow.gpu.wide import KERNEL_ARGS, STAGED_MIN_Q, WIDE_BLOCK, wide_pcg, wide_source
 from mgkflow.graph import Graph
 from mgkflow.kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
 from mgkflow.system import GraphSystem, prepare_graph
@@ -96,7 +96,7 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
             assert path.with_suffix(".cubin").stat().st_size > 0
 
 
-_KERNEL_RE = re.compile(r'extern "C" __global__ void __launch_bounds__\(BLOCK\) (\w+)\((.*?)\)\s*\{', re.S)
+_KERNEL_RE = re.compile(r'extern "C" __global__ void __launch_bounds__\(BLOCK(?:, \w+)?\) (\w+)\((.*?)\)\s*\{', re.S)
 
 
 def _signatures(src: str) -> dict[str, list[tuple[str, str]]]:
@@ -314,8 +314,13 @@ class FakeModule:
         class Func:
             num_regs = 40
 
+            shared_size_bytes = 0
+
             def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0) -> None:
                 mod.launch(name, args, block, grid)
+
+            def set_attribute(self, attr: Any, value: int) -> None:
+                assert value <= 227 * 1024, value
 
         return Func()
 
@@ -328,7 +333,8 @@ class FakeModule:
             if "*" in ctype:
                 assert isinstance(v, FakeAlloc), f"{name}.{pname}: expected a device pointer, got {type(v)}"
                 base = ctype.replace("const", "").replace("*", "").strip()
-                dt = {"int": np.int32, "unsigned int": np.uint32, "double": np.float64, "w_t": wdt}[base]
+                dt = {"int": np.int32, "unsigned int": np.uint32, "double": np.float64, "w_t": wdt,
+                      "unsigned long long": np.uint64, "float": np.float32}[base]  # fmt: skip
                 kw[pname] = v.view(dt)
             else:
                 want = {"i": np.int32, "q": np.int64, "d": np.float64}[_kind(ctype)]
@@ -419,6 +425,37 @@ class FakeModule:
         blocks = (warp_of_tp % (grid * (self.block // 32))) // (self.block // 32)
         self._part(kw, grid, blocks, P * a)
 
+    def _wide_xmv_staged(self, kw: dict, grid: int) -> None:
+        from mgkflow.gpu.emulate import xmv_staged
+
+        n_groups, n_tasks, nt2, T = kw["n_groups"], kw["n_tasks"], kw["nt2"], kw["slot_stride"]
+        assert int(kw["task_counter"][0]) == 0, "task counter not reset before the XMV launch"
+        kw["task_counter"][0] = n_tasks + grid
+        groups = kw["groups"][: 8 * n_groups].reshape(-1, 8)
+        nt1 = n_tasks // n_groups
+        assert nt1 * n_groups == n_tasks and int(groups[:, 1].sum()) == nt2
+        S = (kw["slot_col"].size - 1) // T
+        fields = self.config.edge_fields
+        lab2 = {}
+        for k, (f, ct) in enumerate(fields):
+            w = kw["slot_lab"][k * S * T : (k + 1) * S * T].reshape(S, T)
+            lab2[f] = w.view(np.int32).astype(np.int64) if ct == "int" else w.view(np.float32).astype(np.float64)
+        side1 = {k: kw[k] for k in ("rowptr", "tile_col", "bitmap", "toff", "weight")}
+        side1["labels"] = _decode_labels(kw["elab"], fields, kw["elab_stride"])
+        side2 = {"groups": groups, "colset": kw["colset"], "row_thread": kw["row_thread"], "labels": lab2,
+                 "slot_col": kw["slot_col"][: S * T].reshape(S, T),
+                 "slot_w": kw["slot_w"][: S * T].reshape(S, T)}  # fmt: skip
+        N = 64 * nt1 * nt2
+        P, DG = kw["P"][:N], kw["DG"][:N]
+        y = xmv_staged(side1, kw["rowptr_off1"], nt1, side2, nt2, P, self.ek if fields else None)
+        if not fields:
+            y = y * float(np.asarray(self.ek({}, {})))
+        a = DG * P - y
+        kw["A"][:N] = a
+        tp = np.arange(N) >> 6
+        group_of_tile = np.repeat(np.arange(n_groups), groups[:, 1])
+        self._part(kw, grid, ((tp // nt2) * n_groups + group_of_tile[tp % nt2]) % grid, P * a)
+
     def _wide_update(self, kw: dict, grid: int) -> None:
         N, al = kw["N"], kw["alpha"]
         X, R, P, A, DI = (kw[k][:N] for k in ("X", "R", "P", "A", "DI"))
@@ -484,7 +521,8 @@ FAKE_CASES = {
 
 @pytest.mark.parametrize("case", list(FAKE_CASES))
 @pytest.mark.parametrize("q", [0.05, 0.0005])
-def test_fake_device_matches_cpu(fake_backend, case: str, q: float) -> None:
+@pytest.mark.parametrize("xmv", ["rows", "auto"])
+def test_fake_device_matches_cpu(fake_backend, case: str, q: float, xmv: str) -> None:
     from mgkflow.gpu import wide
 
     drv, backend = fake_backend
@@ -497,9 +535,12 @@ def test_fake_device_matches_cpu(fake_backend, case: str, q: float) -> None:
     for g1, g2 in ((0, 1), (1, 2), (2, 2), (2, 0)):
         mod = FakeModule(config, nk, ek)
         stats: dict = {}
-        k, it, res, conv = wide._solve(drv, mod, db, g1, g2, 1e-12, 10_000, WIDE_BLOCK, None, stats)
+        k, it, res, conv = wide._solve(drv, mod, db, g1, g2, 1e-12, 10_000, WIDE_BLOCK, None, stats, config, xmv)
         ref = solve_pair(systems[g1], systems[g2], nk, ek, rtol=1e-13)
         assert conv and res <= 1e-12, (case, g1, g2, it, res)
+        # "auto" takes the staged XMV (float32 products) for labeled kernels at q >= 0.01
+        assert stats["xmv"] == ("staged" if xmv == "auto" and q >= STAGED_MIN_Q and ek.fields else "rows")
+        assert ("wide_xmv_staged" in mod.calls) == (stats["xmv"] == "staged")
         # labels and node kernel values are float32; with float32 weights COEF rounds to float32 too,
         # which costs ~eps32 / (2q) at small q (as in the per-pair solver: tests/test_gpu.py _tol)
         tol = 1e-7 if config.weight_double else (1e-6 if q >= 0.01 else 3e-5)
@@ -510,6 +551,36 @@ def test_fake_device_matches_cpu(fake_backend, case: str, q: float) -> None:
         assert la["xmv"] == la["update"] == it and la["direction"] == max(it - 1, 0)
         assert mod.calls[0] == "wide_init" and mod.calls[-1] == "wide_dot"
         assert stats["unknowns"] == 64 * int(db.nt[g1]) * int(db.nt[g2])
+
+
+def test_fake_staged_selection(fake_backend) -> None:
+    """"auto" takes the staged XMV for labeled kernels at q >= STAGED_MIN_Q (any weight storage);
+    "staged" is forced at small q too; where the tables cannot be built "auto" falls back and
+    "staged" says why."""
+    from mgkflow.gpu import wide
+
+    drv, backend = fake_backend
+    nk, ek, wt, sizes = FAKE_CASES["labeled-f64"]
+    for q, auto in ((0.05, "staged"), (0.0005, "rows")):
+        systems = [prepare_graph(_graph(n, 0.3, n, wt), k, nk, ek, q=q) for k, n in enumerate(sizes)]
+        config = _config(systems, nk, ek)
+        assert config.weight_double
+        db = _fake_db(backend, systems, config)
+        ref = solve_pair(systems[0], systems[1], nk, ek, rtol=1e-12).value
+        for xmv, want in (("auto", auto), ("staged", "staged")):
+            stats: dict = {}
+            k, *_ = wide._solve(drv, FakeModule(config, nk, ek), db, 0, 1, 1e-10, 500, WIDE_BLOCK, None, stats,
+                                config, xmv)  # fmt: skip
+            assert stats["xmv"] == want and abs(k - ref) <= 3e-5 * abs(ref)
+    nk, ek, wt, _ = FAKE_CASES["labeled-f32"]
+    systems = [prepare_graph(_graph(n, 1.0, n, wt), k, nk, ek) for k, n in enumerate((12, 40))]
+    config = _config(systems, nk, ek)
+    db = _fake_db(backend, systems, config)
+    stats: dict = {}
+    wide._solve(drv, FakeModule(config, nk, ek, 32), db, 0, 1, 1e-9, 100, 32, None, stats, config, "auto", 1)
+    assert stats["xmv"] == "rows"
+    with pytest.raises(ValueError, match="more than a block"):
+        wide._solve(drv, FakeModule(config, nk, ek, 32), db, 0, 1, 1e-9, 10, 32, None, None, config, "staged", 1)
 
 
 def test_fake_device_iteration_limit_and_memory(fake_backend) -> None:
@@ -614,20 +685,23 @@ def _check_pairs(graphs, nk, ek, q, pairs, tol, rtol=1e-7, variants=((WIDE_BLOCK
 
     be, db, systems, config = _gpu_batch(graphs, nk, ek, q)
     per_pair = be.solve(systems, systems, pairs, nk, ek)
+    xmvs = ("rows", "staged") if ek.fields else ("rows",)  # staged: labeled kernels (any q when forced)
     for (t, (g1, g2)), (block, ilp) in zip(enumerate(pairs), variants * len(pairs)):
-        stats: dict = {}
-        cfg = config if ilp is None else dataclasses.replace(config, row_ilp=ilp)
-        k, it, res, conv = solve_pair_wide(db, g1, g2, cfg, rtol=rtol, block=block, stats=stats)
         ref = solve_pair(systems[g1], systems[g2], nk, ek, rtol=1e-12)
-        err = abs(k - ref.value) / abs(ref.value)
-        err_pp = abs(k - per_pair[0][t]) / abs(per_pair[0][t])
-        print(f"\nWIDE pair {g1},{g2} ({systems[g1].n}x{systems[g2].n}) q={q} block={block} ilp={cfg.row_ilp}: "
-              f"K={k:.10g} it={it} "
-              f"(per-pair {per_pair[1][t]}) res={res:.2e} err_cpu={err:.2e} err_per_pair={err_pp:.2e} "
-              f"device_s={stats['device_s']:.4f} grid_xmv={stats['grid_xmv']} regs={stats['regs_xmv']}")  # fmt: skip
-        assert conv and res <= rtol
-        assert err <= tol
-        assert err_pp <= 2 * tol
+        for xmv in xmvs:
+            stats: dict = {}
+            cfg = config if ilp is None else dataclasses.replace(config, row_ilp=ilp)
+            k, it, res, conv = solve_pair_wide(db, g1, g2, cfg, rtol=rtol, block=block, stats=stats, xmv=xmv)
+            err = abs(k - ref.value) / abs(ref.value)
+            err_pp = abs(k - per_pair[0][t]) / abs(per_pair[0][t])
+            print(f"\nWIDE pair {g1},{g2} ({systems[g1].n}x{systems[g2].n}) q={q} block={block} ilp={cfg.row_ilp} "
+                  f"xmv={stats['xmv']}: K={k:.10g} it={it} "
+                  f"(per-pair {per_pair[1][t]}) res={res:.2e} err_cpu={err:.2e} err_per_pair={err_pp:.2e} "
+                  f"device_s={stats['device_s']:.4f} grid_xmv={stats['grid_xmv']} regs={stats['regs_xmv']}")  # fmt: skip
+            assert stats["xmv"] == xmv
+            assert conv and res <= rtol
+            assert err <= tol
+            assert err_pp <= 2 * tol
 
 
 @pytest.mark.gpu

@@ -207,11 +207,18 @@ def _graphdot_value_check(row, gd_ref, name, labeled, q, reps_graphs=8):
     return float(np.max(np.abs(K - ref) / np.abs(ref)))
 
 
-def run_protein_pair(target_nodes: int = 2000, cutoff: float = 6.0, reps: int = 3, order: str = "pbr") -> dict:
+def run_protein_pair(
+    target_nodes: int = 2000,
+    cutoff: float = 6.0,
+    reps: int = 3,
+    order: str = "pbr",
+    gpu_options: dict | None = None,
+) -> dict:
     """Time one pair of the two proteins closest to ``target_nodes`` heavy atoms.
 
     Distance-labeled (the dataset's default kernels), q = 0.05, median of ``reps`` calls after
-    a warm-up; the GPU backend decides the path (one pair: the whole-device solver).
+    a warm-up; the GPU backend decides the path (one pair: the whole-device solver);
+    ``gpu_options`` go to :class:`mgkflow.gpu.GPUBackend` (e.g. ``{"wide_xmv": "rows"}``).
     """
     from .. import datasets
     from ..mgk import MarginalizedGraphKernel
@@ -221,7 +228,7 @@ def run_protein_pair(target_nodes: int = 2000, cutoff: float = 6.0, reps: int = 
     pick = np.argsort(np.abs(sizes - target_nodes), kind="stable")[:2]
     graphs, used, t_order = _order([prots[k] for k in pick], order, key=None)
     nk, ek = datasets.default_kernels("proteins")
-    kern = MarginalizedGraphKernel(nk, ek, q=0.05, backend="gpu")
+    kern = MarginalizedGraphKernel(nk, ek, q=0.05, backend="gpu", gpu_options=dict(gpu_options or {}))
     x, y = [graphs[0]], [graphs[1]]
     t0 = time.perf_counter()
     K = kern(x, y)
@@ -247,6 +254,8 @@ def run_protein_pair(target_nodes: int = 2000, cutoff: float = 6.0, reps: int = 
         "converged": bool(st.converged.all()),
         "value": float(K[0, 0]),
         "path": "wide" if extra.get("wide") else "per-block",
+        "xmv": ",".join(str(w.get("xmv", "")) for w in extra.get("wide", [])),
+        "device_s": extra.get("device_s", float("nan")),
         "gflops": extra.get("gflops", 0.0),
         "gpu": extra.get("device", ""),
     }
@@ -283,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rtol", type=float, default=None, help="CG relative residual tolerance")
     ap.add_argument("--fast-math", action="store_true", help="compile with -use_fast_math")
     ap.add_argument("--a-global", action="store_true", help="keep a = M p in global memory")
+    ap.add_argument(
+        "--wide-xmv", default=None, help="XMV of the wide path: auto, rows or staged (--protein-pair: comma-separated)"
+    )
     ap.add_argument("--tag", default="", help="label of this configuration in the CSV")
     args = ap.parse_args(argv)
     backend_kw = {
@@ -303,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         backend_kw["fast_math"] = True
     if args.a_global:
         backend_kw["a_in_shared"] = False
+    if args.wide_xmv and "," not in args.wide_xmv:
+        backend_kw["wide_xmv"] = args.wide_xmv
 
     from ..gpu import device_available
 
@@ -312,14 +326,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.protein_pair:
         prow = []
         for c in args.protein_pair.split(","):
-            r = run_protein_pair(cutoff=float(c), reps=args.reps)
-            prow.append(r)
-            print(
-                f"protein pair {r['pair']} ({r['nodes']} nodes, {r['nnz']} nonzeros, cutoff {c} Å): "
-                f"{r['median_s'] * 1e3:.1f} ms median, {r['cg_iter']} CG iterations, path {r['path']}, "
-                f"{r['gflops']:.0f} GFLOP/s",
-                flush=True,
-            )
+            first = None
+            for wx in (args.wide_xmv or "auto").split(","):
+                r = run_protein_pair(cutoff=float(c), reps=args.reps, gpu_options={**backend_kw, "wide_xmv": wx})
+                first = r["value"] if first is None else first
+                r["rel_diff_first"] = abs(r["value"] - first) / abs(first)
+                prow.append(r)
+                print(
+                    f"protein pair {r['pair']} ({r['nodes']} nodes, {r['nnz']} nonzeros, cutoff {c} Å): "
+                    f"{r['median_s'] * 1e3:.1f} ms median (device {r['device_s'] * 1e3:.1f} ms), "
+                    f"{r['cg_iter']} CG iterations, path {r['path']} xmv {r['xmv']}, {r['gflops']:.0f} GFLOP/s, "
+                    f"K {r['value']:.10g} (rel. diff to the first {r['rel_diff_first']:.1e})",
+                    flush=True,
+                )
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "gpu_protein_pair.csv", "w", newline="") as fh:

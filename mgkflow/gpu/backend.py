@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -119,6 +119,8 @@ class _DeviceBatch:
     nt: np.ndarray
     keepalive: tuple
     relab_stride: int = 1
+    #: staged wide-XMV tables of graphs used as G2 (filled by ``mgkflow.gpu.wide``)
+    staged: dict = field(default_factory=dict)
 
 
 class GPUBackend:
@@ -151,6 +153,12 @@ class GPUBackend:
         every pair, False never; "auto" for pairs of at least ``WIDE_MIN_PRODUCTS`` nonzero
         products per XMV when there are fewer such pairs than SMs (one block per pair would
         leave the device idle and take one SM's time for each).
+    wide_xmv : {"auto", "rows", "staged"}
+        XMV kernel of the wide path (:data:`mgkflow.gpu.wide.WIDE_XMVS`): "staged" keeps G2's
+        nonzeros in registers and stages slices of P in shared memory (one shared load and a
+        few flops per product; float32 products); "rows" walks row pairs through L1 (float64
+        accumulation of each product); "auto" uses "staged" for labeled edge kernels at
+        q >= 0.01 (:data:`mgkflow.gpu.wide.STAGED_MIN_Q`).
     p_smem : bool
         Launch pairs whose P fits in shared memory with a kernel variant compiled for that
         (shared-memory addressing in the XMV); False uses one generic kernel.
@@ -196,6 +204,7 @@ class GPUBackend:
         row_pack: bool = False,
         row_ilp: int = 2,
         wide: bool | str = "auto",
+        wide_xmv: str = "auto",
         small_block: int = 128,
         p_smem: bool = True,
         a_double: bool = False,
@@ -231,6 +240,11 @@ class GPUBackend:
         if wide not in (True, False, "auto"):
             raise ValueError(f"wide must be True, False or 'auto', got {wide!r}")
         self.wide = wide
+        from .wide import WIDE_XMVS
+
+        if wide_xmv not in WIDE_XMVS:
+            raise ValueError(f"wide_xmv must be one of {WIDE_XMVS}, got {wide_xmv!r}")
+        self.wide_xmv = wide_xmv
         if small_block and (small_block % 32 or not 32 <= small_block <= 1024):
             raise ValueError(f"small_block must be 0 or a multiple of 32 in [32, 1024], got {small_block}")
         self.small_block = int(small_block)
@@ -534,11 +548,13 @@ class GPUBackend:
                 st: dict = {}
                 v, itw, rw, cw = solve_pair_wide(
                     db, int(g1[t]), int(g2[t]), config, rtol=self.rtol, max_iter=self.max_iter,
-                    fast_math=self.fast_math, module_cache=self._wide_modules, stats=st,
+                    fast_math=self.fast_math, module_cache=self._wide_modules, stats=st, xmv=self.wide_xmv,
                 )  # fmt: skip
                 k_out[t], it_out[t], res_out[t], conv_out[t] = v, itw, rw, int(cw)
                 dev_seconds += float(st.get("device_s", 0.0))
-                wide_stats.append({k: st[k] for k in ("n1", "n2", "unknowns", "device_s", "iterations") if k in st})
+                wide_stats.append(
+                    {k: st[k] for k in ("n1", "n2", "unknowns", "device_s", "iterations", "xmv") if k in st}
+                )
                 if progress is not None:
                     progress(1)
         values[:] = k_out
@@ -558,7 +574,7 @@ class GPUBackend:
             "regs": int(func.num_regs),
             "config": f"block={self.block} min_blocks={self.min_blocks} xmv={config.xmv} "
             f"primitives={self._primitives_label} tile_sort={self.tile_sort} row_pack={config.row_pack} "
-            f"row_ilp={config.row_ilp} p_smem={self.p_smem} "
+            f"row_ilp={config.row_ilp} p_smem={self.p_smem} wide_xmv={self.wide_xmv} "
             f"fast_math={self.fast_math} a_double={self.a_double} weight_double={config.weight_double} "
             f"a_in_shared={self.a_in_shared}",
         }

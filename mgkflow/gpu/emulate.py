@@ -13,7 +13,7 @@ import numpy as np
 
 from ..format.octile import OctileBatch
 
-__all__ = ["blocked_index", "xmv_blocked", "xmv_rows", "to_blocked", "from_blocked"]
+__all__ = ["blocked_index", "xmv_blocked", "xmv_rows", "xmv_staged", "to_blocked", "from_blocked"]
 
 
 def blocked_index(nt2: int, i: np.ndarray, i2: np.ndarray) -> np.ndarray:
@@ -129,4 +129,82 @@ def xmv_rows(
             y[(tp << 6) + (7 - x) * 8 + 7 - u] = row_pair(
                 rp[ra + 7 - x], rp[ra + 8 - x], rp[rb + 7 - u], rp[rb + 8 - u]
             )
+    return y
+
+
+def xmv_staged(
+    g1: dict,
+    rowptr_off1: int,
+    nt1: int,
+    g2: dict,
+    nt2: int,
+    p: np.ndarray,
+    edge_kernel: Callable[[dict, dict], np.ndarray] | None = None,
+    single: bool = True,
+) -> np.ndarray:
+    """y = (A_x ∘ E_x) p in the blocked layout, computed like ``wide_xmv_staged``.
+
+    Task by task (G1 tile row x G2 group), octile by octile of the G1 tile row, every G1
+    entry against every register slot of the group's threads, with the P slice gathered
+    through the group's column set, and the threads of each G2 row summed through
+    ``row_thread``: the tables' indexing is used exactly as the kernel uses it.
+
+    Parameters
+    ----------
+    g1 : dict
+        G1 side, the batch's octile arrays: "rowptr" (absolute octile ids), "tile_col",
+        "bitmap", "toff", "weight" and "labels" (field -> values by compact index).
+    rowptr_off1, nt1 : int
+        G1's first tile-row pointer and tiles per side.
+    g2 : dict
+        G2 side, :class:`mgkflow.format.staged.StagedG2` arrays: "groups" (n, 8), "colset",
+        "row_thread", "slot_col" and "slot_w" (slots, threads), "labels" (field -> values
+        shaped like "slot_col").
+    nt2 : int
+        G2's tiles per side.
+    p : ndarray
+        Input vector in the blocked layout.
+    edge_kernel : callable, optional
+        ``k(labels1, labels2)`` on label dicts (broadcasting); None means 1.
+    single : bool
+        Round P and each product's coefficient to float32, as the kernel does.
+    """
+    y = np.zeros(nt1 * nt2 * 64)
+    groups = np.asarray(g2["groups"]).reshape(-1, 8)
+    pv = p.astype(np.float32).astype(np.float64) if single else np.asarray(p, dtype=np.float64)
+    rp = np.asarray(g1["rowptr"])
+    for I in range(nt1):
+        ent_i, ent_J, ent_jj, ent_t = [], [], [], []
+        for ta in range(int(rp[rowptr_off1 + I]), int(rp[rowptr_off1 + I + 1])):
+            bm, base, J = int(g1["bitmap"][ta]), int(g1["toff"][ta]), int(g1["tile_col"][ta])
+            for r, b in enumerate(b for b in range(64) if (bm >> b) & 1):
+                ent_i.append(b >> 3)
+                ent_jj.append(b & 7)
+                ent_J.append(J)
+                ent_t.append(base + r)
+        ei, eJ, ejj, et = (np.asarray(v, dtype=np.int64) for v in (ent_i, ent_J, ent_jj, ent_t))
+        w1 = np.asarray(g1["weight"], dtype=np.float64)[et]
+        lab1 = {f: np.asarray(v)[et][:, None, None] for f, v in g1.get("labels", {}).items()}
+        for tile0, ntiles, thread0, nthreads, col0, ncol, rt0, _ in groups.tolist():
+            acc = np.zeros((8, nthreads))
+            if nthreads and et.size:
+                th = np.arange(thread0, thread0 + nthreads)
+                cols = np.asarray(g2["slot_col"])[:, th].astype(np.int64)
+                w2 = np.asarray(g2["slot_w"], dtype=np.float64)[:, th]
+                cset = np.asarray(g2["colset"])[col0 : col0 + ncol].astype(np.int64)
+                src = (((eJ[:, None, None] * nt2 + cset[cols >> 3][None]) << 6) + (ejj * 8)[:, None, None]
+                       + (cols & 7)[None])  # fmt: skip
+                ke = 1.0
+                if edge_kernel is not None:
+                    lab2 = {f: np.asarray(v)[:, th][None] for f, v in g2.get("labels", {}).items()}
+                    ke = np.asarray(edge_kernel(lab1, lab2), dtype=np.float64)
+                coef = w1[:, None, None] * w2[None] * ke
+                if single:
+                    coef = coef.astype(np.float32).astype(np.float64)
+                np.add.at(acc, ei, (coef * pv[src]).sum(axis=1))
+            rt = np.asarray(g2["row_thread"])[rt0 : rt0 + 8 * ntiles + 1]
+            for x in range(ntiles):
+                for r in range(8):
+                    yv = acc[:, rt[x * 8 + r] : rt[x * 8 + r + 1]].sum(axis=1)
+                    y[((I * nt2 + tile0 + x) << 6) + np.arange(8) * 8 + r] = yv
     return y

@@ -193,3 +193,188 @@ extern "C" __global__ void __launch_bounds__(BLOCK) wide_dot(
     }
     wide_block_partials(k, 0.0, part);
 }
+
+// ---------------------------------------------------------------------------- staged XMV
+// A = DG P - (A∘E) P like wide_xmv, for pairs of large graphs with dense octiles (proteins):
+// wide_xmv reads P and one G2 nonzero per product through L1 (1.2 sectors per product on the
+// 2,000-atom protein pair: L1-bound); here every product is a few register flops and ONE
+// shared-memory load. Tables: mgkflow.format.staged (G2 side), the octile arrays (G1 side).
+//
+// Task (from *task_counter, zeroed by the host): G1 tile row I x one group of consecutive G2
+// tile rows. The group's nonzeros sit in registers, STAGED_SLOTS per thread (a row's nonzeros
+// dealt to its threads in turn). For each octile (I, J) of G1 the block stages
+//   * P[J, colset] as float: 8 rows x (8 * ncol) columns, the group's column tiles in order;
+//   * the octile's compact entries (weight, labels, the P-slice row of their column);
+// then each thread runs the octile's entries, row by row, against its slots:
+//   acc[i] += w1 * sum_slots w2 ke(e1, e2) P[j][col]   (float within an entry, double across).
+// The threads of a G2 row are consecutive; their partial sums are added in thread order
+// (deterministic) before A = DG P - y is written for the task's output tile pairs.
+// Placeholders: STAGED_SLOTS, STAGED_MIN_BLOCKS, STAGED_NFE (edge-label fields, >= 1 for array
+// sizes), STAGED_LABELS (1 when the edge kernel reads labels), STAGED_DEFINES (STAGE_E1, G1_E, SLOT_LOAD_E2, G2_E label macros), SE_LOGW (1: the edge
+// kernel is one SquareExponential: labels pre-scaled by SE_SIGMA, w2 held as log2 w2, the
+// coefficient is exp2(log2 w2 - (e1 - e2)^2): one MUFU op), STAGED_EDGE_KERNEL.
+#define STAGED_SLOTS ${STAGED_SLOTS}
+#define STAGED_MIN_BLOCKS ${STAGED_MIN_BLOCKS}
+#define STAGED_NFE ${STAGED_NFE}
+#define STAGED_LABELS ${STAGED_LABELS}
+#define SE_LOGW ${SE_LOGW}
+#define SE_SIGMA ${SE_SIGMA}
+#define STAGED_EDGE_EXPR (${STAGED_EDGE_KERNEL})
+${STAGED_DEFINES}
+
+// 2^x with one MUFU.EX2 (results below FLT_MIN flush to 0)
+__device__ __forceinline__ float mgk_ex2(const float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_staged(
+    const int* __restrict__ rowptr,                 // G1 side: octile arrays of the batch
+    const int* __restrict__ tile_col,
+    const unsigned long long* __restrict__ bitmap,
+    const int* __restrict__ toff,
+    const w_t* __restrict__ weight,
+    const unsigned int* __restrict__ elab,
+    const long long elab_stride,
+    const int rowptr_off1,
+    const int* __restrict__ groups,                 // G2 side: mgkflow.format.staged tables
+    const int n_groups,
+    const int* __restrict__ colset,
+    const int* __restrict__ row_thread,
+    const int* __restrict__ slot_col,
+    const float* __restrict__ slot_w,
+    const unsigned int* __restrict__ slot_lab,
+    const long long slot_stride,                    // thread records per slot
+    const int nt2,
+    const int n_tasks,
+    const double* __restrict__ P,
+    const double* __restrict__ DG,
+    double* __restrict__ A,
+    int* __restrict__ task_counter,
+    double* __restrict__ part)
+{
+    extern __shared__ float sm[];                   // P slice; then the partial sums (double)
+#if STAGED_LABELS
+    __shared__ unsigned int s_e1[STAGED_NFE * 64];  // G1 octile entries: label words
+#endif
+    __shared__ float s_w1[64];
+    __shared__ int s_j1[64];                        // byte offset of the entry's column's row in the P slice
+    __shared__ int s_task;
+    const int tid = threadIdx.x;
+    double pa = 0.0;
+    for (;;) {
+        if (tid == 0) s_task = atomicAdd(task_counter, 1);
+        __syncthreads();
+        const int task = s_task;
+        if (task >= n_tasks) break;  // block-uniform
+        const int I = task / n_groups, g = task - I * n_groups;
+        const int* gr = groups + 8 * g;
+        const int tile0 = gr[0], ntiles = gr[1], thread0 = gr[2], nthreads = gr[3];
+        const int col0 = gr[4], ncol = gr[5], rt0 = gr[6];
+        const int W = ncol * 8;
+        const bool active = tid < nthreads;
+        const long long me = thread0 + (active ? tid : 0);
+
+        // ---- this thread's G2 nonzeros -> registers
+        int c2[STAGED_SLOTS];  // byte offset of the slot's column in a P-slice row
+        float w2[STAGED_SLOTS];
+#if SE_LOGW
+        float e2s[STAGED_SLOTS];
+#elif STAGED_LABELS
+        unsigned int e2w[STAGED_NFE][STAGED_SLOTS];
+#endif
+#pragma unroll
+        for (int sl = 0; sl < STAGED_SLOTS; ++sl) {
+            const long long ix = (long long)sl * slot_stride + me;
+            c2[sl] = active ? 4 * slot_col[ix] : 0;
+            const float w = active ? slot_w[ix] : 0.0f;
+#if SE_LOGW
+            w2[sl] = w > 0.0f ? __log2f(w) : -INFINITY;  // empty slot: exp2(-inf) = 0
+            e2s[sl] = active ? SLOT_E2_SCALED(ix) : 0.0f;
+#else
+            w2[sl] = w;
+            SLOT_LOAD_E2(sl, ix)
+#endif
+        }
+
+        double acc[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] = 0.0;
+        const int a0 = rowptr[rowptr_off1 + I], a1 = rowptr[rowptr_off1 + I + 1];
+        for (int ta = a0; ta < a1; ++ta) {
+            const int J = tile_col[ta];
+            const unsigned long long bm = bitmap[ta];
+            const int base = toff[ta];
+            __syncthreads();  // the previous octile's slice is no longer read
+            const double* Pg = P + (((long long)J * nt2) << 6);
+            for (int v = tid; v < ncol * 64; v += BLOCK) {
+                const int u = v >> 6, e = v & 63;
+                const int Jp = colset[col0 + u];
+                sm[(e >> 3) * W + u * 8 + (e & 7)] = (float)Pg[((long long)Jp << 6) + e];
+            }
+            if (tid < 64 && ((bm >> tid) & 1ull)) {
+                const int r = __popcll(bm & ((1ull << tid) - 1ull));
+                const int idx = base + r;
+                s_w1[r] = (float)weight[idx];
+                s_j1[r] = 4 * (tid & 7) * W;
+                STAGE_E1(r, idx)
+            }
+            __syncthreads();
+            if (active) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const unsigned int rowbits = (unsigned int)(bm >> (8 * i)) & 0xffu;
+                    if (rowbits == 0u) continue;  // block-uniform
+                    const int k0 = __popcll(bm & ((1ull << (8 * i)) - 1ull));
+                    const int k1 = k0 + __popc(rowbits);
+                    float t_i = 0.0f;
+                    for (int k = k0; k < k1; ++k) {
+                        const char* Pr = (const char*)sm + s_j1[k];
+                        float s = 0.0f;
+#if SE_LOGW
+                        const float e1s = __uint_as_float(s_e1[k]);
+#pragma unroll
+                        for (int sl = 0; sl < STAGED_SLOTS; ++sl) {
+                            const float t = e1s - e2s[sl];
+                            s = fmaf(mgk_ex2(fmaf(-t, t, w2[sl])), *(const float*)(Pr + c2[sl]), s);
+                        }
+#else
+                        G1_E(k)
+#pragma unroll
+                        for (int sl = 0; sl < STAGED_SLOTS; ++sl) {
+                            G2_E(sl)
+                            s = fmaf(w2[sl] * (STAGED_EDGE_EXPR), *(const float*)(Pr + c2[sl]), s);
+                        }
+#endif
+                        t_i = fmaf(s_w1[k], s, t_i);
+                    }
+                    acc[i] += (double)t_i;
+                }
+            }
+        }
+
+        // ---- y: partial sums of a row's threads in thread order; A = DG P - y
+        __syncthreads();
+        double* red = (double*)sm;
+        if (active) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) red[i * BLOCK + tid] = acc[i];
+        }
+        __syncthreads();
+        for (int o = tid; o < ntiles * 64; o += BLOCK) {
+            const int x = o >> 6, i = (o >> 3) & 7, r = o & 7;
+            const int t0 = row_thread[rt0 + x * 8 + r], t1 = row_thread[rt0 + x * 8 + r + 1];
+            double y = 0.0;
+            for (int t = t0; t < t1; ++t) y += red[i * BLOCK + t];
+            const long long idx = (((long long)I * nt2 + tile0 + x) << 6) + (i << 3) + r;
+            const double pv = P[idx];
+            const double a = DG[idx] * pv - y;
+            A[idx] = a;
+            pa += pv * a;
+        }
+        __syncthreads();  // the next task's staging overwrites red
+    }
+    wide_block_partials(pa, 0.0, part);
+}

@@ -9,6 +9,7 @@ configuration.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -16,7 +17,7 @@ from string import Template
 
 import numpy as np
 
-from ..kernels import BaseKernel
+from ..kernels import BaseKernel, SquareExponential
 
 __all__ = ["KernelConfig", "kernel_source", "make_config", "label_macros", "coef_expr", "DEFAULT_BLOCK", "XMV_MODES"]
 
@@ -58,6 +59,10 @@ class KernelConfig:
     p_smem : bool
         The kernel is only launched with the search direction P in shared memory (the
         compiler then uses shared-memory addressing in the XMV).
+    edge_se : float
+        sqrt(log2(e) / (2 l^2)) when the edge kernel is one ``SquareExponential(l, field)``
+        (the staged wide XMV then folds the weight into the exponent: one MUFU op per
+        product), else 0.
     row_pack : int
         Row mode: 0 separate arrays per field; 1 packed int2 entries (coff, weight; no edge
         labels); 2 packed int4 entries (coff, weight, one edge-label word). Packing needs
@@ -77,6 +82,7 @@ class KernelConfig:
     row_pack: int = 0
     row_ilp: int = 1
     p_smem: bool = False
+    edge_se: float = 0.0
 
     @property
     def key(self) -> str:
@@ -155,7 +161,24 @@ def make_config(
         bool(adaptive) and xmv == "octile",
         row_pack_kind(xmv, row_pack, weight_double, len(ef)),
         int(row_ilp),
+        edge_se=se_scale(edge_kernel),
     )
+
+
+def se_scale(edge_kernel: BaseKernel) -> float:
+    """sqrt(log2(e) / (2 l^2)) for a lone ``SquareExponential(l, field)``, else 0.
+
+    With labels scaled by it, exp(-(a - b)^2 / (2 l^2)) = exp2(-(a' - b')^2).
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant, SquareExponential
+    >>> round(se_scale(SquareExponential(1.0, "d")), 6), se_scale(Constant(1.0))
+    (0.849322, 0.0)
+    """
+    if type(edge_kernel) is not SquareExponential:
+        return 0.0
+    return math.sqrt(math.log2(math.e) / (2.0 * edge_kernel.length_scale**2))
 
 
 def row_pack_kind(xmv: str, row_pack: bool, weight_double: bool, n_edge_fields: int) -> int:

@@ -21,9 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from ..format.staged import DEFAULT_SLOTS, StagedG2, staged_g2
 from .source import KernelConfig, coef_expr, label_macros, template_text
 
-__all__ = ["WIDE_BLOCK", "KERNEL_ARGS", "wide_source", "compile_wide", "wide_pcg", "solve_pair_wide"]
+__all__ = [
+    "WIDE_BLOCK", "KERNEL_ARGS", "WIDE_XMVS", "STAGED_MIN_Q", "wide_source", "compile_wide", "wide_pcg",
+    "solve_pair_wide", "staged_macros",
+]  # fmt: skip
 
 #: Default threads per block of the wide kernels.
 WIDE_BLOCK = 256
@@ -34,15 +38,91 @@ N_VECTORS = 6
 KERNEL_ARGS: dict[str, str] = {
     "wide_init": "PqPPiiiiiqPPPPPPP",
     "wide_xmv": "PPPPqiiiiPPPPP",
+    "wide_xmv_staged": "PPPPPPqiPiPPPPPqiiPPPPP",
     "wide_update": "qdPPPPPP",
     "wide_direction": "qdPPP",
     "wide_dot": "PiiiiiqPP",
 }
 
+#: XMV kernels of the wide solver: "rows" (``wide_xmv``: row pairs through L1) and "staged"
+#: (``wide_xmv_staged``: G2 nonzeros in registers, P slices in shared memory, float32 products;
+#: see :mod:`mgkflow.format.staged`); "auto" picks "staged" for labeled edge kernels at
+#: q >= :data:`STAGED_MIN_Q`.
+WIDE_XMVS = ("auto", "rows", "staged")
+#: Smallest stop probability at which "auto" takes the staged XMV: its float32 products (P,
+#: weights and coefficients rounded to float32) cost ~eps32 / q of relative accuracy in K.
+STAGED_MIN_Q = 0.01
+
 _modules: dict[tuple, Any] = {}
 
 
-def wide_source(config: KernelConfig, block: int = WIDE_BLOCK, row_ilp: int | None = None) -> str:
+def _float_literal(x: float) -> str:
+    return f"{float(np.float32(x)):.9g}f"
+
+
+def staged_macros(config: KernelConfig) -> str:
+    """``#define`` lines of the staged XMV's label handling for ``config``.
+
+    ``STAGE_E1(r, idx)`` copies the label words of compact G1 entry ``idx`` to shared slot
+    ``r``; ``G1_E(k)`` / ``G2_E(sl)`` declare ``e1_<f>`` / ``e2_<f>`` of staged entry ``k`` /
+    register slot ``sl``; ``SLOT_LOAD_E2(sl, ix)`` loads slot ``sl`` from the tables;
+    ``SLOT_E2_SCALED(ix)`` (SquareExponential fast path) is the slot's label times SE_SIGMA.
+
+    Examples
+    --------
+    >>> from mgkflow.gpu.source import make_config
+    >>> from mgkflow.kernels import Constant, SquareExponential
+    >>> "SE_SIGMA" in staged_macros(make_config(Constant(1.0), SquareExponential(1.0, "d")))
+    True
+    """
+    fields = config.edge_fields
+
+    def as_value(word: str, ct: str) -> str:
+        return f"(float)(int)({word})" if ct == "int" else f"__uint_as_float({word})"
+
+    if se_fast_path(config):
+        ct = fields[0][1]
+        return "\n".join(
+            [
+                f"#define STAGE_E1(r_, idx_) s_e1[(r_)] = __float_as_uint({as_value('elab[(long long)(idx_)]', ct)}"
+                " * SE_SIGMA);",
+                "#define G1_E(k_)",
+                "#define SLOT_LOAD_E2(sl_, ix_)",
+                "#define G2_E(sl_)",
+                f"#define SLOT_E2_SCALED(ix_) ({as_value('slot_lab[(ix_)]', ct)} * SE_SIGMA)",
+            ]
+        )
+    stage, g1, load, g2 = [], [], [], []
+    for k, (_, ct) in enumerate(fields):
+        stage.append(f"s_e1[{k} * 64 + (r_)] = elab[(long long){k} * elab_stride + (long long)(idx_)];")
+        w1 = f"s_e1[{k} * 64 + (k_)]"
+        g1.append(f"const int e1_{k} = (int)({w1});" if ct == "int" else f"const float e1_{k} = __uint_as_float({w1});")
+        load.append(f"e2w[{k}][sl_] = active ? slot_lab[(long long){k} * STAGED_SLOTS * slot_stride + (ix_)] : 0u;")
+        w2 = f"e2w[{k}][sl_]"
+        g2.append(f"const int e2_{k} = (int)({w2});" if ct == "int" else f"const float e2_{k} = __uint_as_float({w2});")
+    return "\n".join(
+        [
+            "#define STAGE_E1(r_, idx_) " + " ".join(stage),
+            "#define G1_E(k_) " + " ".join(g1),
+            "#define SLOT_LOAD_E2(sl_, ix_) " + " ".join(load),
+            "#define G2_E(sl_) " + " ".join(g2),
+            "#define SLOT_E2_SCALED(ix_) 0.0f",
+        ]
+    )
+
+
+def se_fast_path(config: KernelConfig) -> bool:
+    """Whether the staged XMV folds the weight into exp2 (a lone SquareExponential edge kernel)."""
+    return config.edge_se > 0.0 and len(config.edge_fields) == 1
+
+
+def wide_source(
+    config: KernelConfig,
+    block: int = WIDE_BLOCK,
+    row_ilp: int | None = None,
+    slots: int = DEFAULT_SLOTS,
+    min_blocks: int | None = None,
+) -> str:
     """The complete CUDA source of the wide solver for ``config``.
 
     Parameters
@@ -55,6 +135,11 @@ def wide_source(config: KernelConfig, block: int = WIDE_BLOCK, row_ilp: int | No
         Threads per block (a multiple of 32 in [32, 1024]).
     row_ilp : {1, 2}, optional
         Float64 accumulation chains per lane in ``row_pair``; default ``config.row_ilp``.
+    slots : int
+        Register slots per thread of the staged XMV (``wide_xmv_staged``).
+    min_blocks : int, optional
+        Resident blocks per SM the staged XMV's registers must allow (``__launch_bounds__``);
+        default 768 // block (3 blocks of 256 threads: 85 registers, no spills).
 
     Returns
     -------
@@ -82,6 +167,14 @@ def wide_source(config: KernelConfig, block: int = WIDE_BLOCK, row_ilp: int | No
         EDGE_KERNEL=config.edge_expr,
         W_TYPE="double" if config.weight_double else "float",
         COEF=coef_expr(config),
+        STAGED_SLOTS=str(int(slots)),
+        STAGED_MIN_BLOCKS=str(max(1, min_blocks or 768 // block)),
+        STAGED_NFE=str(max(1, len(config.edge_fields))),
+        STAGED_LABELS="1" if config.edge_fields else "0",
+        SE_LOGW="1" if se_fast_path(config) else "0",
+        SE_SIGMA=_float_literal(config.edge_se),
+        STAGED_EDGE_KERNEL=config.edge_expr.replace("exp2f(", "mgk_ex2("),
+        STAGED_DEFINES=staged_macros(config),
     )
 
 
@@ -93,7 +186,11 @@ def _check_block(block: int) -> int:
 
 
 def compile_wide(
-    config: KernelConfig, block: int = WIDE_BLOCK, fast_math: bool = False, module_cache: dict | None = None
+    config: KernelConfig,
+    block: int = WIDE_BLOCK,
+    fast_math: bool = False,
+    module_cache: dict | None = None,
+    slots: int = DEFAULT_SLOTS,
 ) -> Any:
     """Compile (or fetch from the cache) the wide solver module for ``config``.
 
@@ -106,8 +203,10 @@ def compile_wide(
     fast_math : bool
         Compile with ``-use_fast_math``.
     module_cache : dict, optional
-        Cache of compiled modules keyed by (config key, arch, block, fast_math); default a
-        process-wide cache of this module. (``config.key`` covers ``row_ilp``.)
+        Cache of compiled modules keyed by (config key, arch, block, slots, fast_math); default
+        a process-wide cache of this module. (``config.key`` covers ``row_ilp``.)
+    slots : int
+        Register slots per thread of the staged XMV.
 
     Returns
     -------
@@ -117,8 +216,8 @@ def compile_wide(
 
     block = _check_block(block)
     return build_module(
-        lambda: wide_source(config, block),
-        ("wide", config.key, block),
+        lambda: wide_source(config, block, slots=slots),
+        ("wide", config.key, block, int(slots)),
         fast_math,
         _modules if module_cache is None else module_cache,
     )
@@ -228,6 +327,8 @@ def solve_pair_wide(
     module_cache: dict | None = None,
     fast_math: bool = False,
     stats: dict | None = None,
+    xmv: str = "auto",
+    slots: int = DEFAULT_SLOTS,
 ) -> tuple[float, int, float, bool]:
     """Solve one pair of a device batch with the whole GPU.
 
@@ -257,7 +358,15 @@ def solve_pair_wide(
         Filled with figures of the solve: sizes ("n1", "n2", "unknowns", "tile_pairs"),
         "device_s" (elapsed between events around the whole PCG, host round trips included),
         "host_s", "iterations", grids ("grid_vec", "grid_xmv", "block", "blocks_per_sm"),
-        "regs_xmv", "launches" (per kernel) and "bytes" (device memory of the solve).
+        "regs_xmv", "launches" (per kernel), "bytes" (device memory of the solve), "xmv"
+        (the XMV kernel used) and, for the staged XMV, "staged_groups", "staged_fill" and
+        "smem" (dynamic shared memory per block).
+    xmv : {"auto", "rows", "staged"}
+        XMV kernel (see :data:`WIDE_XMVS`): "auto" uses "staged" for labeled edge kernels at
+        q >= :data:`STAGED_MIN_Q` unless a tile row of G2 does not fit one block's slots (then
+        "rows"); "staged" raises where it does not apply.
+    slots : int
+        Register slots per thread of the staged XMV.
 
     Returns
     -------
@@ -269,11 +378,35 @@ def solve_pair_wide(
     ------
     MemoryError
         When the six product vectors do not fit in free device memory.
+    ValueError
+        ``xmv="staged"`` where the staged XMV does not apply.
     """
     import pycuda.driver as cuda
 
-    mod = compile_wide(config, block, fast_math, module_cache)
-    return _solve(cuda, mod, db, g1, g2, rtol, max_iter, _check_block(block), blocks_per_sm, stats)
+    if xmv not in WIDE_XMVS:
+        raise ValueError(f"xmv must be one of {WIDE_XMVS}, got {xmv!r}")
+    mod = compile_wide(config, block, fast_math, module_cache, slots)
+    return _solve(cuda, mod, db, g1, g2, rtol, max_iter, _check_block(block), blocks_per_sm, stats, config, xmv,
+                  int(slots))  # fmt: skip
+
+
+def _staged_tables(cuda: Any, db: Any, g: int, config: KernelConfig, block: int, slots: int) -> tuple[StagedG2, dict]:
+    """Host and device staged tables of graph ``g`` of the batch as G2 (cached on ``db``)."""
+    cache = db.staged
+    key = (int(g), tuple(f for f, _ in config.edge_fields), int(block), int(slots))
+    hit = cache.get(key)
+    if hit is None:
+        t = staged_g2(db.batch.graph(int(g)), [f for f, _ in config.edge_fields], slots=slots, block=block)
+        dev = {
+            "groups": cuda.to_device(np.ascontiguousarray(t.groups, dtype=np.int32)),
+            "colset": cuda.to_device(np.concatenate([t.colset, np.zeros(1, np.int32)])),
+            "row_thread": cuda.to_device(np.concatenate([t.row_thread, np.zeros(1, np.int32)])),
+            "slot_col": cuda.to_device(np.concatenate([t.slot_col.ravel(), np.zeros(1, np.int32)])),
+            "slot_w": cuda.to_device(np.concatenate([t.slot_weight.ravel(), np.zeros(1, np.float32)])),
+            "slot_lab": cuda.to_device(np.concatenate([t.slot_labels.ravel(), np.zeros(1, np.uint32)])),
+        }
+        hit = cache[key] = (t, dev)
+    return hit
 
 
 def _solve(
@@ -287,6 +420,9 @@ def _solve(
     block: int,
     blocks_per_sm: int | None,
     stats: dict | None,
+    config: KernelConfig | None = None,
+    xmv: str = "rows",
+    slots: int = DEFAULT_SLOTS,
 ) -> tuple[float, int, float, bool]:
     """:func:`solve_pair_wide` on a given driver module and compiled module (tests pass fakes)."""
     t_start = time.perf_counter()
@@ -302,7 +438,7 @@ def _solve(
     hdr = hdr.reshape(G, 5).astype(np.int64)
     if not np.array_equal(hdr[:, 1], np.asarray(db.nt, dtype=np.int64)):
         raise RuntimeError("internal: device graph headers do not match the batch's tile counts")
-    n1, nt1, off1, _, rro1 = (int(v) for v in hdr[g1])
+    n1, nt1, off1, ro1, rro1 = (int(v) for v in hdr[g1])
     n2, nt2, off2, _, rro2 = (int(v) for v in hdr[g2])
     n_tp = nt1 * nt2
     N = 64 * n_tp
@@ -334,6 +470,43 @@ def _solve(
     vec_per_sm = max(1, threads_per_sm // block)
     grid_vec = _grid_size(n_sm, vec_per_sm, -(-N // block))
     grid_xmv = _grid_size(n_sm, blocks_per_sm, -(-n_tp // warps))
+
+    # ---- staged XMV: G2 tables, shared memory, grid
+    staged = None
+    if xmv != "rows":
+        qv = np.asarray(db.batch.q)
+        q_min = float(min(qv[off1 : off1 + n1].min(), qv[off2 : off2 + n2].min()))
+        why = ""
+        if config is None:
+            why = "no kernel configuration given"
+        elif xmv == "auto" and not config.edge_fields:
+            # constant edge kernel: the float64 row XMV reaches the exact (constant) solution of the
+            # unlabeled system in one iteration; float32 products would not
+            why = "the edge kernel reads no label"
+        elif xmv == "auto" and q_min < STAGED_MIN_Q:
+            why = f"q = {q_min:g} < {STAGED_MIN_Q:g} (float32 products lose ~eps32 / q of accuracy)"
+        else:
+            try:
+                staged = _staged_tables(cuda, db, g2, config, block, slots)
+            except ValueError as exc:
+                why = str(exc)
+        if why and xmv == "staged":
+            raise ValueError(f"the staged XMV does not apply to pair ({g1}, {g2}): {why}")
+    if staged is not None:
+        st_host, st_dev = staged
+        f_xmv = mod.get_function("wide_xmv_staged")
+        n_groups = st_host.n_groups
+        n_tasks = nt1 * n_groups
+        # the P slice (8 rows x 8 * ncol floats), reused for the block's partial sums (8 doubles a thread)
+        smem = 4 * max(64 * max(st_host.max_cols, 1), 16 * block)
+        if smem > 48 * 1024:
+            f_xmv.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+        smem_per_sm = int(dev.get_attribute(A_.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR))
+        regs = max(int(f_xmv.num_regs), 1)
+        regs_per_block = ((regs * 32 + 255) // 256) * 256 * warps
+        per_sm = min(regs_per_sm // max(regs_per_block, 1), threads_per_sm // block,
+                     smem_per_sm // (smem + int(getattr(f_xmv, "shared_size_bytes", 0)) + 1024), 32)  # fmt: skip
+        grid_xmv = _grid_size(n_sm, max(1, per_sm), n_tasks)
 
     # ---- device memory
     vec_bytes = 8 * N
@@ -374,11 +547,21 @@ def _solve(
 
     def xmv() -> float:
         cuda.memset_d32(counter, 0, 1)
-        f_xmv(
-            *_args("wide_xmv", (a["rrowptr"], a["rcoff"], a["rweight"], a["relab"], db.relab_stride,
-                                rro1, rro2, nt2, n_tp, P, DG, Av, counter, part)),
-            block=blk, grid=(grid_xmv, 1),
-        )  # fmt: skip
+        if staged is None:
+            f_xmv(
+                *_args("wide_xmv", (a["rrowptr"], a["rcoff"], a["rweight"], a["relab"], db.relab_stride,
+                                    rro1, rro2, nt2, n_tp, P, DG, Av, counter, part)),
+                block=blk, grid=(grid_xmv, 1),
+            )  # fmt: skip
+        else:
+            f_xmv(
+                *_args("wide_xmv_staged", (a["rowptr"], a["tile_col"], a["bitmap"], a["toff"], a["weight"], a["elab"],
+                                           db.elab_stride, ro1, st_dev["groups"], n_groups, st_dev["colset"],
+                                           st_dev["row_thread"], st_dev["slot_col"], st_dev["slot_w"],
+                                           st_dev["slot_lab"], st_host.n_threads, nt2, n_tasks, P, DG, Av, counter,
+                                           part)),
+                block=blk, grid=(grid_xmv, 1), shared=smem,
+            )  # fmt: skip
         launches["xmv"] += 1
         return partials(h_xmv)[0]
 
@@ -418,6 +601,9 @@ def _solve(
                 "regs_xmv": int(f_xmv.num_regs),
                 "launches": dict(launches),
                 "bytes": need,
+                "xmv": "rows" if staged is None else "staged",
             }
         )
+        if staged is not None:
+            stats.update({"staged_groups": n_groups, "staged_fill": st_host.fill(), "smem": smem})
     return result

@@ -1,0 +1,233 @@
+"""Host tables of the GPU's staged large-pair XMV (``wide_xmv_staged`` in ``mgk_wide.cu``).
+
+The staged XMV computes y = (A∘E) p for ONE pair (G1, G2) of large graphs. A thread block
+takes a task (G1 tile row I, group of consecutive G2 tile rows) and owns the 64 outputs of
+every output tile pair (I, I2) of the task:
+
+* the G2 side lives in registers: each nonzero of the group's rows sits in one of
+  ``slots`` register slots of one thread; the nonzeros of a row are dealt to the row's
+  threads in turn (entry e of a row with T threads goes to thread e % T, slot e // T), so the
+  threads of a row read neighbouring columns in the same slot (few shared-memory bank
+  conflicts);
+* for each octile (I, J) of G1, the block stages the slice P[J, colset] of the search
+  direction (8 rows x the group's column tiles, as float) and the octile's compact
+  entries in shared memory; every thread then walks the octile's entries (the same for the
+  whole block) against its slots: one shared-memory load and a few flops per product.
+
+This module builds the G2-side tables (:func:`staged_g2`); the G1 side is the octile format
+itself (tile-row pointers, bitmaps, compact arrays). Nothing here needs a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .octile import TILE, OctileGraph
+
+__all__ = ["StagedG2", "staged_g2", "GROUP_FIELDS", "DEFAULT_SLOTS", "DEFAULT_STAGED_BLOCK", "MAX_GROUP_COLS"]
+
+#: Register slots per thread (G2 nonzeros a thread holds).
+DEFAULT_SLOTS = 8
+#: Threads per block of the staged XMV.
+DEFAULT_STAGED_BLOCK = 256
+#: Largest column-tile set of one group (its P slice: 8 x 8 * cols floats of shared memory).
+MAX_GROUP_COLS = 192
+#: Columns of :attr:`StagedG2.groups`.
+GROUP_FIELDS = ("tile0", "ntiles", "thread0", "nthreads", "col0", "ncol", "rt0", "pad")
+
+
+@dataclass
+class StagedG2:
+    """One graph as the G2 side of the staged XMV.
+
+    Attributes
+    ----------
+    slots, block : int
+        Register slots per thread and threads per block the tables were built for.
+    groups : int32 array (n_groups, 8)
+        Per group (see :data:`GROUP_FIELDS`): first tile row, tile rows, first thread record,
+        thread records (at most ``block``), first entry in ``colset``, column tiles, first
+        entry in ``row_thread``, padding.
+    colset : int32 array
+        The sorted column tiles of every group, concatenated.
+    row_thread : int32 array
+        Per group, ``8 * ntiles + 1`` thread starts (relative to the group's first thread):
+        the threads of row ``x * 8 + r`` of the group (tile row ``tile0 + x``, row ``r``) are
+        ``row_thread[rt0 + x*8 + r] : row_thread[rt0 + x*8 + r + 1]``.
+    slot_col : int32 array (slots, n_threads)
+        Column of each slot in the group's P slice: ``position of J2 in the colset * 8 + j2 % 8``
+        (0 in empty slots).
+    slot_weight : float32 array (slots, n_threads)
+        Edge weight of each slot (0 in empty slots).
+    slot_labels : uint32 array (n_fields, slots, n_threads)
+        Edge-label words (int32 or float32 bits) of each slot.
+    nnz : int
+        Nonzeros of the graph (occupied slots).
+    """
+
+    slots: int
+    block: int
+    groups: np.ndarray
+    colset: np.ndarray
+    row_thread: np.ndarray
+    slot_col: np.ndarray
+    slot_weight: np.ndarray
+    slot_labels: np.ndarray
+    nnz: int = 0
+
+    @property
+    def n_groups(self) -> int:
+        """Number of groups (tasks per G1 tile row)."""
+        return int(self.groups.shape[0])
+
+    @property
+    def n_threads(self) -> int:
+        """Thread records over all groups."""
+        return int(self.slot_col.shape[1])
+
+    @property
+    def max_cols(self) -> int:
+        """Largest column-tile set of a group."""
+        return int(self.groups[:, 5].max(initial=0))
+
+    def fill(self) -> float:
+        """Fraction of the register slots that hold a nonzero (work efficiency of the slots)."""
+        total = self.slot_weight.size
+        return self.nnz / total if total else 1.0
+
+
+def _label_words(values: np.ndarray) -> np.ndarray:
+    v = np.asarray(values)
+    v = v.astype(np.int32) if v.dtype.kind in "iub" else v.astype(np.float32)
+    return v.view(np.uint32)
+
+
+def staged_g2(
+    og: OctileGraph,
+    edge_fields: Sequence[str] = (),
+    slots: int = DEFAULT_SLOTS,
+    block: int = DEFAULT_STAGED_BLOCK,
+    max_cols: int = MAX_GROUP_COLS,
+) -> StagedG2:
+    """Build the G2-side tables of the staged XMV for one graph in octile format.
+
+    Parameters
+    ----------
+    og : OctileGraph
+        The graph (after reordering), e.g. ``pack_batch(...).graph(k)``.
+    edge_fields : sequence of str
+        Edge-label fields the edge kernel reads, in the kernel's field order.
+    slots : int
+        Register slots per thread.
+    block : int
+        Threads per block: a group never needs more thread records than this.
+    max_cols : int
+        Largest column-tile set of a group (bounds the block's shared memory).
+
+    Returns
+    -------
+    StagedG2
+
+    Raises
+    ------
+    ValueError
+        When one tile row alone needs more than ``block`` threads or more than ``max_cols``
+        column tiles (the caller then uses another XMV).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mgkflow import Graph
+    >>> from mgkflow.format import pack_batch
+    >>> A = np.zeros((10, 10)); A[0, 1:10] = A[1:10, 0] = 1.0
+    >>> t = staged_g2(pack_batch([Graph(A)]).graph(0), slots=4, block=32)
+    >>> t.n_groups, t.groups[0, :6].tolist(), t.row_thread[:4].tolist()
+    (1, [0, 2, 0, 11, 0, 2], [0, 3, 4, 5])
+    """
+    slots, block = int(slots), int(block)
+    if slots < 1 or block < 1:
+        raise ValueError(f"slots and block must be positive, got {slots}, {block}")
+    nt = og.n_tiles_side
+    rows, cols = og.entries()
+    order = np.lexsort((cols, rows))  # by row, then column
+    rows, cols = rows[order], cols[order]
+    weight = np.asarray(og.weight)[order]
+    labels = [_label_words(np.asarray(og.edge_labels[f])[order]) for f in edge_fields]
+    n_rows = nt * TILE
+    deg = np.bincount(rows, minlength=n_rows).astype(np.int64)
+    thr_row = -(-deg // slots)  # threads per row (0 for empty rows)
+    thr_tile = thr_row.reshape(nt, TILE).sum(axis=1)
+    if thr_tile.size and thr_tile.max() > block:
+        I = int(np.argmax(thr_tile))
+        raise ValueError(
+            f"tile row {I} needs {int(thr_tile[I])} threads of {slots} slots, more than a block of {block}"
+        )
+    # column tiles of every tile row
+    tile_ptr = np.asarray(og.rowptr, dtype=np.int64)
+    tile_cols = [np.asarray(og.tile_col[tile_ptr[I] : tile_ptr[I + 1]], dtype=np.int64) for I in range(nt)]
+
+    groups, colsets, row_threads = [], [], []
+    thread0 = col0 = rt0 = 0
+    I = 0
+    while I < nt:
+        start, n_thr, cset = I, 0, np.zeros(0, dtype=np.int64)
+        while I < nt:
+            merged = np.union1d(cset, tile_cols[I])
+            if I > start and (n_thr + thr_tile[I] > block or merged.size > max_cols):
+                break
+            if merged.size > max_cols:
+                raise ValueError(f"tile row {I} has {merged.size} column tiles, more than {max_cols}")
+            cset, n_thr = merged, n_thr + int(thr_tile[I])
+            I += 1
+        ntiles = I - start
+        rthr = np.concatenate([[0], np.cumsum(thr_row[start * TILE : I * TILE])])
+        groups.append((start, ntiles, thread0, n_thr, col0, cset.size, rt0, 0))
+        colsets.append(cset)
+        row_threads.append(rthr)
+        thread0 += n_thr
+        col0 += cset.size
+        rt0 += rthr.size
+    T = thread0
+    slot_col = np.zeros((slots, T), dtype=np.int32)
+    slot_weight = np.zeros((slots, T), dtype=np.float32)
+    slot_labels = np.zeros((len(labels), slots, T), dtype=np.uint32)
+    if rows.size:
+        # per entry: its group, thread and slot
+        row_start = np.concatenate([[0], np.cumsum(deg)])
+        e_in_row = np.arange(rows.size) - row_start[rows]
+        t_row = thr_row[rows]
+        tile_of = rows // TILE
+        g_of_tile = np.repeat(np.arange(len(groups)), [g[1] for g in groups])
+        g = g_of_tile[tile_of]
+        gthread0 = np.array([gr[2] for gr in groups], dtype=np.int64)
+        gtile0 = np.array([gr[0] for gr in groups], dtype=np.int64)
+        # first thread of every row, relative to the group: the row_thread tables
+        rt_all = np.concatenate(row_threads)
+        grt0 = np.array([gr[6] for gr in groups], dtype=np.int64)
+        local_row = rows - gtile0[g] * TILE
+        first_thread = rt_all[grt0[g] + local_row]
+        thread = gthread0[g] + first_thread + e_in_row % t_row
+        slot = e_in_row // t_row
+        # column in the group's P slice
+        pos = np.empty(rows.size, dtype=np.int64)
+        for gi, cset in enumerate(colsets):
+            sel = g == gi
+            pos[sel] = np.searchsorted(cset, cols[sel] // TILE)
+        slot_col[slot, thread] = pos * TILE + cols % TILE
+        slot_weight[slot, thread] = weight
+        for f, lab in enumerate(labels):
+            slot_labels[f, slot, thread] = lab
+    return StagedG2(
+        slots=slots,
+        block=block,
+        groups=np.asarray(groups, dtype=np.int32).reshape(-1, len(GROUP_FIELDS)),
+        colset=np.concatenate(colsets).astype(np.int32) if colsets else np.zeros(0, np.int32),
+        row_thread=np.concatenate(row_threads).astype(np.int32) if row_threads else np.zeros(0, np.int32),
+        slot_col=slot_col,
+        slot_weight=slot_weight,
+        slot_labels=slot_labels,
+        nnz=int(rows.size),
+    )
