@@ -433,7 +433,7 @@ class FakeModule:
         kw["task_counter"][0] = n_tasks + grid
         groups = kw["groups"][: 8 * n_groups].reshape(-1, 8)
         nt1 = n_tasks // n_groups
-        assert nt1 * n_groups == n_tasks and int(groups[:, 1].sum()) == nt2
+        assert nt1 * n_groups == n_tasks and int(groups[:, 1].sum()) == 8 * nt2
         S = (kw["slot_col"].size - 1) // T
         fields = self.config.edge_fields
         lab2 = {}
@@ -452,9 +452,11 @@ class FakeModule:
             y = y * float(np.asarray(self.ek({}, {})))
         a = DG * P - y
         kw["A"][:N] = a
-        tp = np.arange(N) >> 6
-        group_of_tile = np.repeat(np.arange(n_groups), groups[:, 1])
-        self._part(kw, grid, ((tp // nt2) * n_groups + group_of_tile[tp % nt2]) % grid, P * a)
+        idx = np.arange(N)
+        tp = idx >> 6
+        row = (tp % nt2) * 8 + (idx & 7)  # G2 row of each entry
+        group_of_row = np.repeat(np.arange(n_groups), groups[:, 1])
+        self._part(kw, grid, ((tp // nt2) * n_groups + group_of_row[row]) % grid, P * a)
 
     def _wide_update(self, kw: dict, grid: int) -> None:
         N, al = kw["N"], kw["alpha"]
@@ -583,6 +585,34 @@ def test_fake_staged_selection(fake_backend) -> None:
         wide._solve(drv, FakeModule(config, nk, ek, 32), db, 0, 1, 1e-9, 10, 32, None, None, config, "staged", 1)
 
 
+def test_fake_workspace_reused_between_solves(fake_backend) -> None:
+    """With a workspace dict the device vectors of one solve serve the next (no allocation) while
+    large enough; a larger pair replaces them; results are those of fresh allocations."""
+    from mgkflow.gpu import wide
+
+    drv, backend = fake_backend
+    nk, ek, wt, sizes = FAKE_CASES["labeled-f32"]
+    systems = [prepare_graph(_graph(n, 0.3, n, wt), k, nk, ek) for k, n in enumerate(sizes)]
+    config = _config(systems, nk, ek)
+    db = _fake_db(backend, systems, config)
+    allocs: list[int] = []
+    real_alloc = drv.mem_alloc
+    drv.mem_alloc = lambda nbytes: allocs.append(nbytes) or real_alloc(nbytes)
+    ws: dict = {}
+    pairs = ((2, 0), (2, 2), (1, 1))  # 13x21 nodes, then 13x13 (smaller), then 30x30 (larger)
+    fresh = [wide._solve(drv, FakeModule(config, nk, ek), db, g1, g2, 1e-10, 500, WIDE_BLOCK, None, None, config,
+                         "auto")[0] for g1, g2 in pairs]  # fmt: skip
+    counts = []
+    for (g1, g2), ref in zip(pairs, fresh):
+        allocs.clear()
+        k = wide._solve(drv, FakeModule(config, nk, ek), db, g1, g2, 1e-10, 500, WIDE_BLOCK, None, None, config,
+                        "auto", workspace=ws)[0]  # fmt: skip
+        counts.append(len(allocs))
+        assert k == ref
+    assert counts[0] == 8 and counts[1] == 0 and counts[2] == 8  # 6 vectors, partials, counter
+    assert ws["vec_bytes"] == 8 * 64 * int(db.nt[1]) ** 2
+
+
 def test_fake_device_iteration_limit_and_memory(fake_backend) -> None:
     from mgkflow.gpu import wide
 
@@ -697,7 +727,8 @@ def _check_pairs(graphs, nk, ek, q, pairs, tol, rtol=1e-7, variants=((WIDE_BLOCK
             print(f"\nWIDE pair {g1},{g2} ({systems[g1].n}x{systems[g2].n}) q={q} block={block} ilp={cfg.row_ilp} "
                   f"xmv={stats['xmv']}: K={k:.10g} it={it} "
                   f"(per-pair {per_pair[1][t]}) res={res:.2e} err_cpu={err:.2e} err_per_pair={err_pp:.2e} "
-                  f"device_s={stats['device_s']:.4f} grid_xmv={stats['grid_xmv']} regs={stats['regs_xmv']}")  # fmt: skip
+                  f"device_s={stats['device_s']:.4f} grid_xmv={stats['grid_xmv']} "
+                  f"regs={stats['regs_xmv']}")  # fmt: skip
             assert stats["xmv"] == xmv
             assert conv and res <= rtol
             assert err <= tol

@@ -1,8 +1,8 @@
 """Host tables of the GPU's staged large-pair XMV (``wide_xmv_staged`` in ``mgk_wide.cu``).
 
 The staged XMV computes y = (A∘E) p for ONE pair (G1, G2) of large graphs. A thread block
-takes a task (G1 tile row I, group of consecutive G2 tile rows) and owns the 64 outputs of
-every output tile pair (I, I2) of the task:
+takes a task (G1 tile row I, group of consecutive G2 rows) and owns the outputs (8I + i, r)
+of the task, i = 0..7 and r a row of the group:
 
 * the G2 side lives in registers: each nonzero of the group's rows sits in one of
   ``slots`` register slots of one thread; the nonzeros of a row are dealt to the row's
@@ -36,7 +36,7 @@ DEFAULT_STAGED_BLOCK = 256
 #: Largest column-tile set of one group (its P slice: 8 x 8 * cols floats of shared memory).
 MAX_GROUP_COLS = 192
 #: Columns of :attr:`StagedG2.groups`.
-GROUP_FIELDS = ("tile0", "ntiles", "thread0", "nthreads", "col0", "ncol", "rt0", "pad")
+GROUP_FIELDS = ("row0", "nrows", "thread0", "nthreads", "col0", "ncol", "rt0", "pad")
 
 
 @dataclass
@@ -48,15 +48,15 @@ class StagedG2:
     slots, block : int
         Register slots per thread and threads per block the tables were built for.
     groups : int32 array (n_groups, 8)
-        Per group (see :data:`GROUP_FIELDS`): first tile row, tile rows, first thread record,
-        thread records (at most ``block``), first entry in ``colset``, column tiles, first
-        entry in ``row_thread``, padding.
+        Per group (see :data:`GROUP_FIELDS`): first row, rows, first thread record, thread
+        records (at most ``block``), first entry in ``colset``, column tiles, first entry in
+        ``row_thread``, padding. Groups are consecutive rows (padding rows included, with no
+        threads) and fill a block with threads as far as whole rows allow.
     colset : int32 array
         The sorted column tiles of every group, concatenated.
     row_thread : int32 array
-        Per group, ``8 * ntiles + 1`` thread starts (relative to the group's first thread):
-        the threads of row ``x * 8 + r`` of the group (tile row ``tile0 + x``, row ``r``) are
-        ``row_thread[rt0 + x*8 + r] : row_thread[rt0 + x*8 + r + 1]``.
+        Per group, ``nrows + 1`` thread starts (relative to the group's first thread): the
+        threads of row ``row0 + k`` are ``row_thread[rt0 + k] : row_thread[rt0 + k + 1]``.
     slot_col : int32 array (slots, n_threads)
         Column of each slot in the group's P slice: ``position of J2 in the colset * 8 + j2 % 8``
         (0 in empty slots).
@@ -123,7 +123,7 @@ def staged_g2(
     slots : int
         Register slots per thread.
     block : int
-        Threads per block: a group never needs more thread records than this.
+        Threads per block: a group never has more thread records than this.
     max_cols : int
         Largest column-tile set of a group (bounds the block's shared memory).
 
@@ -134,8 +134,8 @@ def staged_g2(
     Raises
     ------
     ValueError
-        When one tile row alone needs more than ``block`` threads or more than ``max_cols``
-        column tiles (the caller then uses another XMV).
+        When one row alone needs more than ``block`` threads or more than ``max_cols`` column
+        tiles (the caller then uses another XMV).
 
     Examples
     --------
@@ -143,9 +143,11 @@ def staged_g2(
     >>> from mgkflow import Graph
     >>> from mgkflow.format import pack_batch
     >>> A = np.zeros((10, 10)); A[0, 1:10] = A[1:10, 0] = 1.0
-    >>> t = staged_g2(pack_batch([Graph(A)]).graph(0), slots=4, block=32)
-    >>> t.n_groups, t.groups[0, :6].tolist(), t.row_thread[:4].tolist()
-    (1, [0, 2, 0, 11, 0, 2], [0, 3, 4, 5])
+    >>> t = staged_g2(pack_batch([Graph(A)]).graph(0), slots=4, block=8)
+    >>> t.groups[:, :6].tolist()
+    [[0, 6, 0, 8, 0, 2], [6, 10, 8, 4, 2, 1]]
+    >>> t.row_thread[:4].tolist()
+    [0, 3, 4, 5]
     """
     slots, block = int(slots), int(block)
     if slots < 1 or block < 1:
@@ -159,32 +161,34 @@ def staged_g2(
     n_rows = nt * TILE
     deg = np.bincount(rows, minlength=n_rows).astype(np.int64)
     thr_row = -(-deg // slots)  # threads per row (0 for empty rows)
-    thr_tile = thr_row.reshape(nt, TILE).sum(axis=1)
-    if thr_tile.size and thr_tile.max() > block:
-        I = int(np.argmax(thr_tile))
-        raise ValueError(
-            f"tile row {I} needs {int(thr_tile[I])} threads of {slots} slots, more than a block of {block}"
-        )
-    # column tiles of every tile row
-    tile_ptr = np.asarray(og.rowptr, dtype=np.int64)
-    tile_cols = [np.asarray(og.tile_col[tile_ptr[I] : tile_ptr[I + 1]], dtype=np.int64) for I in range(nt)]
-
+    if thr_row.size and thr_row.max() > block:
+        r = int(np.argmax(thr_row))
+        raise ValueError(f"row {r} needs {int(thr_row[r])} threads of {slots} slots, more than a block of {block}")
+    # groups: consecutive rows, at most `block` threads and `max_cols` column tiles each
+    bounds = [0]
+    used = 0
+    for r in range(n_rows):
+        if used + thr_row[r] > block:
+            bounds.append(r)
+            used = 0
+        used += int(thr_row[r])
+    bounds.append(n_rows)
+    row_tiles = [np.unique(cols[a:b] // TILE) for a, b in zip(np.r_[0, np.cumsum(deg)][:-1], np.cumsum(deg))]
     groups, colsets, row_threads = [], [], []
     thread0 = col0 = rt0 = 0
-    I = 0
-    while I < nt:
-        start, n_thr, cset = I, 0, np.zeros(0, dtype=np.int64)
-        while I < nt:
-            merged = np.union1d(cset, tile_cols[I])
-            if I > start and (n_thr + thr_tile[I] > block or merged.size > max_cols):
-                break
-            if merged.size > max_cols:
-                raise ValueError(f"tile row {I} has {merged.size} column tiles, more than {max_cols}")
-            cset, n_thr = merged, n_thr + int(thr_tile[I])
-            I += 1
-        ntiles = I - start
-        rthr = np.concatenate([[0], np.cumsum(thr_row[start * TILE : I * TILE])])
-        groups.append((start, ntiles, thread0, n_thr, col0, cset.size, rt0, 0))
+    pending = [(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    while pending:
+        a, b = pending.pop(0)
+        cset = np.unique(np.concatenate([row_tiles[r] for r in range(a, b)] + [np.zeros(0, np.int64)]))
+        if cset.size > max_cols:
+            if b - a == 1:
+                raise ValueError(f"row {a} has {cset.size} column tiles, more than {max_cols}")
+            mid = (a + b) // 2
+            pending[:0] = [(a, mid), (mid, b)]
+            continue
+        n_thr = int(thr_row[a:b].sum())
+        rthr = np.concatenate([[0], np.cumsum(thr_row[a:b])])
+        groups.append((a, b - a, thread0, n_thr, col0, cset.size, rt0, 0))
         colsets.append(cset)
         row_threads.append(rthr)
         thread0 += n_thr
@@ -199,16 +203,13 @@ def staged_g2(
         row_start = np.concatenate([[0], np.cumsum(deg)])
         e_in_row = np.arange(rows.size) - row_start[rows]
         t_row = thr_row[rows]
-        tile_of = rows // TILE
-        g_of_tile = np.repeat(np.arange(len(groups)), [g[1] for g in groups])
-        g = g_of_tile[tile_of]
+        g_of_row = np.repeat(np.arange(len(groups)), [gr[1] for gr in groups])
+        g = g_of_row[rows]
         gthread0 = np.array([gr[2] for gr in groups], dtype=np.int64)
-        gtile0 = np.array([gr[0] for gr in groups], dtype=np.int64)
-        # first thread of every row, relative to the group: the row_thread tables
-        rt_all = np.concatenate(row_threads)
+        grow0 = np.array([gr[0] for gr in groups], dtype=np.int64)
         grt0 = np.array([gr[6] for gr in groups], dtype=np.int64)
-        local_row = rows - gtile0[g] * TILE
-        first_thread = rt_all[grt0[g] + local_row]
+        rt_all = np.concatenate(row_threads)
+        first_thread = rt_all[grt0[g] + rows - grow0[g]]
         thread = gthread0[g] + first_thread + e_in_row % t_row
         slot = e_in_row // t_row
         # column in the group's P slice

@@ -250,6 +250,7 @@ class GPUBackend:
         self.small_block = int(small_block)
         self.p_smem = bool(p_smem)
         self._wide_modules: dict = {}
+        self._wide_workspace: dict = {}  # device vectors of the wide path, kept between solves
         self.a_double = bool(a_double)
         self.max_scratch_bytes = max_scratch_bytes
         self.smem_limit = smem_limit
@@ -447,12 +448,15 @@ class GPUBackend:
         # small blocks, shared-memory size bins, global memory
         products = db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2]
         free, _total = cuda.mem_get_info()
-        budget = self.max_scratch_bytes or int(0.6 * free)
+        kept = self._wide_workspace.get("vec_bytes", 0) * 6  # the wide path's vectors, given back if needed
+        budget = self.max_scratch_bytes or int(0.6 * (free + kept))
         plan = plan_launches(
             N, products, per_entry=per_entry, smem_cap=smem_cap, budget=budget, n_sm=self.n_sm, wide=self.wide,
             wide_min_products=WIDE_MIN_PRODUCTS, small_block=self.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
             a_in_shared=self.a_in_shared, a_bytes=a_bytes,
         )  # fmt: skip
+        if len(plan.wide) < npairs:
+            self._wide_workspace.clear()  # per-block launches: their scratch comes first
         wide = np.zeros(npairs, dtype=bool)
         wide[plan.wide] = True
         classes = []
@@ -549,6 +553,7 @@ class GPUBackend:
                 v, itw, rw, cw = solve_pair_wide(
                     db, int(g1[t]), int(g2[t]), config, rtol=self.rtol, max_iter=self.max_iter,
                     fast_math=self.fast_math, module_cache=self._wide_modules, stats=st, xmv=self.wide_xmv,
+                    workspace=self._wide_workspace,
                 )  # fmt: skip
                 k_out[t], it_out[t], res_out[t], conv_out[t] = v, itw, rw, int(cw)
                 dev_seconds += float(st.get("device_s", 0.0))

@@ -144,7 +144,7 @@ def xmv_staged(
 ) -> np.ndarray:
     """y = (A_x ∘ E_x) p in the blocked layout, computed like ``wide_xmv_staged``.
 
-    Task by task (G1 tile row x G2 group), octile by octile of the G1 tile row, every G1
+    Task by task (G1 tile row x G2 group of rows), octile by octile of the G1 tile row, every G1
     entry against every register slot of the group's threads, with the P slice gathered
     through the group's column set, and the threads of each G2 row summed through
     ``row_thread``: the tables' indexing is used exactly as the kernel uses it.
@@ -185,7 +185,7 @@ def xmv_staged(
         ei, eJ, ejj, et = (np.asarray(v, dtype=np.int64) for v in (ent_i, ent_J, ent_jj, ent_t))
         w1 = np.asarray(g1["weight"], dtype=np.float64)[et]
         lab1 = {f: np.asarray(v)[et][:, None, None] for f, v in g1.get("labels", {}).items()}
-        for tile0, ntiles, thread0, nthreads, col0, ncol, rt0, _ in groups.tolist():
+        for row0, nrows, thread0, nthreads, col0, ncol, rt0, _ in groups.tolist():
             acc = np.zeros((8, nthreads))
             if nthreads and et.size:
                 th = np.arange(thread0, thread0 + nthreads)
@@ -202,9 +202,9 @@ def xmv_staged(
                 if single:
                     coef = coef.astype(np.float32).astype(np.float64)
                 np.add.at(acc, ei, (coef * pv[src]).sum(axis=1))
-            rt = np.asarray(g2["row_thread"])[rt0 : rt0 + 8 * ntiles + 1]
-            for x in range(ntiles):
-                for r in range(8):
-                    yv = acc[:, rt[x * 8 + r] : rt[x * 8 + r + 1]].sum(axis=1)
-                    y[((I * nt2 + tile0 + x) << 6) + np.arange(8) * 8 + r] = yv
+            rt = np.asarray(g2["row_thread"])[rt0 : rt0 + nrows + 1]
+            for k in range(nrows):
+                row = row0 + k
+                yv = acc[:, rt[k] : rt[k + 1]].sum(axis=1)
+                y[((I * nt2 + (row >> 3)) << 6) + np.arange(8) * 8 + (row & 7)] = yv
     return y

@@ -201,14 +201,15 @@ extern "C" __global__ void __launch_bounds__(BLOCK) wide_dot(
 // shared-memory load. Tables: mgkflow.format.staged (G2 side), the octile arrays (G1 side).
 //
 // Task (from *task_counter, zeroed by the host): G1 tile row I x one group of consecutive G2
-// tile rows. The group's nonzeros sit in registers, STAGED_SLOTS per thread (a row's nonzeros
-// dealt to its threads in turn). For each octile (I, J) of G1 the block stages
+// rows. The group's nonzeros sit in registers, STAGED_SLOTS per thread (a row's nonzeros dealt
+// to its threads in turn). For each octile (I, J) of G1 the block stages
 //   * P[J, colset] as float: 8 rows x (8 * ncol) columns, the group's column tiles in order;
 //   * the octile's compact entries (weight, labels, the P-slice row of their column);
 // then each thread runs the octile's entries, row by row, against its slots:
-//   acc[i] += w1 * sum_slots w2 ke(e1, e2) P[j][col]   (float within an entry, double across).
-// The threads of a G2 row are consecutive; their partial sums are added in thread order
-// (deterministic) before A = DG P - y is written for the task's output tile pairs.
+//   acc[i] += w1 * sum_slots w2 ke(e1, e2) P[j][col]   (float within a row of the octile,
+// double across; acc[i] is the thread's own shared-memory word, which keeps registers for the
+// slots). The threads of a G2 row are consecutive; their partial sums are added in thread order
+// (deterministic) before A = DG P - y is written for the task's outputs (8I + i, row).
 // Placeholders: STAGED_SLOTS, STAGED_MIN_BLOCKS, STAGED_NFE (edge-label fields, >= 1 for array
 // sizes), STAGED_LABELS (1 when the edge kernel reads labels), STAGED_DEFINES (STAGE_E1, G1_E, SLOT_LOAD_E2, G2_E label macros), SE_LOGW (1: the edge
 // kernel is one SquareExponential: labels pre-scaled by SE_SIGMA, w2 held as log2 w2, the
@@ -255,7 +256,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_
     int* __restrict__ task_counter,
     double* __restrict__ part)
 {
-    extern __shared__ float sm[];                   // P slice; then the partial sums (double)
+    extern __shared__ double acc[];                 // 8 partial sums per thread, then the P slice (float)
+    float* const sm = (float*)(acc + 8 * BLOCK);
 #if STAGED_LABELS
     __shared__ unsigned int s_e1[STAGED_NFE * 64];  // G1 octile entries: label words
 #endif
@@ -271,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_
         if (task >= n_tasks) break;  // block-uniform
         const int I = task / n_groups, g = task - I * n_groups;
         const int* gr = groups + 8 * g;
-        const int tile0 = gr[0], ntiles = gr[1], thread0 = gr[2], nthreads = gr[3];
+        const int row0 = gr[0], nrows = gr[1], thread0 = gr[2], nthreads = gr[3];
         const int col0 = gr[4], ncol = gr[5], rt0 = gr[6];
         const int W = ncol * 8;
         const bool active = tid < nthreads;
@@ -299,9 +301,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_
 #endif
         }
 
-        double acc[8];
+        if (active) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] = 0.0;
+            for (int i = 0; i < 8; ++i) acc[i * BLOCK + tid] = 0.0;  // the thread's own words
+        }
         const int a0 = rowptr[rowptr_off1 + I], a1 = rowptr[rowptr_off1 + I + 1];
         for (int ta = a0; ta < a1; ++ta) {
             const int J = tile_col[ta];
@@ -350,31 +353,25 @@ extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_
 #endif
                         t_i = fmaf(s_w1[k], s, t_i);
                     }
-                    acc[i] += (double)t_i;
+                    acc[i * BLOCK + tid] += (double)t_i;
                 }
             }
         }
 
         // ---- y: partial sums of a row's threads in thread order; A = DG P - y
         __syncthreads();
-        double* red = (double*)sm;
-        if (active) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) red[i * BLOCK + tid] = acc[i];
-        }
-        __syncthreads();
-        for (int o = tid; o < ntiles * 64; o += BLOCK) {
-            const int x = o >> 6, i = (o >> 3) & 7, r = o & 7;
-            const int t0 = row_thread[rt0 + x * 8 + r], t1 = row_thread[rt0 + x * 8 + r + 1];
+        for (int o = tid; o < 8 * nrows; o += BLOCK) {
+            const int i = o / nrows, k = o - i * nrows, row = row0 + k;
+            const int t0 = row_thread[rt0 + k], t1 = row_thread[rt0 + k + 1];
             double y = 0.0;
-            for (int t = t0; t < t1; ++t) y += red[i * BLOCK + t];
-            const long long idx = (((long long)I * nt2 + tile0 + x) << 6) + (i << 3) + r;
+            for (int t = t0; t < t1; ++t) y += acc[i * BLOCK + t];
+            const long long idx = (((long long)I * nt2 + (row >> 3)) << 6) + (i << 3) + (row & 7);
             const double pv = P[idx];
             const double a = DG[idx] * pv - y;
             A[idx] = a;
             pa += pv * a;
         }
-        __syncthreads();  // the next task's staging overwrites red
+        __syncthreads();  // the next task resets acc
     }
     wide_block_partials(pa, 0.0, part);
 }

@@ -139,7 +139,7 @@ def wide_source(
         Register slots per thread of the staged XMV (``wide_xmv_staged``).
     min_blocks : int, optional
         Resident blocks per SM the staged XMV's registers must allow (``__launch_bounds__``);
-        default 768 // block (3 blocks of 256 threads: 85 registers, no spills).
+        default 1024 // block (4 blocks of 256 threads: 64 registers).
 
     Returns
     -------
@@ -168,7 +168,7 @@ def wide_source(
         W_TYPE="double" if config.weight_double else "float",
         COEF=coef_expr(config),
         STAGED_SLOTS=str(int(slots)),
-        STAGED_MIN_BLOCKS=str(max(1, min_blocks or 768 // block)),
+        STAGED_MIN_BLOCKS=str(max(1, min_blocks or 1024 // block)),
         STAGED_NFE=str(max(1, len(config.edge_fields))),
         STAGED_LABELS="1" if config.edge_fields else "0",
         SE_LOGW="1" if se_fast_path(config) else "0",
@@ -329,6 +329,7 @@ def solve_pair_wide(
     stats: dict | None = None,
     xmv: str = "auto",
     slots: int = DEFAULT_SLOTS,
+    workspace: dict | None = None,
 ) -> tuple[float, int, float, bool]:
     """Solve one pair of a device batch with the whole GPU.
 
@@ -367,6 +368,9 @@ def solve_pair_wide(
         "rows"); "staged" raises where it does not apply.
     slots : int
         Register slots per thread of the staged XMV.
+    workspace : dict, optional
+        Keeps the device vectors between calls (reused while large enough, else replaced):
+        a caller solving many wide pairs passes the same dict; default: allocated per call.
 
     Returns
     -------
@@ -387,7 +391,7 @@ def solve_pair_wide(
         raise ValueError(f"xmv must be one of {WIDE_XMVS}, got {xmv!r}")
     mod = compile_wide(config, block, fast_math, module_cache, slots)
     return _solve(cuda, mod, db, g1, g2, rtol, max_iter, _check_block(block), blocks_per_sm, stats, config, xmv,
-                  int(slots))  # fmt: skip
+                  int(slots), workspace)  # fmt: skip
 
 
 def _staged_tables(cuda: Any, db: Any, g: int, config: KernelConfig, block: int, slots: int) -> tuple[StagedG2, dict]:
@@ -423,6 +427,7 @@ def _solve(
     config: KernelConfig | None = None,
     xmv: str = "rows",
     slots: int = DEFAULT_SLOTS,
+    workspace: dict | None = None,
 ) -> tuple[float, int, float, bool]:
     """:func:`solve_pair_wide` on a given driver module and compiled module (tests pass fakes)."""
     t_start = time.perf_counter()
@@ -497,8 +502,8 @@ def _solve(
         f_xmv = mod.get_function("wide_xmv_staged")
         n_groups = st_host.n_groups
         n_tasks = nt1 * n_groups
-        # the P slice (8 rows x 8 * ncol floats), reused for the block's partial sums (8 doubles a thread)
-        smem = 4 * max(64 * max(st_host.max_cols, 1), 16 * block)
+        # 8 partial sums (double) per thread, then the P slice (8 rows x 8 * ncol floats)
+        smem = 64 * block + 256 * max(st_host.max_cols, 1)
         if smem > 48 * 1024:
             f_xmv.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
         smem_per_sm = int(dev.get_attribute(A_.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR))
@@ -510,21 +515,28 @@ def _solve(
 
     # ---- device memory
     vec_bytes = 8 * N
-    need = N_VECTORS * vec_bytes + 16 * max(grid_vec, grid_xmv) + 4
-    free, _total = cuda.mem_get_info()
-    what = (
-        f"the wide solve of pair ({g1}, {g2}) ({n1} x {n2} nodes, {N} product unknowns with padding) needs "
-        f"{need / 2**30:.2f} GiB of GPU memory for {N_VECTORS} float64 vectors"
-    )
-    if need > 0.95 * free:
-        raise MemoryError(f"{what}, more than the {free / 2**30:.2f} GiB free")
-    oom = getattr(cuda, "MemoryError", MemoryError)
-    try:
-        X, R, P, Av, DG, DI = (cuda.mem_alloc(vec_bytes) for _ in range(N_VECTORS))
-        part = cuda.mem_alloc(16 * max(grid_vec, grid_xmv))
-        counter = cuda.mem_alloc(4)
-    except oom as exc:
-        raise MemoryError(f"{what}; allocation failed: {exc}") from exc
+    n_part = max(grid_vec, grid_xmv)
+    need = N_VECTORS * vec_bytes + 16 * n_part + 4
+    ws = workspace if workspace is not None else {}
+    if ws.get("vec_bytes", -1) >= vec_bytes and ws.get("n_part", -1) >= n_part:
+        X, R, P, Av, DG, DI, part, counter = ws["buffers"]  # the previous solve's, large enough
+    else:
+        ws.clear()  # give the old buffers back first
+        free, _total = cuda.mem_get_info()
+        what = (
+            f"the wide solve of pair ({g1}, {g2}) ({n1} x {n2} nodes, {N} product unknowns with padding) needs "
+            f"{need / 2**30:.2f} GiB of GPU memory for {N_VECTORS} float64 vectors"
+        )
+        if need > 0.95 * free:
+            raise MemoryError(f"{what}, more than the {free / 2**30:.2f} GiB free")
+        oom = getattr(cuda, "MemoryError", MemoryError)
+        try:
+            X, R, P, Av, DG, DI = (cuda.mem_alloc(vec_bytes) for _ in range(N_VECTORS))
+            part = cuda.mem_alloc(16 * n_part)
+            counter = cuda.mem_alloc(4)
+        except oom as exc:
+            raise MemoryError(f"{what}; allocation failed: {exc}") from exc
+        ws.update(vec_bytes=vec_bytes, n_part=n_part, buffers=(X, R, P, Av, DG, DI, part, counter))
 
     h_vec = np.empty(2 * grid_vec)
     h_xmv = np.empty(2 * grid_xmv)
