@@ -14,7 +14,10 @@ each workload, median of ``--reps`` runs after a warm-up):
                   within tiles) in place of the octile-pair loop;
 6. ``+block``     512-thread blocks sized for two resident blocks per SM (16 warps per
                   block share the pair's p vector in shared memory; occupancy);
-7. ``+dynsched``  jobs handed out largest estimated cost first (persistent grid, atomic counter).
+7. ``+dynsched``  jobs handed out largest estimated cost first (persistent grid, atomic counter);
+8. ``+staged``    large pairs solved by the whole device (wide path) with the staged XMV: the
+                  warps of a block share staged slices of p and G1's compact octiles in shared
+                  memory, G2's nonzeros in registers (steps 1-7 use the row-pair XMV there).
 
 Compact tile storage (bitmap + compact arrays) is used by every step: the solver has no
 uncompressed path. Writes ``ablation.csv`` and ``ablation.png`` (bar chart) under ``--out``.
@@ -30,24 +33,26 @@ from pathlib import Path
 
 from .gpu import run_workload, workload_name
 
-_SMALL = {"block": 256, "min_blocks": 1, "sort_jobs": False}
+_SMALL = {"block": 256, "min_blocks": 1, "sort_jobs": False, "wide_xmv": "rows"}
+_BLOCK = {"xmv": "rows", "block": 512, "min_blocks": 2}
 STEPS = [
     ("dense", "natural", {"xmv": "octile", "primitives": "dd", **_SMALL}),
     ("+sparse", "natural", {"xmv": "octile", "primitives": "ss", **_SMALL}),
     ("+reorder", "pbr", {"xmv": "octile", "primitives": "ss", **_SMALL}),
     ("+adaptive", "pbr", {"xmv": "octile", "primitives": "auto", **_SMALL}),
     ("+rowpair", "pbr", {"xmv": "rows", **_SMALL}),
-    ("+block", "pbr", {"xmv": "rows", "block": 512, "min_blocks": 2, "sort_jobs": False}),
-    ("+dynsched", "pbr", {"xmv": "rows", "block": 512, "min_blocks": 2, "sort_jobs": True}),
+    ("+block", "pbr", {**_BLOCK, "sort_jobs": False, "wide_xmv": "rows"}),
+    ("+dynsched", "pbr", {**_BLOCK, "sort_jobs": True, "wide_xmv": "rows"}),
+    ("+staged", "pbr", {**_BLOCK, "sort_jobs": True, "wide_xmv": "staged"}),
 ]
 WORKLOADS = [
     ("nws", False, 0.05), ("ba", False, 0.05), ("nws", True, 0.05), ("ba", True, 0.05),
     ("drugs", True, 0.05), ("proteins", True, 0.05),
 ]  # fmt: skip
-#: Run by default (proteins only on request: the dense-primitive step is slow on them).
-DEFAULT_WORKLOADS = ("nws", "ba", "drugs")
-#: Graphs per dataset for the real sets (proteins are large: a few suffice).
-REAL_N_GRAPHS = {"drugs": 256, "proteins": 4}
+#: Run by default (their pairs are large, so proteins run the wide path in every step).
+DEFAULT_WORKLOADS = ("nws", "ba", "drugs", "proteins")
+#: Graphs per dataset for the real sets (proteins: the smallest structures, all pairs wide).
+REAL_N_GRAPHS = {"drugs": 256, "proteins": 6}
 
 
 def _plot(rows: list[dict], path: Path) -> None:

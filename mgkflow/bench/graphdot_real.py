@@ -9,7 +9,10 @@ patches it into ``/tmp/graphdot``)::
 Times GraphDot's Gram matrix of the first ``--drugs`` molecules with at least one bond
 (:func:`mgkflow.bench.gpu.drug_graphs`; GraphDot rejects edgeless graphs) of :func:`mgkflow.datasets.drugs`
 with the dataset's default kernels (KroneckerDelta(0.5) on ``element`` and on ``bond_order``),
-q = 0.05, median of ``--reps`` runs after a warm-up, in GraphDot's own node order. Writes
+and of the ``--proteins`` smallest protein structures (:func:`mgkflow.bench.gpu.protein_graphs`;
+KroneckerDelta(0.5) on ``element``, SquareExponential(1.0) on ``distance``, 6 Å contacts),
+q = 0.05, median of ``--reps`` (proteins: ``--protein-reps``) runs after a warm-up, in
+GraphDot's own node order. Writes
 ``graphdot_real.json`` (same layout as the anchor's ``graphdot.json``: ``bench`` by workload
 name, ``reference`` raw values of the first 8 graphs) so that ``mgkflow bench gpu
 --against-graphdot`` can read both files.
@@ -47,40 +50,53 @@ def _graphdot_graphs(graphs, node_field: str, edge_field: str):
     return out
 
 
+def _time(kern, gd, reps: int) -> tuple[np.ndarray, float, list[float]]:
+    t0 = time.perf_counter()
+    K = kern(gd)
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        K = kern(gd)
+        times.append(time.perf_counter() - t0)
+    return K, first, times
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: time GraphDot on the drugs set and write ``graphdot_real.json``."""
+    """Entry point: time GraphDot on the drugs (and proteins) sets and write ``graphdot_real.json``."""
     ap = argparse.ArgumentParser(prog="python -m mgkflow.bench.graphdot_real", description=__doc__.split("\n")[0])
-    ap.add_argument("--drugs", type=int, default=1000, help="molecules of the drugs set")
+    ap.add_argument("--drugs", type=int, default=1000, help="molecules of the drugs set (0: none)")
+    ap.add_argument("--proteins", type=int, default=0, help="smallest structures of the proteins set (0: none)")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--protein-reps", type=int, default=1, help="timed runs on the proteins (each is slow)")
     ap.add_argument("--q", type=float, default=0.05)
     ap.add_argument("--out", default=os.environ.get("OUT") or "reports")
     args = ap.parse_args(argv)
     import pycuda.autoinit  # noqa: F401
     from graphdot.kernel.marginalized import MarginalizedGraphKernel
-    from graphdot.microkernel import KroneckerDelta, TensorProduct
+    from graphdot.microkernel import KroneckerDelta, SquareExponential, TensorProduct
 
-    from .gpu import drug_graphs
+    from .gpu import drug_graphs, protein_graphs
 
-    graphs = drug_graphs(args.drugs)
-    gd = _graphdot_graphs(graphs, "element", "bond_order")
-    kern = MarginalizedGraphKernel(
-        TensorProduct(element=KroneckerDelta(0.5)), TensorProduct(bond_order=KroneckerDelta(0.5)), q=args.q
-    )
-    name = f"drugs-labeled q={args.q:g}"
-    t0 = time.perf_counter()
-    K = kern(gd)
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(args.reps):
-        t0 = time.perf_counter()
-        K = kern(gd)
-        times.append(time.perf_counter() - t0)
-    N = len(gd)
-    pairs = N * (N + 1) // 2
-    med = float(np.median(times))
-    print(f"GraphDot {name} N={N} first={first:.2f}s median={med:.4f}s pairs/s={pairs / med:,.0f}", flush=True)
-    res = {name: dict(N=N, first_s=first, times_s=times, median_s=med, pairs=pairs, pairs_per_s=pairs / med)}
-    ref = {f"drugs_labeled_q{args.q:g}": np.asarray(K[:8, :8]).tolist()}
+    jobs = []
+    if args.drugs:
+        jobs.append(("drugs", drug_graphs(args.drugs), "element", "bond_order",
+                     TensorProduct(bond_order=KroneckerDelta(0.5)), args.reps))  # fmt: skip
+    if args.proteins:
+        jobs.append(("proteins", protein_graphs(args.proteins), "element", "distance",
+                     TensorProduct(distance=SquareExponential(1.0)), args.protein_reps))  # fmt: skip
+    res, ref = {}, {}
+    for label, graphs, node_field, edge_field, edge_kernel, reps in jobs:
+        gd = _graphdot_graphs(graphs, node_field, edge_field)
+        kern = MarginalizedGraphKernel(TensorProduct(**{node_field: KroneckerDelta(0.5)}), edge_kernel, q=args.q)
+        name = f"{label}-labeled q={args.q:g}"
+        K, first, times = _time(kern, gd, reps)
+        N = len(gd)
+        pairs = N * (N + 1) // 2
+        med = float(np.median(times))
+        print(f"GraphDot {name} N={N} first={first:.2f}s median={med:.4f}s pairs/s={pairs / med:,.2f}", flush=True)
+        res[name] = dict(N=N, first_s=first, times_s=times, median_s=med, pairs=pairs, pairs_per_s=pairs / med)
+        ref[f"{label}_labeled_q{args.q:g}"] = np.asarray(K[:8, :8]).tolist()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "graphdot_real.json").write_text(json.dumps(dict(bench=res, reference=ref), indent=1))

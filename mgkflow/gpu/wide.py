@@ -139,7 +139,8 @@ def wide_source(
         Register slots per thread of the staged XMV (``wide_xmv_staged``).
     min_blocks : int, optional
         Resident blocks per SM the staged XMV's registers must allow (``__launch_bounds__``);
-        default 1024 // block (4 blocks of 256 threads: 64 registers).
+        default 1024 // block up to 8 slots (4 blocks of 256 threads: 64 registers, no spills),
+        else 768 // block.
 
     Returns
     -------
@@ -168,7 +169,7 @@ def wide_source(
         W_TYPE="double" if config.weight_double else "float",
         COEF=coef_expr(config),
         STAGED_SLOTS=str(int(slots)),
-        STAGED_MIN_BLOCKS=str(max(1, min_blocks or 1024 // block)),
+        STAGED_MIN_BLOCKS=str(max(1, min_blocks or (1024 if slots <= 8 else 768) // block)),
         STAGED_NFE=str(max(1, len(config.edge_fields))),
         STAGED_LABELS="1" if config.edge_fields else "0",
         SE_LOGW="1" if se_fast_path(config) else "0",
