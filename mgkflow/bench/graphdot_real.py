@@ -47,6 +47,9 @@ def _graphdot_graphs(graphs, node_field: str, edge_field: str):
             if r < c:
                 G.add_edge(int(r), int(c), w=float(w), **{edge_field: float(lab)})
         out.append(GDGraph.from_networkx(G, weight="w"))
+    # one dtype per attribute across the set (GraphDot's documented fix for attributes whose
+    # inferred types differ between graphs, e.g. element numbers of different ranges)
+    GDGraph.unify_datatype(out, inplace=True)
     return out
 
 
@@ -97,9 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"GraphDot {name} N={N} first={first:.2f}s median={med:.4f}s pairs/s={pairs / med:,.2f}", flush=True)
         res[name] = dict(N=N, first_s=first, times_s=times, median_s=med, pairs=pairs, pairs_per_s=pairs / med)
         ref[f"{label}_labeled_q{args.q:g}"] = np.asarray(K[:8, :8]).tolist()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "graphdot_real.json").write_text(json.dumps(dict(bench=res, reference=ref), indent=1))
+        out = Path(args.out)  # written after every dataset: a later failure keeps the earlier results
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "graphdot_real.json").write_text(json.dumps(dict(bench=res, reference=ref), indent=1))
     return 0
 
 

@@ -211,7 +211,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK) wide_dot(
 // slots). The threads of a G2 row are consecutive; their partial sums are added in thread order
 // (deterministic) before A = DG P - y is written for the task's outputs (8I + i, row).
 // Placeholders: STAGED_SLOTS, STAGED_MIN_BLOCKS, STAGED_NFE (edge-label fields, >= 1 for array
-// sizes), STAGED_LABELS (1 when the edge kernel reads labels), STAGED_DEFINES (STAGE_E1, G1_E, SLOT_LOAD_E2, G2_E label macros), SE_LOGW (1: the edge
+// sizes), STAGED_LABELS (1 when the edge kernel reads labels), STAGED_DEFINES (STAGE_E1, G1_E,
+// SLOT_LOAD_E2, G2_E, SE_E1_SCALED, SLOT_E2_SCALED label macros), SE_LOGW (1: the edge
 // kernel is one SquareExponential: labels pre-scaled by SE_SIGMA, w2 held as log2 w2, the
 // coefficient is exp2(log2 w2 - (e1 - e2)^2): one MUFU op), STAGED_EDGE_KERNEL.
 #define STAGED_SLOTS ${STAGED_SLOTS}
@@ -258,11 +259,12 @@ extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_
 {
     extern __shared__ double acc[];                 // 8 partial sums per thread, then the P slice (float)
     float* const sm = (float*)(acc + 8 * BLOCK);
-#if STAGED_LABELS
-    __shared__ unsigned int s_e1[STAGED_NFE * 64];  // G1 octile entries: label words
+    // G1 octile entries: x byte offset of the entry's column's row in the P slice, y weight
+    // (float bits), z SE fast path: scaled label (float bits); one 16-byte broadcast load each
+    __shared__ int4 s_g1[64];
+#if STAGED_LABELS && !SE_LOGW
+    __shared__ unsigned int s_e1[STAGED_NFE * 64];  // label words of the entries (other kernels)
 #endif
-    __shared__ float s_w1[64];
-    __shared__ int s_j1[64];                        // byte offset of the entry's column's row in the P slice
     __shared__ int s_task;
     const int tid = threadIdx.x;
     double pa = 0.0;
@@ -320,8 +322,12 @@ extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_
             if (tid < 64 && ((bm >> tid) & 1ull)) {
                 const int r = __popcll(bm & ((1ull << tid) - 1ull));
                 const int idx = base + r;
-                s_w1[r] = (float)weight[idx];
-                s_j1[r] = 4 * (tid & 7) * W;
+                int4 e;
+                e.x = 4 * (tid & 7) * W;
+                e.y = __float_as_int((float)weight[idx]);
+                e.z = __float_as_int(SE_E1_SCALED(idx));
+                e.w = 0;
+                s_g1[r] = e;
                 STAGE_E1(r, idx)
             }
             __syncthreads();
@@ -334,10 +340,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_
                     const int k1 = k0 + __popc(rowbits);
                     float t_i = 0.0f;
                     for (int k = k0; k < k1; ++k) {
-                        const char* Pr = (const char*)sm + s_j1[k];
+                        const int4 e = s_g1[k];
+                        const char* Pr = (const char*)sm + e.x;
                         float s = 0.0f;
 #if SE_LOGW
-                        const float e1s = __uint_as_float(s_e1[k]);
+                        const float e1s = __int_as_float(e.z);
 #pragma unroll
                         for (int sl = 0; sl < STAGED_SLOTS; ++sl) {
                             const float t = e1s - e2s[sl];
@@ -351,7 +358,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_
                             s = fmaf(w2[sl] * (STAGED_EDGE_EXPR), *(const float*)(Pr + c2[sl]), s);
                         }
 #endif
-                        t_i = fmaf(s_w1[k], s, t_i);
+                        t_i = fmaf(__int_as_float(e.y), s, t_i);
                     }
                     acc[i * BLOCK + tid] += (double)t_i;
                 }

@@ -66,7 +66,8 @@ def staged_macros(config: KernelConfig) -> str:
     ``STAGE_E1(r, idx)`` copies the label words of compact G1 entry ``idx`` to shared slot
     ``r``; ``G1_E(k)`` / ``G2_E(sl)`` declare ``e1_<f>`` / ``e2_<f>`` of staged entry ``k`` /
     register slot ``sl``; ``SLOT_LOAD_E2(sl, ix)`` loads slot ``sl`` from the tables;
-    ``SLOT_E2_SCALED(ix)`` (SquareExponential fast path) is the slot's label times SE_SIGMA.
+    ``SE_E1_SCALED(idx)`` / ``SLOT_E2_SCALED(ix)`` (SquareExponential fast path) are a G1 entry's
+    / a slot's label times SE_SIGMA.
 
     Examples
     --------
@@ -84,8 +85,8 @@ def staged_macros(config: KernelConfig) -> str:
         ct = fields[0][1]
         return "\n".join(
             [
-                f"#define STAGE_E1(r_, idx_) s_e1[(r_)] = __float_as_uint({as_value('elab[(long long)(idx_)]', ct)}"
-                " * SE_SIGMA);",
+                "#define STAGE_E1(r_, idx_)",
+                f"#define SE_E1_SCALED(idx_) ({as_value('elab[(long long)(idx_)]', ct)} * SE_SIGMA)",
                 "#define G1_E(k_)",
                 "#define SLOT_LOAD_E2(sl_, ix_)",
                 "#define G2_E(sl_)",
@@ -106,6 +107,7 @@ def staged_macros(config: KernelConfig) -> str:
             "#define G1_E(k_) " + " ".join(g1),
             "#define SLOT_LOAD_E2(sl_, ix_) " + " ".join(load),
             "#define G2_E(sl_) " + " ".join(g2),
+            "#define SE_E1_SCALED(idx_) 0.0f",
             "#define SLOT_E2_SCALED(ix_) 0.0f",
         ]
     )
