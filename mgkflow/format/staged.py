@@ -173,13 +173,13 @@ def staged_g2(
             used = 0
         used += int(thr_row[r])
     bounds.append(n_rows)
-    row_tiles = [np.unique(cols[a:b] // TILE) for a, b in zip(np.r_[0, np.cumsum(deg)][:-1], np.cumsum(deg))]
+    row_start = np.concatenate([[0], np.cumsum(deg)])  # entries are sorted by row: a row range is a slice
     groups, colsets, row_threads = [], [], []
     thread0 = col0 = rt0 = 0
     pending = [(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     while pending:
         a, b = pending.pop(0)
-        cset = np.unique(np.concatenate([row_tiles[r] for r in range(a, b)] + [np.zeros(0, np.int64)]))
+        cset = np.unique(cols[row_start[a] : row_start[b]] // TILE)
         if cset.size > max_cols:
             if b - a == 1:
                 raise ValueError(f"row {a} has {cset.size} column tiles, more than {max_cols}")
@@ -200,7 +200,6 @@ def staged_g2(
     slot_labels = np.zeros((len(labels), slots, T), dtype=np.uint32)
     if rows.size:
         # per entry: its group, thread and slot
-        row_start = np.concatenate([[0], np.cumsum(deg)])
         e_in_row = np.arange(rows.size) - row_start[rows]
         t_row = thr_row[rows]
         g_of_row = np.repeat(np.arange(len(groups)), [gr[1] for gr in groups])
@@ -212,11 +211,11 @@ def staged_g2(
         first_thread = rt_all[grt0[g] + rows - grow0[g]]
         thread = gthread0[g] + first_thread + e_in_row % t_row
         slot = e_in_row // t_row
-        # column in the group's P slice
+        # column in the group's P slice (a group's entries are one slice of the row-sorted entries)
         pos = np.empty(rows.size, dtype=np.int64)
-        for gi, cset in enumerate(colsets):
-            sel = g == gi
-            pos[sel] = np.searchsorted(cset, cols[sel] // TILE)
+        for (row0, nrows, *_), cset in zip(groups, colsets):
+            e0, e1 = row_start[row0], row_start[row0 + nrows]
+            pos[e0:e1] = np.searchsorted(cset, cols[e0:e1] // TILE)
         slot_col[slot, thread] = pos * TILE + cols % TILE
         slot_weight[slot, thread] = weight
         for f, lab in enumerate(labels):

@@ -21,6 +21,7 @@ from ..system import GraphSystem
 from .plan import plan_launches, scratch_doubles
 from .primitive_map import PRIMITIVES, constant_map, load_map
 from .source import DEFAULT_BLOCK, XMV_MODES, KernelConfig, kernel_source, make_config
+from .wide import N_VECTORS
 
 __all__ = ["GPUBackend", "DEFAULT_RTOL"]
 
@@ -448,7 +449,7 @@ class GPUBackend:
         # small blocks, shared-memory size bins, global memory
         products = db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2]
         free, _total = cuda.mem_get_info()
-        kept = self._wide_workspace.get("vec_bytes", 0) * 6  # the wide path's vectors, given back if needed
+        kept = self._wide_workspace.get("vec_bytes", 0) * N_VECTORS  # the wide path's vectors, given back if needed
         budget = self.max_scratch_bytes or int(0.6 * (free + kept))
         plan = plan_launches(
             N, products, per_entry=per_entry, smem_cap=smem_cap, budget=budget, n_sm=self.n_sm, wide=self.wide,
