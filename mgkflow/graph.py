@@ -393,6 +393,38 @@ class Graph:
         self._coords = xyz
         self._title = title
 
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict:
+        adj = self._adj
+        return {
+            "indptr": np.asarray(adj.indptr),
+            "indices": np.asarray(adj.indices),
+            "data": np.asarray(adj.data),
+            "n": adj.shape[0],
+            "node_labels": dict(self._node_labels),
+            "edge_labels": dict(self._edge_labels),
+            "coords": self._coords,
+            "title": self._title,
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        # the state was validated when the graph was built: restore without re-checking
+        n = int(state["n"])
+        adj = sp.csr_array((state["data"], state["indices"], state["indptr"]), shape=(n, n))
+        for a in (adj.data, adj.indices, adj.indptr):
+            a.setflags(write=False)
+        self._adj = adj
+        self._node_labels = MappingProxyType({k: _frozen(v) for k, v in state["node_labels"].items()})
+        self._edge_labels = MappingProxyType({k: _frozen(v) for k, v in state["edge_labels"].items()})
+        self._coords = None if state["coords"] is None else _frozen(state["coords"])
+        self._title = state["title"]
+
+    def __deepcopy__(self, memo: dict) -> Graph:
+        return self  # immutable
+
+    def __copy__(self) -> Graph:
+        return self
+
     # ------------------------------------------------------------------ accessors
     @property
     def adjacency(self) -> sp.csr_array:

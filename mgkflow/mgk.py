@@ -166,6 +166,15 @@ class MarginalizedGraphKernel:
         self._backend_obj = None
         self._systems: dict = {}  # prepared systems of the last call, by argument
 
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict:
+        # no device state and no caches travel: each process builds its own backend
+        state = self.__dict__.copy()
+        state["_backend_obj"] = None
+        state["_systems"] = {}
+        state["last_stats"] = None
+        return state
+
     # ------------------------------------------------------------------ backend
     def _get_backend(self):
         if self._backend_obj is not None:

@@ -234,3 +234,23 @@ def test_to_networkx_round_trip():
 def test_repr_names_graph():
     g = Graph(np.array([[0, 1], [1, 0]]), node_labels={"label": [0, 1]}, title="edge")
     assert repr(g) == "<Graph 'edge': 2 nodes, 1 edges, node labels ['label'], edge labels []>"
+
+
+def test_graph_pickles_and_deepcopies():
+    import copy
+    import pickle
+
+    g = Graph(
+        np.array([[0, 2.0, 0], [2.0, 0, 1.0], [0, 1.0, 0]]),
+        node_labels={"label": [0, 1, 2]},
+        edge_labels={"w": np.array([[0, 1, 0], [1, 0, 3], [0, 3, 0]])},
+        coords=np.zeros((3, 2)),
+        title="t",
+    )
+    h = pickle.loads(pickle.dumps(g))
+    assert h.title == "t" and h.n_nodes == 3
+    assert np.array_equal(h.adjacency.toarray(), g.adjacency.toarray())
+    assert np.array_equal(h.edge_labels["w"], g.edge_labels["w"])
+    assert np.array_equal(h.node_labels["label"], g.node_labels["label"])
+    assert not h.adjacency.data.flags.writeable
+    assert copy.deepcopy(g) is g
