@@ -238,3 +238,68 @@ def test_c_expr_literals_are_float():
     assert expr == "exp2f(-0.18033688011112042f * ((float)(a) - (float)(b)) * ((float)(a) - (float)(b)))"
     assert Constant(1.0).c_expr(str, str) == "1.0f"
     assert Constant(1e-20).c_expr(str, str) == "1e-20f"
+
+
+@pytest.mark.parametrize("k", C_KERNELS, ids=repr)
+def test_gradient_matches_finite_differences(k):
+    hp = k.hyperparameters
+    grads = k.gradient(XA, XB)
+    assert len(grads) == len(hp) == len(k.c_grad(str, str))
+    for i, h in enumerate(hp):
+        eps = 1e-6 * max(abs(h.value), 1e-3)
+        up = [x.value for x in hp]
+        dn = list(up)
+        up[i] += eps
+        dn[i] -= eps
+        if dn[i] < 0:  # one-sided at the domain's lower edge
+            fd = (k.with_values(up)(XA, XB) - np.broadcast_to(k(XA, XB), (len(INT_A),))) / eps
+        elif up[i] > 1 and "length_scale" not in h.name:  # one-sided at the upper edge
+            fd = (np.broadcast_to(k(XA, XB), (len(INT_A),)) - k.with_values(dn)(XA, XB)) / eps
+        else:
+            fd = (k.with_values(up)(XA, XB) - k.with_values(dn)(XA, XB)) / (2 * eps)
+        np.testing.assert_allclose(np.broadcast_to(grads[i], fd.shape), fd, rtol=1e-5, atol=1e-7, err_msg=h.name)
+
+
+@pytest.mark.parametrize("k", C_KERNELS, ids=repr)
+def test_structure_is_independent_of_values(k):
+    new = [0.5 * h.value if "length_scale" in h.name else 0.1 + 0.25 * h.value for h in k.hyperparameters]
+    other = k.with_values(new)
+    assert other.structure == k.structure
+    assert other.device_values() != k.device_values() or not k.hyperparameters
+    assert repr(type(other)) == repr(type(k))
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not available")
+def test_c_expr_with_run_time_values_and_c_grad_match_numpy(tmp_path):
+    n = len(INT_A)
+    lines = ["#include <math.h>", "#include <stdio.h>", "int main(void) {"]
+    for name, arr in (("label", INT_A), ("charge", INT_A % 2)):
+        lines.append(f"  int a_{name}[{n}] = {{{', '.join(map(str, arr))}}};")
+    for name, arr in (("label", INT_B), ("charge", INT_B % 2)):
+        lines.append(f"  int b_{name}[{n}] = {{{', '.join(map(str, arr))}}};")
+    lines.append(f"  float a_length[{n}] = {{{', '.join(f'{float(v)!r}f' for v in FLT_A)}}};")
+    lines.append(f"  float b_length[{n}] = {{{', '.join(f'{float(v)!r}f' for v in FLT_B)}}};")
+    for t, k in enumerate(C_KERNELS):
+        vals = ", ".join(f"{v!r}f" for v in k.device_values())
+        lines.append(f"  float P{t}[] = {{{vals}}};")
+    lines.append(f"  for (int i = 0; i < {n}; ++i) {{")
+    for t, k in enumerate(C_KERNELS):
+        par = lambda j, t=t: f"P{t}[{j}]"
+        for expr in [k.c_expr(lambda f: f"a_{f}[i]", lambda f: f"b_{f}[i]", par)] + k.c_grad(
+            lambda f: f"a_{f}[i]", lambda f: f"b_{f}[i]", par
+        ):
+            lines.append(f'    printf("%.9g\\n", (double)({expr}));')
+    lines += ["  }", "  return 0;", "}"]
+    src = tmp_path / "k.c"
+    src.write_text("\n".join(lines) + "\n")
+    exe = tmp_path / "k"
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", "-o", str(exe), str(src), "-lm"], check=True)
+    out = np.asarray(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split(), float)
+    per = sum(1 + len(k.hyperparameters) for k in C_KERNELS)
+    got = out.reshape(n, per).T
+    row = 0
+    for k in C_KERNELS:
+        expect = [np.broadcast_to(k(XA, XB), (n,))] + [np.broadcast_to(g, (n,)) for g in k.gradient(XA, XB)]
+        for e in expect:
+            np.testing.assert_allclose(got[row], e, rtol=2e-5, atol=1e-6, err_msg=repr(k))
+            row += 1
