@@ -14,11 +14,13 @@ def _gpu_ok() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not any("gpu" in item.keywords for item in items):
+    # the marker itself, not ``"gpu" in item.keywords`` (keywords include folder names: a checkout in a
+    # folder named gpu would skip every test)
+    if not any(item.get_closest_marker("gpu") for item in items):
         return
     if _gpu_ok():
         return
     skip = pytest.mark.skip(reason="needs PyCUDA and a CUDA device")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu"):
             item.add_marker(skip)

@@ -26,8 +26,9 @@ import numpy as np
 import pytest
 
 from mgkflow.cpu_solver import solve_pair
-from mgkflow.gpu.source import KernelConfig, make_config
-from mgkflow.gpu.wide import KERNEL_ARGS, STAGED_MIN_Q, WIDE_BLOCK, wide_pcg, wide_source
+from mgkflow.gpu import device
+from mgkflow.gpu.source import KPAR, KernelConfig, kernel_values, make_config
+from mgkflow.gpu.wide import STAGED_MIN_Q, WIDE_BLOCK, WIDE_KERNELS, wide_pcg, wide_source
 from mgkflow.graph import Graph
 from mgkflow.kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
 from mgkflow.system import GraphSystem, prepare_graph
@@ -58,7 +59,7 @@ def test_sources_have_no_placeholders() -> None:
     for name in SOURCE_CONFIGS:
         src = wide_source(_source_config(name))
         assert "${" not in src, name
-        for kernel in KERNEL_ARGS:
+        for kernel in WIDE_KERNELS:
             assert f" {kernel}(" in src, (name, kernel)
 
 
@@ -121,11 +122,39 @@ def _kind(ctype: str) -> str:
     return {"int": "i", "long long": "q", "double": "d"}[base]
 
 
-def test_signatures_match_launcher() -> None:
-    sigs = _signatures(wide_source(_source_config("kd-node-se-edge")))
-    assert set(sigs) == set(KERNEL_ARGS)
-    for name, params in sigs.items():
-        assert "".join(_kind(t) for t, _ in params) == KERNEL_ARGS[name], name
+def test_device_parser_reads_the_wide_signatures() -> None:
+    """mgkflow.gpu.device parses every wide kernel's parameters as this file's parser does
+    (launches pass arguments by these names; the fake module checks them)."""
+    for name in ("kd-node-se-edge", "kd-node-se-edge-wdouble"):
+        src = wide_source(_source_config(name))
+        sigs = device.parse_signatures(src)
+        ours = _signatures(src)
+        assert set(sigs) == set(WIDE_KERNELS) == set(ours)
+        for kernel, params in sigs.items():
+            assert [p.name for p in params] == [n for _, n in ours[kernel]], kernel
+            assert "".join(p.kind for p in params) == "".join(_kind(t) for t, _ in ours[kernel]), kernel
+
+
+def test_typed_launch_rejects_wrong_arguments() -> None:
+    """Kernel arguments are checked against the declaration: names, pointer vs scalar, widths, dtypes."""
+    src = 'typedef float w_t;\nextern "C" __global__ void k(const w_t* __restrict__ w, const int n, double* x) {}'
+    got: list = []
+    k = device.Kernel(lambda *a, **kw: got.append(a), "k", device.parse_signatures(src)["k"])
+    buf = device.DeviceArray(alloc="W", dtype=np.dtype(np.float32), size=4)
+    k(grid=(1, 1), block=(32, 1, 1), w=buf, n=3, x="X")
+    assert got == [("W", np.int32(3), "X")] and type(got[0][1]) is np.int32
+    bad = [
+        {"w": buf, "n": 3},  # missing x
+        {"w": buf, "n": 3, "x": "X", "y": 1},  # unknown y
+        {"w": device.DeviceArray("W", np.dtype(np.float64), 4), "n": 3, "x": "X"},  # float64 for w_t = float
+        {"w": buf, "n": 2**31, "x": "X"},  # int32 overflow
+        {"w": buf, "n": 1.5, "x": "X"},  # float for int
+        {"w": 7, "n": 3, "x": "X"},  # scalar for a pointer
+        {"w": buf, "n": "X", "x": "X"},  # pointer for a scalar
+    ]
+    for kw in bad:
+        with pytest.raises((TypeError, OverflowError)):
+            k(grid=(1, 1), block=(32, 1, 1), **kw)
 
 
 # ---------------------------------------------------------------------------- host loop
@@ -225,8 +254,14 @@ def _fake_driver(free_bytes: int = 8 << 30, alloc_limit: int | None = None) -> t
         assert 4 * count <= dev.nbytes
         dev.buf[: 4 * count].view(np.uint32)[:] = value
 
+    def memcpy_htod(dev: FakeAlloc, host: np.ndarray) -> None:
+        data = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+        assert isinstance(dev, FakeAlloc) and data.size <= dev.nbytes
+        dev.buf[: data.size] = data
+
     drv.mem_alloc = mem_alloc
     drv.memcpy_dtoh = memcpy_dtoh
+    drv.memcpy_htod = memcpy_htod
     drv.memset_d32 = memset_d32
     drv.mem_get_info = lambda: (free_bytes, 2 * free_bytes)
     drv.Event = _FakeEvent
@@ -270,6 +305,7 @@ def fake_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[types.Module
     monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
     monkeypatch.setitem(sys.modules, "pycuda.compiler", compiler)
     monkeypatch.setattr(mgkflow.gpu, "backend", None, raising=False)
+    device.reset()  # no context, module or device limits of an earlier (fake) driver
     name = "mgkflow.gpu.backend"
     real = sys.modules.pop(name, None)
     try:
@@ -277,6 +313,7 @@ def fake_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[types.Module
         assert backend.cuda is drv
         yield drv, backend
     finally:
+        device.reset()
         sys.modules.pop(name, None)
         if real is not None:
             sys.modules[name] = real
@@ -295,18 +332,26 @@ def _blocks_of(index: np.ndarray, block: int, grid: int) -> np.ndarray:
     return (index // block) % grid
 
 
-class FakeModule:
+class FakeModule(device.Module):
     """Compiled-module stand-in: kernels of ``mgk_wide.cu`` emulated in numpy.
 
-    Arguments are bound by the parameter names and C types parsed from the generated source,
-    so a launch with arguments out of order, of the wrong dtype or count fails here.
+    Arguments are bound by the parameter names and C types parsed from the generated source
+    (by this file's own parser), so a launch with arguments out of order, of the wrong dtype or
+    count fails here. The ``mgk_kpar`` constant must hold the kernels' values at every launch.
     """
 
     def __init__(self, config: KernelConfig, node_kernel: BaseKernel, edge_kernel: BaseKernel,
                  block: int = WIDE_BLOCK) -> None:  # fmt: skip
+        src = wide_source(config, block)
+        super().__init__(self, src)
         self.config, self.nk, self.ek, self.block = config, node_kernel, edge_kernel, block
-        self.sigs = _signatures(wide_source(config, block))
+        self.sigs = _signatures(src)
         self.calls: list[str] = []
+        self.kpar = FakeAlloc(4 * config.n_par)
+
+    def get_global(self, name: str) -> tuple[FakeAlloc, int]:
+        assert name == KPAR
+        return self.kpar, self.kpar.nbytes
 
     def get_function(self, name: str) -> Any:
         mod = self
@@ -346,6 +391,7 @@ class FakeModule:
         assert tuple(block) == (self.block, 1, 1), block
         assert len(grid) == 2 and grid[1] == 1 and isinstance(grid[0], int) and grid[0] >= 1, grid
         self.calls.append(name)
+        assert np.array_equal(self.kpar.view(np.float32), kernel_values(self.nk, self.ek)), "kernel values not set"
         kw = self._bind(name, args)
         getattr(self, "_" + name)(kw, grid[0])
 
@@ -537,7 +583,8 @@ def test_fake_device_matches_cpu(fake_backend, case: str, q: float, xmv: str) ->
     for g1, g2 in ((0, 1), (1, 2), (2, 2), (2, 0)):
         mod = FakeModule(config, nk, ek)
         stats: dict = {}
-        k, it, res, conv = wide._solve(drv, mod, db, g1, g2, 1e-12, 10_000, WIDE_BLOCK, None, stats, config, xmv)
+        k, it, res, conv = wide._solve(drv, mod, db, g1, g2, 1e-12, 10_000, WIDE_BLOCK, None, stats, config, xmv,
+                                       values=kernel_values(nk, ek))
         ref = solve_pair(systems[g1], systems[g2], nk, ek, rtol=1e-13)
         assert conv and res <= 1e-12, (case, g1, g2, it, res)
         # "auto" takes the staged XMV (float32 products) for labeled kernels at q >= 0.01
@@ -572,17 +619,19 @@ def test_fake_staged_selection(fake_backend) -> None:
         for xmv, want in (("auto", auto), ("staged", "staged")):
             stats: dict = {}
             k, *_ = wide._solve(drv, FakeModule(config, nk, ek), db, 0, 1, 1e-10, 500, WIDE_BLOCK, None, stats,
-                                config, xmv)  # fmt: skip
+                                config, xmv, values=kernel_values(nk, ek))  # fmt: skip
             assert stats["xmv"] == want and abs(k - ref) <= 3e-5 * abs(ref)
     nk, ek, wt, _ = FAKE_CASES["labeled-f32"]
     systems = [prepare_graph(_graph(n, 1.0, n, wt), k, nk, ek) for k, n in enumerate((12, 40))]
     config = _config(systems, nk, ek)
     db = _fake_db(backend, systems, config)
     stats: dict = {}
-    wide._solve(drv, FakeModule(config, nk, ek, 32), db, 0, 1, 1e-9, 100, 32, None, stats, config, "auto", 1)
+    wide._solve(drv, FakeModule(config, nk, ek, 32), db, 0, 1, 1e-9, 100, 32, None, stats, config, "auto", 1,
+                values=kernel_values(nk, ek))
     assert stats["xmv"] == "rows"
     with pytest.raises(ValueError, match="more than a block"):
-        wide._solve(drv, FakeModule(config, nk, ek, 32), db, 0, 1, 1e-9, 10, 32, None, None, config, "staged", 1)
+        wide._solve(drv, FakeModule(config, nk, ek, 32), db, 0, 1, 1e-9, 10, 32, None, None, config, "staged", 1,
+                    values=kernel_values(nk, ek))
 
 
 def test_fake_workspace_reused_between_solves(fake_backend) -> None:
@@ -601,12 +650,12 @@ def test_fake_workspace_reused_between_solves(fake_backend) -> None:
     ws: dict = {}
     pairs = ((2, 0), (2, 2), (1, 1))  # 13x21 nodes, then 13x13 (smaller), then 30x30 (larger)
     fresh = [wide._solve(drv, FakeModule(config, nk, ek), db, g1, g2, 1e-10, 500, WIDE_BLOCK, None, None, config,
-                         "auto")[0] for g1, g2 in pairs]  # fmt: skip
+                         "auto", values=kernel_values(nk, ek))[0] for g1, g2 in pairs]  # fmt: skip
     counts = []
     for (g1, g2), ref in zip(pairs, fresh):
         allocs.clear()
         k = wide._solve(drv, FakeModule(config, nk, ek), db, g1, g2, 1e-10, 500, WIDE_BLOCK, None, None, config,
-                        "auto", workspace=ws)[0]  # fmt: skip
+                        "auto", workspace=ws, values=kernel_values(nk, ek))[0]  # fmt: skip
         counts.append(len(allocs))
         assert k == ref
     assert counts[0] == 8 and counts[1] == 0 and counts[2] == 8  # 6 vectors, partials, counter
@@ -621,20 +670,25 @@ def test_fake_device_iteration_limit_and_memory(fake_backend) -> None:
     systems = [prepare_graph(_graph(n, 0.2, n), k, nk, ek, q=0.0005) for k, n in enumerate((25, 34))]
     config = _config(systems, nk, ek)
     db = _fake_db(backend, systems, config)
-    k, it, res, conv = wide._solve(drv, FakeModule(config, nk, ek), db, 0, 1, 1e-9, 3, WIDE_BLOCK, None, None)
+    k, it, res, conv = wide._solve(drv, FakeModule(config, nk, ek), db, 0, 1, 1e-9, 3, WIDE_BLOCK, None, None,
+                                   values=kernel_values(nk, ek))
     assert it == 3 and not conv and res > 1e-9 and np.isfinite(k)
     # block size other than the default, and an explicit blocks_per_sm
-    k2, _, _, conv2 = wide._solve(drv, FakeModule(config, nk, ek, 64), db, 0, 1, 1e-9, 10_000, 64, 1, None)
+    k2, _, _, conv2 = wide._solve(drv, FakeModule(config, nk, ek, 64), db, 0, 1, 1e-9, 10_000, 64, 1, None,
+                                  values=kernel_values(nk, ek))
     ref = solve_pair(systems[0], systems[1], nk, ek, rtol=1e-12)
     assert conv2 and abs(k2 - ref.value) <= 1e-6 * abs(ref.value)
     with pytest.raises(IndexError):
-        wide._solve(drv, FakeModule(config, nk, ek), db, 0, 2, 1e-9, 10, WIDE_BLOCK, None, None)
+        wide._solve(drv, FakeModule(config, nk, ek), db, 0, 2, 1e-9, 10, WIDE_BLOCK, None, None,
+                    values=kernel_values(nk, ek))
     small = _fake_driver(free_bytes=1000)
     with pytest.raises(MemoryError, match="product unknowns"):
-        wide._solve(small, FakeModule(config, nk, ek), db, 0, 1, 1e-9, 10, WIDE_BLOCK, None, None)
+        wide._solve(small, FakeModule(config, nk, ek), db, 0, 1, 1e-9, 10, WIDE_BLOCK, None, None,
+                    values=kernel_values(nk, ek))
     failing = _fake_driver(alloc_limit=1000)  # free memory reported, allocation fails
     with pytest.raises(MemoryError, match="allocation failed"):
-        wide._solve(failing, FakeModule(config, nk, ek), db, 0, 1, 1e-9, 10, WIDE_BLOCK, None, None)
+        wide._solve(failing, FakeModule(config, nk, ek), db, 0, 1, 1e-9, 10, WIDE_BLOCK, None, None,
+                    values=kernel_values(nk, ek))
 
 
 def test_fake_public_entry_point(fake_backend) -> None:
@@ -656,14 +710,14 @@ def test_fake_public_entry_point(fake_backend) -> None:
         return FakeModule(config, nk, ek, block)
 
     sys.modules["pycuda.compiler"].factory = factory
-    cache: dict = {}
     ref = solve_pair(systems[0], systems[1], nk, ek, rtol=1e-12)
     for block in (WIDE_BLOCK, 128, WIDE_BLOCK):
         stats: dict = {}
-        k, it, res, conv = solve_pair_wide(db, 0, 1, config, rtol=1e-10, block=block, module_cache=cache, stats=stats)
+        k, it, res, conv = solve_pair_wide(db, 0, 1, config, kernel_values(nk, ek), rtol=1e-10, block=block,
+                                           stats=stats)  # fmt: skip
         assert conv and res <= 1e-10 and abs(k - ref.value) <= 1e-7 * abs(ref.value)
         assert stats["block"] == block and stats["iterations"] == it
-    assert built == [WIDE_BLOCK, 128] and len(cache) == 2  # the third call hits the cache
+    assert built == [WIDE_BLOCK, 128] and device.compile_count() == 2  # the third call hits the cache
 
 
 def test_fake_device_closed_form(fake_backend) -> None:
@@ -677,7 +731,8 @@ def test_fake_device_closed_form(fake_backend) -> None:
     config = _config(systems, nk, ek, xmv="rows")
     db = _fake_db(backend, systems, config)
     for g1, g2 in ((0, 2), (2, 2), (1, 0)):
-        k, it, res, conv = wide._solve(drv, FakeModule(config, nk, ek), db, g1, g2, 1e-7, 100, WIDE_BLOCK, None, None)
+        k, it, res, conv = wide._solve(drv, FakeModule(config, nk, ek), db, g1, g2, 1e-7, 100, WIDE_BLOCK, None, None,
+                                       values=kernel_values(nk, ek))
         ref = sizes[g1] * sizes[g2] * q * q / (1 - (1 - q) ** 2)
         assert conv and it == 1 and abs(k - ref) <= 1e-12 * ref, (g1, g2, k, ref)
 
@@ -721,7 +776,8 @@ def _check_pairs(graphs, nk, ek, q, pairs, tol, rtol=1e-7, variants=((WIDE_BLOCK
         for xmv in xmvs:
             stats: dict = {}
             cfg = config if ilp is None else dataclasses.replace(config, row_ilp=ilp)
-            k, it, res, conv = solve_pair_wide(db, g1, g2, cfg, rtol=rtol, block=block, stats=stats, xmv=xmv)
+            k, it, res, conv = solve_pair_wide(db, g1, g2, cfg, kernel_values(nk, ek), rtol=rtol, block=block,
+                                               stats=stats, xmv=xmv)  # fmt: skip
             err = abs(k - ref.value) / abs(ref.value)
             err_pp = abs(k - per_pair[0][t]) / abs(per_pair[0][t])
             print(f"\nWIDE pair {g1},{g2} ({systems[g1].n}x{systems[g2].n}) q={q} block={block} ilp={cfg.row_ilp} "
@@ -762,7 +818,7 @@ def test_gpu_closed_form_unlabeled() -> None:
     graphs = [Graph.from_networkx(nx.cycle_graph(n)) for n in sizes]
     be, db, systems, config = _gpu_batch(graphs, Constant(1.0), Constant(1.0), q)
     for g1, g2 in ((0, 3), (3, 3), (2, 1)):
-        k, it, res, conv = solve_pair_wide(db, g1, g2, config)
+        k, it, res, conv = solve_pair_wide(db, g1, g2, config, kernel_values(Constant(1.0), Constant(1.0)))
         ref = sizes[g1] * sizes[g2] * q * q / (1 - (1 - q) ** 2)
         assert conv and abs(k - ref) <= 1e-9 * ref, (g1, g2, k, ref)
 
@@ -781,9 +837,9 @@ def test_gpu_proteins_full_bench() -> None:
     nk, ek = datasets.default_kernels("proteins")
     be, db, systems, config = _gpu_batch(graphs, nk, ek, 0.05)
     stats: dict = {}
-    solve_pair_wide(db, 0, 2, config, max_iter=1)  # compile + warm up
+    solve_pair_wide(db, 0, 2, config, kernel_values(nk, ek), max_iter=1)  # compile + warm up
     t0 = time.perf_counter()
-    k, it, res, conv = solve_pair_wide(db, 0, 2, config, stats=stats)
+    k, it, res, conv = solve_pair_wide(db, 0, 2, config, kernel_values(nk, ek), stats=stats)
     t_wide = time.perf_counter() - t0
     try:  # compile the per-pair solver outside the timing (same config as be.solve builds)
         from mgkflow.gpu.backend import compile_module
@@ -803,6 +859,23 @@ def test_gpu_proteins_full_bench() -> None:
     assert abs(k - vals[0]) <= 1e-6 * abs(vals[0])
 
 
+class _SolverStub:
+    """The per-pair module where only the wide path runs: attributes read by the planner, never launched."""
+
+    def __init__(self, launched: list) -> None:
+        self.launched = launched
+
+    def get_function(self, name: str) -> Any:
+        assert name == "mgk_solve"
+        return types.SimpleNamespace(
+            num_regs=64, shared_size_bytes=272, set_attribute=lambda *a: None,
+            __call__=lambda *a, **k: self.launched.append(name),
+        )  # fmt: skip
+
+    def get_global(self, name: str) -> Any:
+        raise AssertionError("the per-pair module gets no values when it is not launched")
+
+
 @pytest.mark.parametrize("wide", [True, "auto"])
 def test_fake_backend_routes_pairs_to_the_wide_path(fake_backend, wide) -> None:
     """GPUBackend.solve end to end on the fake driver: the launch plan sends every pair to the
@@ -814,20 +887,12 @@ def test_fake_backend_routes_pairs_to_the_wide_path(fake_backend, wide) -> None:
     systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
     launched: list[str] = []
 
-    class SolverStub:  # the per-pair module: attributes read by the planner, never launched
-        def get_function(self, name: str) -> Any:
-            assert name == "mgk_solve"
-            return types.SimpleNamespace(
-                num_regs=64, shared_size_bytes=272, set_attribute=lambda *a: None,
-                __call__=lambda *a, **k: launched.append(name),
-            )  # fmt: skip
-
     def factory(src: str) -> Any:
         if "wide_xmv" in src:
             block = int(re.search(r"#define BLOCK (\d+)", src).group(1))
             cfg = next(iter(be._wide_config))  # set below
             return FakeModule(cfg, nk, ek, block)
-        return SolverStub()
+        return _SolverStub(launched)
 
     sys.modules["pycuda.compiler"].factory = factory
     kw = {"max_scratch_bytes": 1024} if wide == "auto" else {}
@@ -864,6 +929,11 @@ def test_fake_backend_per_pair_launch_arguments_match_the_kernel(fake_backend) -
             self.params = [" ".join(p.replace("__restrict__", "").split()) for p in params.split(",")]
             self.block = int(re.search(r"#define BLOCK (\d+)", src).group(1))
             self.p_smem = re.search(r"#define P_SMEM (\d)", src).group(1) == "1"
+            self.kpar = FakeAlloc(4 * int(re.search(r"__constant__ float mgk_kpar\[(\d+)\]", src).group(1)))
+
+        def get_global(self, name: str) -> tuple[FakeAlloc, int]:
+            assert name == KPAR
+            return self.kpar, self.kpar.nbytes
 
         def get_function(self, name: str) -> Any:
             assert name == "mgk_solve"
@@ -887,6 +957,7 @@ def test_fake_backend_per_pair_launch_arguments_match_the_kernel(fake_backend) -
                             ]
                             assert type(v) is want, (p, type(v))
                     assert block == (mod.block, 1, 1) and grid[0] >= 1
+                    assert np.array_equal(mod.kpar.view(np.float32), kernel_values(nk, ek))
                     launches.append({"block": mod.block, "p_smem": mod.p_smem, "shared": shared})
 
             return Func()
@@ -898,3 +969,43 @@ def test_fake_backend_per_pair_launch_arguments_match_the_kernel(fake_backend) -
     blocks = sorted({(c["block"], c["p_smem"]) for c in launches})
     assert blocks == [(128, True), (512, True)], launches  # tiny pairs in 128-thread blocks, others in 512
     assert all(c["shared"] > 0 for c in launches)
+
+
+def test_fake_hyperparameter_sweep_compiles_once(fake_backend) -> None:
+    """20 evaluations with other values (10 edge length scales, 10 stop probabilities) through
+    GPUBackend.solve: one wide module (and the per-pair module, not launched) is compiled, never more; every
+    evaluation's K matches the CPU backend (the values reach the emulated kernels through
+    ``mgk_kpar``, which the fake module checks at each launch)."""
+    drv, backend = fake_backend
+    graphs = [_rgg(30, 3), _rgg(22, 4)]
+    nk = KroneckerDelta(0.5, "label")
+    sources: list[str] = []
+    current: dict = {}
+
+    def factory(src: str) -> Any:
+        sources.append(src)
+        if "wide_xmv" in src:
+            block = int(re.search(r"#define BLOCK (\d+)", src).group(1))
+            return FakeModule(current["config"], nk, current["ek"], block)
+        return _SolverStub([])
+
+    sys.modules["pycuda.compiler"].factory = factory
+    be = backend.GPUBackend(wide=True, rtol=1e-10, wide_xmv="rows")
+    sweep = [(ls, 0.05) for ls in np.geomspace(0.3, 3.0, 10)] + [(1.0, q) for q in np.geomspace(0.002, 0.5, 10)]
+    pairs = np.array([(0, 0), (0, 1), (1, 1)])
+    for ls, q in sweep:
+        ek = SquareExponential(float(ls), "length")
+        systems = [prepare_graph(g, k, nk, ek, q=float(q)) for k, g in enumerate(graphs)]
+        current["config"] = _config(systems, nk, ek, xmv=be.xmv, row_ilp=be.row_ilp, adaptive=True)
+        current["ek"] = ek
+        # FakeModule checks mgk_kpar against its own kernels: refresh them on the cached module
+        for mod in device._state["modules"].values():
+            if isinstance(mod.raw, FakeModule):
+                mod.raw.ek = ek
+        vals, _, _, conv = be.solve(systems, systems, pairs, nk, ek)
+        assert conv.all()
+        for t, (i, j) in enumerate(pairs):
+            ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+            assert abs(vals[t] - ref) <= 1e-7 * abs(ref), (ls, q, i, j)
+    assert len([s for s in sources if "wide_xmv" in s]) == 1
+    assert len(sources) == device.compile_count() == be.last_extra["compiles"] == 2

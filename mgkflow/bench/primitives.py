@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import math
 import os
 import sys
@@ -64,7 +65,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..gpu.primitive_map import PRIMITIVES, map_dir, map_from_timings, save_map
-from ..gpu.source import KernelConfig, coef_expr, label_macros, make_config, template_text
+from ..gpu.source import KPAR, KernelConfig, coef_expr, kernel_values, label_macros, make_config, template_text
 from ..kernels import BaseKernel, Constant, SquareExponential
 
 __all__ = [
@@ -722,55 +723,18 @@ def write_outputs(
 
 
 # ------------------------------------------------------------------------------ PyCUDA side
-def _ensure_context() -> Any:
-    """The current CUDA context, or device 0's (``$MGKFLOW_DEVICE``) primary context (as the solver does)."""
-    import pycuda.driver as cuda
+def _compile(source: str, key: str) -> Any:
+    """The raw PyCUDA module of a benchmark source (compiled and cached by :mod:`mgkflow.gpu.device`)."""
+    from ..gpu import device
 
-    cuda.init()
-    ctx = cuda.Context.get_current()
-    if ctx is None:
-        try:
-            from ..gpu.backend import _ensure_context as backend_context
-
-            return backend_context()
-        except Exception:  # noqa: BLE001 - fall back to our own primary context
-            dev = cuda.Device(int(os.environ.get("MGKFLOW_DEVICE", "0")))
-            ctx = dev.retain_primary_context()
-            ctx.push()
-            import atexit
-
-            atexit.register(ctx.pop)
-    return ctx
-
-
-def _compile(source: str) -> Any:
-    import pycuda.driver as cuda
-    from pycuda.compiler import SourceModule
-
-    major, minor = cuda.Context.get_device().compute_capability()
-    cache_dir: str | None = os.environ.get("MGKFLOW_CUDA_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "mgkflow", "cuda"
-    )
-    try:
-        os.makedirs(cache_dir, exist_ok=True)
-    except OSError:
-        cache_dir = None
-    return SourceModule(source, arch=f"sm_{major}{minor}", options=["-O3", "-std=c++17"], no_extern_c=True,
-                        cache_dir=cache_dir)  # fmt: skip
+    return device.build_module(lambda: source, ("bench", key, hashlib.sha1(source.encode()).hexdigest()[:16])).raw
 
 
 def _blocks_fit(func: Any, block: int) -> int:
     """Resident blocks per SM for ``func`` (registers, threads, shared memory)."""
-    import pycuda.driver as cuda
+    from ..gpu import device
 
-    dev = cuda.Context.get_device()
-    A = cuda.device_attribute
-    regs = max(int(func.num_regs), 1)
-    warps = block // 32
-    by_regs = dev.get_attribute(A.MAX_REGISTERS_PER_MULTIPROCESSOR) // (((regs * 32 + 255) // 256) * 256 * warps)
-    by_threads = dev.get_attribute(A.MAX_THREADS_PER_MULTIPROCESSOR) // block
-    by_smem = dev.get_attribute(A.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) // (int(func.shared_size_bytes) + 1024)
-    return max(1, min(by_regs, by_threads, by_smem, 32))
+    return device.kernel_blocks_per_sm(func, block)
 
 
 class DeviceData:
@@ -883,7 +847,7 @@ def measure_ceilings(log: Callable[[str], None] = print) -> dict[str, tuple[floa
     """Measure FP32/FP64 FMA peaks (GFLOP/s) and device-memory bandwidth (GB/s) with ``roofline.cu``."""
     import pycuda.driver as cuda
 
-    mod = _compile(roofline_source())
+    mod = _compile(roofline_source(), "roofline")
     dev = cuda.Context.get_device()
     n_sm = dev.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
     block, chains, unroll, iters = 256, 8, 16, 4096
@@ -970,7 +934,9 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, flush=True)
 
     t_start = time.perf_counter()
-    _ensure_context()
+    from ..gpu import device
+
+    device.ensure_context()
     dev = cuda.Context.get_device()
     device_name = dev.name()
     log(f"primitive benchmark on {device_name} (sm_{''.join(map(str, dev.compute_capability()))}, "
@@ -988,7 +954,10 @@ def main(argv: list[str] | None = None) -> int:
     for labeled in flavours:
         fl = _flavour(labeled)
         t0 = time.perf_counter()
-        module = _compile(bench_source(bench_config(labeled)))
+        config = bench_config(labeled)
+        module = _compile(bench_source(config), "primitives")
+        ptr, _size = module.get_global(KPAR)
+        cuda.memcpy_htod(ptr, kernel_values(*bench_kernels(labeled)[:2]))
         runner = PycudaRunner(module, data, args.blocks_per_sm)
         log(f"{fl}: compiled in {time.perf_counter() - t0:.1f} s; " + "; ".join(runner.info))
         err = check_flavour(runner, pools, ptile, bench_kernels(labeled)[1])

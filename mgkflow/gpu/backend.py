@@ -5,7 +5,6 @@ Imported lazily by :mod:`mgkflow.gpu`; importing this module imports PyCUDA.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,12 +17,13 @@ from ..format.octile import OctileBatch, pack_batch
 from ..format.rows import label_words, pack_rows, permute_system, row_arrays, tile_degree_order
 from ..kernels import BaseKernel
 from ..system import GraphSystem
-from .plan import plan_launches, scratch_doubles
+from . import device
+from .plan import LaunchPlan, plan_launches, scratch_doubles
 from .primitive_map import PRIMITIVES, constant_map, load_map
-from .source import DEFAULT_BLOCK, XMV_MODES, KernelConfig, kernel_source, make_config
-from .wide import N_VECTORS
+from .source import DEFAULT_BLOCK, KPAR, XMV_MODES, KernelConfig, kernel_source, kernel_values, make_config
+from .wide import N_VECTORS, solve_pair_wide
 
-__all__ = ["GPUBackend", "DEFAULT_RTOL"]
+__all__ = ["GPUBackend", "DEFAULT_RTOL", "compile_module"]
 
 #: Default relative residual tolerance: K lands within ~1e-8 of float64 at rtol 1e-6
 #: on the paper workloads (CG starting from 0); we keep a margin.
@@ -37,74 +37,10 @@ DEFAULT_MIN_BLOCKS = 2
 #: Bytes per product-vector entry kept in shared memory: P (double) + A (float or double).
 _SMEM_PER_ENTRY = {False: 12, True: 16}
 
-_context: Any = None
-_modules: dict[tuple[str, str], Any] = {}
 
-
-def _ensure_context() -> Any:
-    """Create (once) a context on device 0 or reuse the current one."""
-    global _context
-    if _context is not None:
-        return _context
-    cuda.init()
-    ctx = cuda.Context.get_current()
-    if ctx is None:
-        dev = cuda.Device(int(os.environ.get("MGKFLOW_DEVICE", "0")))
-        ctx = dev.retain_primary_context()
-        ctx.push()
-        import atexit
-
-        def _pop() -> None:
-            try:
-                ctx.pop()
-            except Exception:  # noqa: BLE001
-                pass
-
-        atexit.register(_pop)
-    _context = ctx
-    return ctx
-
-
-def _device_arch() -> str:
-    major, minor = cuda.Context.get_device().compute_capability()
-    return f"sm_{major}{minor}"
-
-
-def build_module(
-    source: Callable[[], str], key: tuple, fast_math: bool = False, cache: dict | None = None
-) -> Any:
-    """Compile a CUDA source for the present device with PyCUDA, cached per process under
-    ``key`` (plus the architecture and ``fast_math``) and on disk by PyCUDA (``cache_dir``,
-    ``$MGKFLOW_CUDA_CACHE`` or ``~/.cache/mgkflow/cuda``). ``source`` is only called on a miss."""
-    _ensure_context()
-    cache = _modules if cache is None else cache
-    arch = _device_arch()
-    full_key = (*key, arch, bool(fast_math))
-    mod = cache.get(full_key)
-    if mod is None:
-        from pycuda.compiler import SourceModule
-
-        cache_dir = os.environ.get("MGKFLOW_CUDA_CACHE") or os.path.join(
-            os.path.expanduser("~"), ".cache", "mgkflow", "cuda"
-        )
-        try:
-            os.makedirs(cache_dir, exist_ok=True)
-        except OSError:
-            cache_dir = None
-        mod = SourceModule(
-            source(),
-            arch=arch,
-            options=["-O3", "-std=c++17"] + (["-use_fast_math"] if fast_math else []),
-            no_extern_c=True,
-            cache_dir=cache_dir,
-        )
-        cache[full_key] = mod
-    return mod
-
-
-def compile_module(config: KernelConfig, fast_math: bool = False) -> Any:
+def compile_module(config: KernelConfig, fast_math: bool = False) -> device.Module:
     """Compile (or fetch from the process cache) the per-pair solver module for ``config``."""
-    return build_module(lambda: kernel_source(config), ("solver", config.key), fast_math)
+    return device.build_module(lambda: kernel_source(config), ("solver", config.key), fast_math)
 
 
 @dataclass
@@ -250,7 +186,6 @@ class GPUBackend:
             raise ValueError(f"small_block must be 0 or a multiple of 32 in [32, 1024], got {small_block}")
         self.small_block = int(small_block)
         self.p_smem = bool(p_smem)
-        self._wide_modules: dict = {}
         self._wide_workspace: dict = {}  # device vectors of the wide path, kept between solves
         self.a_double = bool(a_double)
         self.max_scratch_bytes = max_scratch_bytes
@@ -265,15 +200,9 @@ class GPUBackend:
         self._primitives_label = ""
         self._scratch = None
         self._scratch_bytes = 0
-        _ensure_context()
-        dev = cuda.Context.get_device()
-        A = cuda.device_attribute
-        self.device_name = dev.name()
-        self.n_sm = dev.get_attribute(A.MULTIPROCESSOR_COUNT)
-        self.smem_optin = dev.get_attribute(A.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-        self.smem_per_sm = dev.get_attribute(A.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
-        self.regs_per_sm = dev.get_attribute(A.MAX_REGISTERS_PER_MULTIPROCESSOR)
-        self.threads_per_sm = dev.get_attribute(A.MAX_THREADS_PER_MULTIPROCESSOR)
+        self.limits = device.device_limits()
+        self.device_name = self.limits.name
+        self.n_sm = self.limits.n_sm
 
     # ------------------------------------------------------------------ packing
     def _device_batch(self, systems: Sequence[GraphSystem], config: KernelConfig) -> _DeviceBatch:
@@ -316,14 +245,8 @@ class GPUBackend:
             "p": batch.p,
             "q": batch.q,
         }
-        expect = {"hdr": np.int32, "rowptr": np.int32, "tile_col": np.int32, "bitmap": np.uint64,
-                  "toff": np.int32, "weight": wdt, "elab": np.uint32, "nlab": np.uint32,
-                  "rrowptr": np.int32, "rcoff": np.int32, "rweight": wdt, "relab": np.uint32, "rpack": np.int32,
-                  "d": np.float64, "p": np.float64, "q": np.float64}  # fmt: skip
-        for k, v in host.items():
-            if v.dtype != expect[k]:
-                raise TypeError(f"internal: device array {k} has dtype {v.dtype}, expected {np.dtype(expect[k])}")
-        arrays = {k: cuda.to_device(np.ascontiguousarray(v)) for k, v in host.items()}
+        # element dtypes are checked against the kernels' declared parameters at launch
+        arrays = {k: device.upload(v) for k, v in host.items()}
         dbatch = _DeviceBatch(
             batch=batch,
             arrays=arrays,
@@ -355,7 +278,7 @@ class GPUBackend:
         self._primitives_label = label
         key = sel.tobytes()
         if self._map_cache is None or self._map_cache[0] != key:
-            self._map_cache = (key, cuda.to_device(np.ascontiguousarray(sel, dtype=np.uint8)))
+            self._map_cache = (key, device.upload(np.ascontiguousarray(sel, dtype=np.uint8)))
         return self._map_cache[1]
 
     def _get_scratch(self, nbytes: int) -> Any:
@@ -364,18 +287,6 @@ class GPUBackend:
             self._scratch = cuda.mem_alloc(max(nbytes, 8))
             self._scratch_bytes = nbytes
         return self._scratch
-
-    # ------------------------------------------------------------------ occupancy
-    def _blocks_per_sm(self, func: Any, smem_bytes: int, block: int | None = None) -> int:
-        block = block or self.block
-        regs = max(int(func.num_regs), 1)
-        static = int(func.shared_size_bytes)
-        warps = block // 32
-        regs_per_block = ((regs * 32 + 255) // 256) * 256 * warps
-        by_regs = self.regs_per_sm // max(regs_per_block, 1)
-        by_threads = self.threads_per_sm // block
-        by_smem = self.smem_per_sm // (smem_bytes + static + 1024)
-        return max(1, min(by_regs, by_threads, by_smem, 32))
 
     # ------------------------------------------------------------------ solve
     def solve(
@@ -389,27 +300,62 @@ class GPUBackend:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Solve ``pairs`` [(i, j), ...] between ``xs[i]`` and ``ys[j]`` on the GPU.
 
+        Steps: configuration (structure only) -> compile (cached) -> pack and upload
+        (cached while the same graphs come back) -> launch plan -> per-block launches ->
+        wide pairs. The kernels' values travel in ``mgk_kpar`` (no recompilation).
+
         Returns
         -------
         values, iterations, residuals, converged : ndarrays aligned with ``pairs``
         """
         t_start = time.perf_counter()
         npairs = len(pairs)
-        values = np.zeros(npairs)
-        iters = np.zeros(npairs, dtype=np.int64)
-        res = np.zeros(npairs)
-        conv = np.zeros(npairs, dtype=bool)
+        out = _Outputs(npairs)
         if npairs == 0:
             self.last_extra = {}
-            return values, iters, res, conv
+            return out.result()
         same = xs is ys
         systems = list(xs) if same else list(xs) + list(ys)
         yoff = 0 if same else len(xs)
+        config = self._config(systems, node_kernel, edge_kernel)
+        values = kernel_values(node_kernel, edge_kernel)
+        prim_map = self._primitive_map(edge_kernel)
+        t0 = time.perf_counter()
+        func = compile_module(config, self.fast_math).function("mgk_solve")
+        t_compile = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        db = self._device_batch(systems, config)
+        t_pack = time.perf_counter() - t0
+
+        pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        g1 = pr[:, 0]
+        g2 = pr[:, 1] + yoff
+        plan, budget = self._plan(db, g1, g2, func)
+        if len(plan.wide) < npairs:
+            self._wide_workspace.clear()  # per-block launches: their scratch comes first
+        launches = []
+        dev_seconds = 0.0
+        shared = _SharedArgs(db, prim_map, out, self.rtol, self.max_iter)
+        for sel, use_smem, fn, blk in self._launch_classes(plan, config, func, values):
+            secs, info = self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs)
+            dev_seconds += secs
+            launches.append(info)
+            if progress is not None:
+                progress(info["pairs"])
+        wide_stats, secs = self._run_wide(plan.wide, g1, g2, db, config, values, out, progress)
+        dev_seconds += secs
+        values_out, iters, res, conv = out.result()
+        self.last_extra = self._extra(db, g1, g2, iters, dev_seconds, t_compile, t_pack, t_start, launches,
+                                      wide_stats, func, config)  # fmt: skip
+        return values_out, iters, res, conv
+
+    def _config(self, systems: Sequence[GraphSystem], node_kernel: BaseKernel, edge_kernel: BaseKernel) -> KernelConfig:
+        """The value-free :class:`KernelConfig` of a call (kernel structure, dtypes, settings)."""
         first = systems[0].graph
         weight_double = any(
             not np.array_equal(s.graph.adjacency.data.astype(np.float32), s.graph.adjacency.data) for s in systems
         )
-        config = make_config(
+        return make_config(
             node_kernel,
             edge_kernel,
             {f: np.asarray(first.node_labels[f]).dtype for f in node_kernel.fields},
@@ -423,30 +369,21 @@ class GPUBackend:
             row_ilp=self.row_ilp,
             adaptive=not (isinstance(self.primitives, str) and self.primitives == "ss"),
         )
-        prim_map = self._primitive_map(edge_kernel)
-        t0 = time.perf_counter()
-        mod = compile_module(config, self.fast_math)
-        t_compile = time.perf_counter() - t0
-        func = mod.get_function("mgk_solve")
-        t0 = time.perf_counter()
-        db = self._device_batch(systems, config)
-        t_pack = time.perf_counter() - t0
 
-        pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        g1 = pr[:, 0]
-        g2 = pr[:, 1] + yoff
+    def _cost(self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
+        """Estimated cost per pair (largest first when ``sort_jobs``)."""
         N = db.nt[g1] * db.nt[g2] * 64
         if self.xmv in ("rows", "rows4"):  # products per XMV, plus the per-entry vector work
-            cost = db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] + 4.0 * N
-        else:  # octile pairs visited
-            cost = db.octiles_per_graph[g1].astype(np.float64) * db.octiles_per_graph[g2] + N / 64.0
+            return db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] + 4.0 * N
+        return db.octiles_per_graph[g1].astype(np.float64) * db.octiles_per_graph[g2] + N / 64.0
+
+    def _plan(self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel) -> tuple[LaunchPlan, int]:
+        """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes)."""
+        N = db.nt[g1] * db.nt[g2] * 64
         per_entry = _SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8
-        a_bytes = 8 if self.a_double else 4
-        smem_cap = self.smem_optin - int(func.shared_size_bytes) - 64
+        smem_cap = self.limits.smem_optin - func.shared_size_bytes - 64
         if self.smem_limit is not None:
             smem_cap = min(smem_cap, int(self.smem_limit))
-        # launch groups (mgkflow.gpu.plan): wide pairs over the whole device, tiny pairs in
-        # small blocks, shared-memory size bins, global memory
         products = db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2]
         free, _total = cuda.mem_get_info()
         kept = self._wide_workspace.get("vec_bytes", 0) * N_VECTORS  # the wide path's vectors, given back if needed
@@ -454,121 +391,114 @@ class GPUBackend:
         plan = plan_launches(
             N, products, per_entry=per_entry, smem_cap=smem_cap, budget=budget, n_sm=self.n_sm, wide=self.wide,
             wide_min_products=WIDE_MIN_PRODUCTS, small_block=self.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
-            a_in_shared=self.a_in_shared, a_bytes=a_bytes,
+            a_in_shared=self.a_in_shared, a_bytes=8 if self.a_double else 4,
         )  # fmt: skip
-        if len(plan.wide) < npairs:
-            self._wide_workspace.clear()  # per-block launches: their scratch comes first
-        wide = np.zeros(npairs, dtype=bool)
-        wide[plan.wide] = True
+        return plan, budget
+
+    def _launch_classes(
+        self, plan: LaunchPlan, config: KernelConfig, func: device.Kernel, values: np.ndarray
+    ) -> list[tuple[np.ndarray, bool, device.Kernel, int]]:
+        """(pairs, P in shared memory, kernel, threads per block) per launch; each kernel's
+        module gets this call's kernel values."""
         classes = []
+
+        def kernel(cfg: KernelConfig) -> device.Kernel:
+            mod = compile_module(cfg, self.fast_math)
+            mod.set_constant(KPAR, values)
+            return mod.function("mgk_solve")
+
         if plan.tiny.size:
             # pairs of at most 16 tile pairs: a block of `small_block` threads each, many per SM
             cfg = replace(
                 config, block=self.small_block, min_blocks=max(1, min(16, 1024 // self.small_block)),
                 p_smem=self.p_smem,
             )  # fmt: skip
-            fn = compile_module(cfg, self.fast_math).get_function("mgk_solve")
-            classes.append((plan.tiny, True, fn, self.small_block))
+            classes.append((plan.tiny, True, kernel(cfg), self.small_block))
         if plan.shared:
-            func_smem = func
-            if self.p_smem:  # a variant that knows P is in shared memory
-                func_smem = compile_module(replace(config, p_smem=True), self.fast_math).get_function("mgk_solve")
-            classes.extend((sel, True, func_smem, self.block) for sel in plan.shared)
+            fn = kernel(replace(config, p_smem=True)) if self.p_smem else kernel(config)
+            classes.extend((sel, True, fn, self.block) for sel in plan.shared)
         if plan.global_.size:
-            classes.append((plan.global_, False, func, self.block))
+            classes.append((plan.global_, False, kernel(config), self.block))
+        return classes
 
-        out_k = cuda.mem_alloc(8 * npairs)
-        out_it = cuda.mem_alloc(4 * npairs)
-        out_res = cuda.mem_alloc(8 * npairs)
-        out_conv = cuda.mem_alloc(4 * npairs)
-        counter = cuda.mem_alloc(4)
-        a = db.arrays
-        dev_seconds = 0.0
-        launches = []
-        k_out = np.zeros(npairs)
-        it_out = np.zeros(npairs, dtype=np.int32)
-        res_out = np.zeros(npairs)
-        conv_out = np.zeros(npairs, dtype=np.int32)
-        for sel, use_smem, fn, blk in classes:
-            order = sel[np.argsort(-cost[sel])] if self.sort_jobs else sel  # introsort: deterministic, faster
-            jobs = np.stack([g1[order], g2[order]], axis=1).astype(np.int32).ravel()
-            n_max = int(N[order].max())
-            smem = (int(n_max * per_entry) + 15) // 16 * 16 if use_smem else 0
-            per_block = int(scratch_doubles(np.array([n_max]), np.array([use_smem]), self.a_in_shared, a_bytes)[0])
-            mode = (1 if self.a_in_shared else 2) if use_smem else 0
-            if smem > 48 * 1024:
-                fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-            bps = self._blocks_per_sm(fn, smem, blk)
-            grid = min(len(order), bps * self.n_sm)
-            per_block_bytes = 8 * per_block
-            if per_block_bytes > budget:
-                worst = order[int(np.argmax(N[order]))]
-                i, j = pairs[worst]
-                raise MemoryError(
-                    f"pair ({i}, {j}) needs {per_block_bytes / 2**30:.2f} GiB of GPU scratch "
-                    f"({int(N[worst])} product unknowns), more than the {budget / 2**30:.2f} GiB available"
-                )
-            grid = max(1, min(grid, budget // per_block_bytes))
-            scratch = self._get_scratch(per_block_bytes * grid)
-            d_jobs = cuda.to_device(jobs)
-            cuda.memset_d32(counter, 0, 1)
-            start, stop = cuda.Event(), cuda.Event()
-            start.record()
-            fn(
-                a["hdr"], a["rowptr"], a["tile_col"], a["bitmap"], a["toff"], a["weight"],
-                a["elab"], np.int64(db.elab_stride),
-                a["rrowptr"], a["rcoff"], a["rweight"], a["relab"], np.int64(db.relab_stride), a["rpack"], prim_map,
-                a["nlab"], np.int64(db.nlab_stride),
-                a["d"], a["p"], a["q"],
-                d_jobs, np.int32(len(order)), counter,
-                out_k, out_it, out_res, out_conv,
-                scratch, np.int64(per_block), np.int32(mode), np.int64(n_max),
-                np.float64(self.rtol), np.int32(self.max_iter),
-                block=(blk, 1, 1), grid=(int(grid), 1), shared=smem,
-            )  # fmt: skip
-            stop.record()
-            stop.synchronize()
-            dev_seconds += stop.time_since(start) * 1e-3
-            m = len(order)
-            kk = np.empty(m)
-            ii = np.empty(m, dtype=np.int32)
-            rr = np.empty(m)
-            cc = np.empty(m, dtype=np.int32)
-            cuda.memcpy_dtoh(kk, out_k)
-            cuda.memcpy_dtoh(ii, out_it)
-            cuda.memcpy_dtoh(rr, out_res)
-            cuda.memcpy_dtoh(cc, out_conv)
-            k_out[order], it_out[order], res_out[order], conv_out[order] = kk, ii, rr, cc
-            launches.append(
-                {"pairs": m, "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem, "shared": use_smem}
+    def _run_class(
+        self, sel: np.ndarray, use_smem: bool, fn: device.Kernel, blk: int, g1: np.ndarray, g2: np.ndarray,
+        db: _DeviceBatch, shared: _SharedArgs, budget: int, pairs: Sequence,
+    ) -> tuple[float, dict]:  # fmt: skip
+        """One persistent-grid launch of ``mgk_solve`` over the pairs ``sel``: device seconds, figures."""
+        N = db.nt[g1] * db.nt[g2] * 64
+        cost = self._cost(db, g1, g2)
+        order = sel[np.argsort(-cost[sel])] if self.sort_jobs else sel  # introsort: deterministic, faster
+        jobs = np.stack([g1[order], g2[order]], axis=1).astype(np.int32).ravel()
+        n_max = int(N[order].max())
+        per_entry = _SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8
+        a_bytes = 8 if self.a_double else 4
+        smem = (int(n_max * per_entry) + 15) // 16 * 16 if use_smem else 0
+        per_block = int(scratch_doubles(np.array([n_max]), np.array([use_smem]), self.a_in_shared, a_bytes)[0])
+        mode = (1 if self.a_in_shared else 2) if use_smem else 0
+        if smem > 48 * 1024:
+            fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+        bps = device.kernel_blocks_per_sm(fn, blk, smem)
+        grid = min(len(order), bps * self.n_sm)
+        per_block_bytes = 8 * per_block
+        if per_block_bytes > budget:
+            worst = order[int(np.argmax(N[order]))]
+            i, j = pairs[worst]
+            raise MemoryError(
+                f"pair ({i}, {j}) needs {per_block_bytes / 2**30:.2f} GiB of GPU scratch "
+                f"({int(N[worst])} product unknowns), more than the {budget / 2**30:.2f} GiB available"
             )
-            if progress is not None:
-                progress(m)
-        wide_stats = []
-        if wide.any():
-            from .wide import solve_pair_wide
+        grid = max(1, min(grid, budget // per_block_bytes))
+        scratch = self._get_scratch(per_block_bytes * grid)
+        d_jobs = device.upload(jobs)
+        o = shared.out
+        cuda.memset_d32(o.counter, 0, 1)
+        start, stop = cuda.Event(), cuda.Event()
+        start.record()
+        fn(
+            grid=(int(grid), 1), block=(blk, 1, 1), shared=smem, **shared.args,
+            jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
+            out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv,
+            scratch=scratch, scratch_per_block=per_block, use_smem=mode, n_max=n_max,
+        )  # fmt: skip
+        stop.record()
+        stop.synchronize()
+        o.collect(order)
+        info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
+                "shared": use_smem}  # fmt: skip
+        return stop.time_since(start) * 1e-3, info
 
-            self._scratch, self._scratch_bytes = None, 0  # give the per-block scratch back first
-            for t in np.flatnonzero(wide)[np.argsort(-products[wide], kind="stable")]:
-                st: dict = {}
-                v, itw, rw, cw = solve_pair_wide(
-                    db, int(g1[t]), int(g2[t]), config, rtol=self.rtol, max_iter=self.max_iter,
-                    fast_math=self.fast_math, module_cache=self._wide_modules, stats=st, xmv=self.wide_xmv,
-                    workspace=self._wide_workspace,
-                )  # fmt: skip
-                k_out[t], it_out[t], res_out[t], conv_out[t] = v, itw, rw, int(cw)
-                dev_seconds += float(st.get("device_s", 0.0))
-                wide_stats.append(
-                    {k: st[k] for k in ("n1", "n2", "unknowns", "device_s", "iterations", "xmv") if k in st}
-                )
-                if progress is not None:
-                    progress(1)
-        values[:] = k_out
-        iters[:] = it_out
-        res[:] = res_out
-        conv[:] = conv_out.astype(bool) & np.isfinite(k_out)
+    def _run_wide(
+        self, wide: np.ndarray, g1: np.ndarray, g2: np.ndarray, db: _DeviceBatch, config: KernelConfig,
+        values: np.ndarray, out: _Outputs, progress: Callable[[int], Any] | None,
+    ) -> tuple[list[dict], float]:  # fmt: skip
+        """Solve the wide pairs one at a time with the whole device (largest first)."""
+        stats_out: list[dict] = []
+        seconds = 0.0
+        if not wide.size:
+            return stats_out, seconds
+        self._scratch, self._scratch_bytes = None, 0  # give the per-block scratch back first
+        products = db.nnz_per_graph[g1[wide]].astype(np.float64) * db.nnz_per_graph[g2[wide]]
+        for t in wide[np.argsort(-products, kind="stable")]:
+            st: dict = {}
+            v, itw, rw, cw = solve_pair_wide(
+                db, int(g1[t]), int(g2[t]), config, values, rtol=self.rtol, max_iter=self.max_iter,
+                fast_math=self.fast_math, stats=st, xmv=self.wide_xmv, workspace=self._wide_workspace,
+            )  # fmt: skip
+            out.k[t], out.it[t], out.res[t], out.conv[t] = v, itw, rw, int(cw)
+            seconds += float(st.get("device_s", 0.0))
+            stats_out.append({k: st[k] for k in ("n1", "n2", "unknowns", "device_s", "iterations", "xmv") if k in st})
+            if progress is not None:
+                progress(1)
+        return stats_out, seconds
+
+    def _extra(
+        self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, iters: np.ndarray, dev_seconds: float,
+        t_compile: float, t_pack: float, t_start: float, launches: list, wide_stats: list, func: device.Kernel,
+        config: KernelConfig,
+    ) -> dict:  # fmt: skip
         products = 2.0 * float(np.sum(db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] * iters))
-        self.last_extra = {
+        return {
             "device": self.device_name,
             "device_s": dev_seconds,
             "compile_s": t_compile,
@@ -577,11 +507,64 @@ class GPUBackend:
             "gflops": products / dev_seconds / 1e9 if dev_seconds > 0 else 0.0,
             "launches": launches,
             "wide": wide_stats,
-            "regs": int(func.num_regs),
+            "regs": func.num_regs,
+            "compiles": device.compile_count(),
             "config": f"block={self.block} min_blocks={self.min_blocks} xmv={config.xmv} "
             f"primitives={self._primitives_label} tile_sort={self.tile_sort} row_pack={config.row_pack} "
             f"row_ilp={config.row_ilp} p_smem={self.p_smem} wide_xmv={self.wide_xmv} "
             f"fast_math={self.fast_math} a_double={self.a_double} weight_double={config.weight_double} "
             f"a_in_shared={self.a_in_shared}",
         }
-        return values, iters, res, conv
+
+
+class _Outputs:
+    """Per-pair results on the host and their device buffers (allocated on first use)."""
+
+    def __init__(self, npairs: int) -> None:
+        self.n = npairs
+        self.k = np.zeros(npairs)
+        self.it = np.zeros(npairs, dtype=np.int32)
+        self.res = np.zeros(npairs)
+        self.conv = np.zeros(npairs, dtype=np.int32)
+        self._dev: tuple | None = None
+
+    def _buffers(self) -> tuple:
+        if self._dev is None:
+            n = max(self.n, 1)
+            self._dev = (cuda.mem_alloc(8 * n), cuda.mem_alloc(4 * n), cuda.mem_alloc(8 * n), cuda.mem_alloc(4 * n),
+                         cuda.mem_alloc(4))  # fmt: skip
+        return self._dev
+
+    d_k = property(lambda self: self._buffers()[0])
+    d_it = property(lambda self: self._buffers()[1])
+    d_res = property(lambda self: self._buffers()[2])
+    d_conv = property(lambda self: self._buffers()[3])
+    counter = property(lambda self: self._buffers()[4])
+
+    def collect(self, order: np.ndarray) -> None:
+        """Read back the results of a launch over the pairs ``order`` (job t = pair order[t])."""
+        m = len(order)
+        kk, ii, rr, cc = np.empty(m), np.empty(m, dtype=np.int32), np.empty(m), np.empty(m, dtype=np.int32)
+        for host, dev in zip((kk, ii, rr, cc), self._buffers()[:4], strict=True):
+            cuda.memcpy_dtoh(host, dev)
+        self.k[order], self.it[order], self.res[order], self.conv[order] = kk, ii, rr, cc
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        conv = self.conv.astype(bool) & np.isfinite(self.k)
+        return self.k.copy(), self.it.astype(np.int64), self.res.copy(), conv
+
+
+class _SharedArgs:
+    """The ``mgk_solve`` arguments common to every launch of a call (by parameter name)."""
+
+    def __init__(self, db: _DeviceBatch, prim_map: Any, out: _Outputs, rtol: float, max_iter: int) -> None:
+        a = db.arrays
+        self.out = out
+        self.args = {
+            "hdr": a["hdr"], "rowptr": a["rowptr"], "tile_col": a["tile_col"], "bitmap": a["bitmap"],
+            "toff": a["toff"], "weight": a["weight"], "elab": a["elab"], "elab_stride": db.elab_stride,
+            "rrowptr": a["rrowptr"], "rcoff": a["rcoff"], "rweight": a["rweight"], "relab": a["relab"],
+            "relab_stride": db.relab_stride, "rpack": a["rpack"], "prim_map": prim_map, "nlab": a["nlab"],
+            "nlab_stride": db.nlab_stride, "dvec": a["d"], "pvec": a["p"], "qvec": a["q"],
+            "rtol": rtol, "max_iter": max_iter,
+        }  # fmt: skip

@@ -3,7 +3,10 @@
 The solver's ``.cu`` file is a template; only the base kernels' C expressions and the
 label loads are spliced in (:func:`kernel_source`). A :class:`KernelConfig` names
 everything that changes the generated code, so compiled modules can be cached per
-configuration.
+configuration. It holds no hyperparameter value: the kernels' C expressions read their
+values from the ``__constant__`` array ``mgk_kpar`` (node kernel's device values, then the
+edge kernel's, then one slot for the staged XMV's SquareExponential scale), filled at launch
+from :func:`kernel_values`; a new value reuses the compiled module.
 """
 
 from __future__ import annotations
@@ -19,7 +22,13 @@ import numpy as np
 
 from ..kernels import BaseKernel, SquareExponential
 
-__all__ = ["KernelConfig", "kernel_source", "make_config", "label_macros", "coef_expr", "DEFAULT_BLOCK", "XMV_MODES"]
+__all__ = [
+    "KernelConfig", "kernel_source", "make_config", "label_macros", "coef_expr", "kernel_values", "se_scale",
+    "DEFAULT_BLOCK", "XMV_MODES", "KPAR",
+]  # fmt: skip
+
+#: Name of the ``__constant__`` float array of the kernels' run-time hyperparameters.
+KPAR = "mgk_kpar"
 
 #: Threads per block of the solver.
 DEFAULT_BLOCK = 512
@@ -59,10 +68,13 @@ class KernelConfig:
     p_smem : bool
         The kernel is only launched with the search direction P in shared memory (the
         compiler then uses shared-memory addressing in the XMV).
-    edge_se : float
-        sqrt(log2(e) / (2 l^2)) when the edge kernel is one ``SquareExponential(l, field)``
-        (the staged wide XMV then folds the weight into the exponent: one MUFU op per
-        product), else 0.
+    n_node_par, n_edge_par : int
+        Device values of the node and edge kernels (``kernel.n_device_values``): the C
+        expressions read ``mgk_kpar[k]`` (node) and ``mgk_kpar[n_node_par + k]`` (edge).
+    se_edge : bool
+        The edge kernel is one ``SquareExponential`` (the staged wide XMV then folds the
+        weight into the exponent, scaled at run time by ``mgk_kpar[n_node_par + n_edge_par]``
+        = sqrt(log2(e) / (2 l^2)): one MUFU op per product).
     row_pack : int
         Row mode: 0 separate arrays per field; 1 packed int2 entries (coff, weight; no edge
         labels); 2 packed int4 entries (coff, weight, one edge-label word). Packing needs
@@ -82,7 +94,14 @@ class KernelConfig:
     row_pack: int = 0
     row_ilp: int = 1
     p_smem: bool = False
-    edge_se: float = 0.0
+    n_node_par: int = 0
+    n_edge_par: int = 0
+    se_edge: bool = False
+
+    @property
+    def n_par(self) -> int:
+        """Length of ``mgk_kpar``: node values, edge values, the SquareExponential scale slot."""
+        return self.n_node_par + self.n_edge_par + 1
 
     @property
     def key(self) -> str:
@@ -139,8 +158,10 @@ def make_config(
     --------
     >>> from mgkflow.kernels import Constant, KroneckerDelta
     >>> c = make_config(KroneckerDelta(0.5, "label"), Constant(1.0), {"label": "int64"})
-    >>> c.node_expr, c.node_fields
-    ('((v1_0 == v2_0) ? 1.0f : 0.5f)', (('label', 'int'),))
+    >>> c.node_expr, c.node_fields, c.n_par
+    ('((v1_0 == v2_0) ? 1.0f : mgk_kpar[0])', (('label', 'int'),), 3)
+    >>> c == make_config(KroneckerDelta(0.9, "label"), Constant(0.3), {"label": "int64"})
+    True
     """
     if xmv not in XMV_MODES:
         raise ValueError(f"xmv must be one of {sorted(XMV_MODES)}, got {xmv!r}")
@@ -154,15 +175,31 @@ def make_config(
     ef = tuple((f, _ctype(edge_dtypes.get(f, "float32"))) for f in edge_kernel.fields)
     ni = {f: k for k, (f, _) in enumerate(nf)}
     ei = {f: k for k, (f, _) in enumerate(ef)}
-    node_expr = node_kernel.c_expr(lambda f: f"v1_{ni[f]}", lambda f: f"v2_{ni[f]}")
-    edge_expr = edge_kernel.c_expr(lambda f: f"e1_{ei[f]}", lambda f: f"e2_{ei[f]}")
+    nn = node_kernel.n_device_values
+    node_expr = node_kernel.c_expr(lambda f: f"v1_{ni[f]}", lambda f: f"v2_{ni[f]}", lambda i: f"{KPAR}[{i}]")
+    edge_expr = edge_kernel.c_expr(lambda f: f"e1_{ei[f]}", lambda f: f"e2_{ei[f]}", lambda i: f"{KPAR}[{nn + i}]")
     return KernelConfig(
         node_expr, edge_expr, nf, ef, int(block), bool(a_double), bool(weight_double), int(min_blocks), xmv,
         bool(adaptive) and xmv == "octile",
         row_pack_kind(xmv, row_pack, weight_double, len(ef)),
         int(row_ilp),
-        edge_se=se_scale(edge_kernel),
+        n_node_par=nn,
+        n_edge_par=edge_kernel.n_device_values,
+        se_edge=type(edge_kernel) is SquareExponential,
     )
+
+
+def kernel_values(node_kernel: BaseKernel, edge_kernel: BaseKernel) -> np.ndarray:
+    """The float32 contents of ``mgk_kpar`` for these kernels (see :class:`KernelConfig`).
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant, KroneckerDelta
+    >>> kernel_values(KroneckerDelta(0.5, "label"), Constant(0.25)).tolist()
+    [0.5, 0.25, 0.0]
+    """
+    vals = [*node_kernel.device_values(), *edge_kernel.device_values(), se_scale(edge_kernel)]
+    return np.asarray(vals, dtype=np.float64).astype(np.float32)
 
 
 def se_scale(edge_kernel: BaseKernel) -> float:
@@ -221,9 +258,11 @@ def template_text(name: str = "mgk_solver.cu") -> str:
 
 
 def label_macros(config: KernelConfig) -> str:
-    """``#define`` lines of the label loads (LOAD_V1/2, LOAD_E1/2, UNPACK_E1/2) of ``config``."""
+    """The run-time hyperparameter array ``mgk_kpar`` and the ``#define`` lines of the label
+    loads (LOAD_V1/2, LOAD_E1/2, UNPACK_E1/2) of ``config``."""
     return "\n".join(
         [
+            f"__constant__ float {KPAR}[{config.n_par}];  // node kernel values, edge kernel values, SE scale",
             _load_macro("LOAD_V1", "v1", "nlab", "nlab_stride", config.node_fields),
             _load_macro("LOAD_V2", "v2", "nlab", "nlab_stride", config.node_fields),
             _load_macro("LOAD_E1", "e1", "elab", "elab_stride", config.edge_fields),

@@ -8,7 +8,9 @@ direction) and two 16-byte-per-block read-backs of partial sums; all product vec
 float64 in global memory.
 
 Importing this module does not import PyCUDA (:func:`wide_source` needs none); PyCUDA is
-imported by :func:`solve_pair_wide` and :func:`compile_wide`.
+imported by :func:`solve_pair_wide` and :func:`compile_wide` through :mod:`mgkflow.gpu.device`
+(compilation, occupancy, typed launches by parameter name). Hyperparameter values travel in
+the ``mgk_kpar`` constant array (:func:`mgkflow.gpu.source.kernel_values`), never in the source.
 """
 
 from __future__ import annotations
@@ -22,27 +24,20 @@ from typing import Any
 import numpy as np
 
 from ..format.staged import DEFAULT_SLOTS, StagedG2, staged_g2
-from .source import KernelConfig, coef_expr, label_macros, template_text
+from . import device
+from .source import KPAR, KernelConfig, coef_expr, label_macros, template_text
 
 __all__ = [
-    "WIDE_BLOCK", "KERNEL_ARGS", "WIDE_XMVS", "STAGED_MIN_Q", "wide_source", "compile_wide", "wide_pcg",
-    "solve_pair_wide", "staged_macros",
+    "WIDE_BLOCK", "WIDE_KERNELS", "WIDE_XMVS", "STAGED_MIN_Q", "N_VECTORS", "wide_source", "compile_wide",
+    "wide_pcg", "solve_pair_wide", "staged_macros",
 ]  # fmt: skip
 
 #: Default threads per block of the wide kernels.
 WIDE_BLOCK = 256
 #: N-sized float64 vectors the wide solver keeps on the device: X, R, P, A, DG, DI.
 N_VECTORS = 6
-#: Kernels of ``mgk_wide.cu`` and their parameter kinds, in order:
-#: "P" pointer, "i" int32, "q" int64 (long long), "d" double.
-KERNEL_ARGS: dict[str, str] = {
-    "wide_init": "PqPPiiiiiqPPPPPPP",
-    "wide_xmv": "PPPPqiiiiPPPPP",
-    "wide_xmv_staged": "PPPPPPqiPiPPPPPqiiPPPPP",
-    "wide_update": "qdPPPPPP",
-    "wide_direction": "qdPPP",
-    "wide_dot": "PiiiiiqPP",
-}
+#: Kernels of ``mgk_wide.cu`` (launched by parameter name: :class:`mgkflow.gpu.device.Kernel`).
+WIDE_KERNELS = ("wide_init", "wide_xmv", "wide_xmv_staged", "wide_update", "wide_direction", "wide_dot")
 
 #: XMV kernels of the wide solver: "rows" (``wide_xmv``: row pairs through L1) and "staged"
 #: (``wide_xmv_staged``: G2 nonzeros in registers, P slices in shared memory, float32 products;
@@ -52,13 +47,6 @@ WIDE_XMVS = ("auto", "rows", "staged")
 #: Smallest stop probability at which "auto" takes the staged XMV: its float32 products (P,
 #: weights and coefficients rounded to float32) cost ~eps32 / q of relative accuracy in K.
 STAGED_MIN_Q = 0.01
-
-_modules: dict[tuple, Any] = {}
-
-
-def _float_literal(x: float) -> str:
-    return f"{float(np.float32(x)):.9g}f"
-
 
 def staged_macros(config: KernelConfig) -> str:
     """``#define`` lines of the staged XMV's label handling for ``config``.
@@ -115,7 +103,7 @@ def staged_macros(config: KernelConfig) -> str:
 
 def se_fast_path(config: KernelConfig) -> bool:
     """Whether the staged XMV folds the weight into exp2 (a lone SquareExponential edge kernel)."""
-    return config.edge_se > 0.0 and len(config.edge_fields) == 1
+    return config.se_edge and len(config.edge_fields) == 1
 
 
 def wide_source(
@@ -147,7 +135,7 @@ def wide_source(
     Returns
     -------
     str
-        CUDA C++ source with the extern "C" kernels of :data:`KERNEL_ARGS`.
+        CUDA C++ source with the extern "C" kernels of :data:`WIDE_KERNELS`.
 
     Examples
     --------
@@ -175,7 +163,7 @@ def wide_source(
         STAGED_NFE=str(max(1, len(config.edge_fields))),
         STAGED_LABELS="1" if config.edge_fields else "0",
         SE_LOGW="1" if se_fast_path(config) else "0",
-        SE_SIGMA=_float_literal(config.edge_se),
+        SE_SIGMA=f"{KPAR}[{config.n_node_par + config.n_edge_par}]",
         STAGED_EDGE_KERNEL=config.edge_expr.replace("exp2f(", "mgk_ex2("),
         STAGED_DEFINES=staged_macros(config),
     )
@@ -192,10 +180,10 @@ def compile_wide(
     config: KernelConfig,
     block: int = WIDE_BLOCK,
     fast_math: bool = False,
-    module_cache: dict | None = None,
     slots: int = DEFAULT_SLOTS,
-) -> Any:
-    """Compile (or fetch from the cache) the wide solver module for ``config``.
+) -> device.Module:
+    """Compile (or fetch from the process cache of :func:`mgkflow.gpu.device.build_module`) the
+    wide solver module for ``config``.
 
     Parameters
     ----------
@@ -205,24 +193,16 @@ def compile_wide(
         Threads per block.
     fast_math : bool
         Compile with ``-use_fast_math``.
-    module_cache : dict, optional
-        Cache of compiled modules keyed by (config key, arch, block, slots, fast_math); default
-        a process-wide cache of this module. (``config.key`` covers ``row_ilp``.)
     slots : int
         Register slots per thread of the staged XMV.
 
     Returns
     -------
-    pycuda.compiler.SourceModule
+    mgkflow.gpu.device.Module
     """
-    from .backend import build_module
-
     block = _check_block(block)
-    return build_module(
-        lambda: wide_source(config, block, slots=slots),
-        ("wide", config.key, block, int(slots)),
-        fast_math,
-        _modules if module_cache is None else module_cache,
+    return device.build_module(
+        lambda: wide_source(config, block, slots=slots), ("wide", config.key, block, int(slots)), fast_math
     )
 
 
@@ -292,28 +272,6 @@ def wide_pcg(
     return float(k), int(it), float(res), bool(conv and not broke and math.isfinite(k))
 
 
-def _args(name: str, values: tuple) -> tuple:
-    """Cast launch arguments to the kinds of :data:`KERNEL_ARGS` (PyCUDA packs numpy scalars by dtype)."""
-    kinds = KERNEL_ARGS[name]
-    if len(values) != len(kinds):
-        raise TypeError(f"internal: {name} takes {len(kinds)} arguments, got {len(values)}")
-    out = []
-    for k, v in zip(kinds, values):
-        if k == "i":
-            if not -(2**31) <= int(v) < 2**31:
-                raise OverflowError(f"internal: {name} int argument {v} out of int32 range")
-            out.append(np.int32(v))
-        elif k == "q":
-            out.append(np.int64(v))
-        elif k == "d":
-            out.append(np.float64(v))
-        else:
-            if isinstance(v, int | float | np.number):
-                raise TypeError(f"internal: {name} expects a device allocation, got {v!r}")
-            out.append(v)
-    return tuple(out)
-
-
 def _grid_size(n_sm: int, per_sm: int, work_blocks: int) -> int:
     return int(max(1, min(n_sm * max(1, per_sm), work_blocks)))
 
@@ -323,11 +281,11 @@ def solve_pair_wide(
     g1: int,
     g2: int,
     config: KernelConfig,
+    values: np.ndarray,
     rtol: float = 1e-7,
     max_iter: int = 10_000,
     block: int = WIDE_BLOCK,
     blocks_per_sm: int | None = None,
-    module_cache: dict | None = None,
     fast_math: bool = False,
     stats: dict | None = None,
     xmv: str = "auto",
@@ -346,6 +304,8 @@ def solve_pair_wide(
     config : KernelConfig
         The configuration the batch was built for: its label fields and ``weight_double``
         (the dtype of the uploaded "rweight") must be those of the batch; not checked.
+    values : ndarray of float32
+        The kernels' run-time values (:func:`mgkflow.gpu.source.kernel_values`).
     rtol : float
         Converged when ||r|| <= rtol ||b|| (recursive residual, float64).
     max_iter : int
@@ -354,8 +314,6 @@ def solve_pair_wide(
         Threads per block of the wide kernels.
     blocks_per_sm : int, optional
         Resident blocks per SM to launch; default from the XMV kernel's registers.
-    module_cache : dict, optional
-        Cache of compiled modules (see :func:`compile_wide`).
     fast_math : bool
         Compile with ``-use_fast_math``.
     stats : dict, optional
@@ -388,13 +346,11 @@ def solve_pair_wide(
     ValueError
         ``xmv="staged"`` where the staged XMV does not apply.
     """
-    import pycuda.driver as cuda
-
     if xmv not in WIDE_XMVS:
         raise ValueError(f"xmv must be one of {WIDE_XMVS}, got {xmv!r}")
-    mod = compile_wide(config, block, fast_math, module_cache, slots)
-    return _solve(cuda, mod, db, g1, g2, rtol, max_iter, _check_block(block), blocks_per_sm, stats, config, xmv,
-                  int(slots), workspace)  # fmt: skip
+    mod = compile_wide(config, block, fast_math, slots)
+    return _solve(device.driver(), mod, db, g1, g2, rtol, max_iter, _check_block(block), blocks_per_sm, stats,
+                  config, xmv, int(slots), workspace, values)  # fmt: skip
 
 
 def _staged_tables(cuda: Any, db: Any, g: int, config: KernelConfig, block: int, slots: int) -> tuple[StagedG2, dict]:
@@ -416,9 +372,60 @@ def _staged_tables(cuda: Any, db: Any, g: int, config: KernelConfig, block: int,
     return hit
 
 
+def _staged_choice(cuda: Any, db: Any, g1: int, g2: int, off1: int, off2: int, n1: int, n2: int,
+                   config: KernelConfig | None, xmv: str, block: int, slots: int) -> tuple | None:
+    """The staged tables of G2 when the staged XMV applies (``xmv`` "auto" or "staged"), else None."""
+    if xmv == "rows":
+        return None
+    qv = np.asarray(db.batch.q)
+    q_min = float(min(qv[off1 : off1 + n1].min(), qv[off2 : off2 + n2].min()))
+    why = ""
+    staged = None
+    if config is None:
+        why = "no kernel configuration given"
+    elif xmv == "auto" and not config.edge_fields:
+        # constant edge kernel: the float64 row XMV reaches the exact (constant) solution of the
+        # unlabeled system in one iteration; float32 products would not
+        why = "the edge kernel reads no label"
+    elif xmv == "auto" and q_min < STAGED_MIN_Q:
+        why = f"q = {q_min:g} < {STAGED_MIN_Q:g} (float32 products lose ~eps32 / q of accuracy)"
+    else:
+        try:
+            staged = _staged_tables(cuda, db, g2, config, block, slots)
+        except ValueError as exc:
+            why = str(exc)
+    if why and xmv == "staged":
+        raise ValueError(f"the staged XMV does not apply to pair ({g1}, {g2}): {why}")
+    return staged
+
+
+def _workspace(cuda: Any, ws: dict, N: int, n_part: int, what: str) -> tuple:
+    """The device vectors X, R, P, A, DG, DI, the partial sums and the counter (kept in ``ws``
+    while large enough)."""
+    vec_bytes = 8 * N
+    need = N_VECTORS * vec_bytes + 16 * n_part + 4
+    if ws.get("vec_bytes", -1) >= vec_bytes and ws.get("n_part", -1) >= n_part:
+        return ws["buffers"], need
+    ws.clear()  # give the old buffers back first
+    free, _total = cuda.mem_get_info()
+    what = f"{what} needs {need / 2**30:.2f} GiB of GPU memory for {N_VECTORS} float64 vectors"
+    if need > 0.95 * free:
+        raise MemoryError(f"{what}, more than the {free / 2**30:.2f} GiB free")
+    oom = getattr(cuda, "MemoryError", MemoryError)
+    try:
+        buffers = tuple(cuda.mem_alloc(vec_bytes) for _ in range(N_VECTORS)) + (
+            cuda.mem_alloc(16 * n_part),
+            cuda.mem_alloc(4),
+        )
+    except oom as exc:
+        raise MemoryError(f"{what}; allocation failed: {exc}") from exc
+    ws.update(vec_bytes=vec_bytes, n_part=n_part, buffers=buffers)
+    return buffers, need
+
+
 def _solve(
     cuda: Any,
-    mod: Any,
+    mod: device.Module,
     db: Any,
     g1: int,
     g2: int,
@@ -431,6 +438,7 @@ def _solve(
     xmv: str = "rows",
     slots: int = DEFAULT_SLOTS,
     workspace: dict | None = None,
+    values: np.ndarray | None = None,
 ) -> tuple[float, int, float, bool]:
     """:func:`solve_pair_wide` on a given driver module and compiled module (tests pass fakes)."""
     t_start = time.perf_counter()
@@ -442,7 +450,7 @@ def _solve(
     if not (0 <= g1 < G and 0 <= g2 < G):
         raise IndexError(f"graph indices ({g1}, {g2}) out of range for a batch of {G} graphs")
     hdr = np.empty(5 * G, dtype=np.int32)
-    cuda.memcpy_dtoh(hdr, a["hdr"])
+    cuda.memcpy_dtoh(hdr, a["hdr"].alloc if isinstance(a["hdr"], device.DeviceArray) else a["hdr"])
     hdr = hdr.reshape(G, 5).astype(np.int64)
     if not np.array_equal(hdr[:, 1], np.asarray(db.nt, dtype=np.int64)):
         raise RuntimeError("internal: device graph headers do not match the batch's tile counts")
@@ -456,95 +464,50 @@ def _solve(
         return 0.0, 0, 0.0, True
     if n_tp > 2**31 - 2**24:  # tile pairs (and the XMV's tile-pair counter) are int32 on the device
         raise MemoryError(f"pair ({g1}, {g2}) of {n1} x {n2} nodes has {n_tp} tile pairs, beyond int32 indexing")
+    if values is not None:
+        mod.set_constant(KPAR, values)
+    elif config is not None:
+        raise ValueError("the kernels' run-time values (mgkflow.gpu.source.kernel_values) are required")
 
-    f_init = mod.get_function("wide_init")
-    f_xmv = mod.get_function("wide_xmv")
-    f_update = mod.get_function("wide_update")
-    f_dir = mod.get_function("wide_direction")
-    f_dot = mod.get_function("wide_dot")
+    f_init = mod.function("wide_init")
+    f_xmv = mod.function("wide_xmv")
+    f_update = mod.function("wide_update")
+    f_dir = mod.function("wide_direction")
+    f_dot = mod.function("wide_dot")
 
     # ---- launch geometry
-    dev = cuda.Context.get_device()
-    A_ = cuda.device_attribute
-    n_sm = int(dev.get_attribute(A_.MULTIPROCESSOR_COUNT))
-    threads_per_sm = int(dev.get_attribute(A_.MAX_THREADS_PER_MULTIPROCESSOR))
-    regs_per_sm = int(dev.get_attribute(A_.MAX_REGISTERS_PER_MULTIPROCESSOR))
+    lim = device.device_limits()
     warps = block // 32
     if blocks_per_sm is None:
-        regs = max(int(f_xmv.num_regs), 1)
-        regs_per_block = ((regs * 32 + 255) // 256) * 256 * warps
-        blocks_per_sm = max(1, min(regs_per_sm // max(regs_per_block, 1), threads_per_sm // block, 32))
+        blocks_per_sm = device.blocks_per_sm(f_xmv.num_regs, block, limits=lim)
     blocks_per_sm = max(1, int(blocks_per_sm))
-    vec_per_sm = max(1, threads_per_sm // block)
-    grid_vec = _grid_size(n_sm, vec_per_sm, -(-N // block))
-    grid_xmv = _grid_size(n_sm, blocks_per_sm, -(-n_tp // warps))
+    grid_vec = _grid_size(lim.n_sm, max(1, lim.threads_per_sm // block), -(-N // block))
+    grid_xmv = _grid_size(lim.n_sm, blocks_per_sm, -(-n_tp // warps))
 
     # ---- staged XMV: G2 tables, shared memory, grid
-    staged = None
-    if xmv != "rows":
-        qv = np.asarray(db.batch.q)
-        q_min = float(min(qv[off1 : off1 + n1].min(), qv[off2 : off2 + n2].min()))
-        why = ""
-        if config is None:
-            why = "no kernel configuration given"
-        elif xmv == "auto" and not config.edge_fields:
-            # constant edge kernel: the float64 row XMV reaches the exact (constant) solution of the
-            # unlabeled system in one iteration; float32 products would not
-            why = "the edge kernel reads no label"
-        elif xmv == "auto" and q_min < STAGED_MIN_Q:
-            why = f"q = {q_min:g} < {STAGED_MIN_Q:g} (float32 products lose ~eps32 / q of accuracy)"
-        else:
-            try:
-                staged = _staged_tables(cuda, db, g2, config, block, slots)
-            except ValueError as exc:
-                why = str(exc)
-        if why and xmv == "staged":
-            raise ValueError(f"the staged XMV does not apply to pair ({g1}, {g2}): {why}")
+    staged = _staged_choice(cuda, db, g1, g2, off1, off2, n1, n2, config, xmv, block, slots)
     if staged is not None:
         st_host, st_dev = staged
-        f_xmv = mod.get_function("wide_xmv_staged")
+        f_xmv = mod.function("wide_xmv_staged")
         n_groups = st_host.n_groups
         n_tasks = nt1 * n_groups
         # 8 partial sums (double) per thread, then the P slice (8 rows x 8 * ncol floats)
         smem = 64 * block + 256 * max(st_host.max_cols, 1)
         if smem > 48 * 1024:
             f_xmv.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-        smem_per_sm = int(dev.get_attribute(A_.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR))
-        regs = max(int(f_xmv.num_regs), 1)
-        regs_per_block = ((regs * 32 + 255) // 256) * 256 * warps
-        per_sm = min(regs_per_sm // max(regs_per_block, 1), threads_per_sm // block,
-                     smem_per_sm // (smem + int(getattr(f_xmv, "shared_size_bytes", 0)) + 1024), 32)  # fmt: skip
-        grid_xmv = _grid_size(n_sm, max(1, per_sm), n_tasks)
+        per_sm = device.blocks_per_sm(f_xmv.num_regs, block, smem, f_xmv.shared_size_bytes, limits=lim)
+        grid_xmv = _grid_size(lim.n_sm, per_sm, n_tasks)
 
     # ---- device memory
-    vec_bytes = 8 * N
-    n_part = max(grid_vec, grid_xmv)
-    need = N_VECTORS * vec_bytes + 16 * n_part + 4
     ws = workspace if workspace is not None else {}
-    if ws.get("vec_bytes", -1) >= vec_bytes and ws.get("n_part", -1) >= n_part:
-        X, R, P, Av, DG, DI, part, counter = ws["buffers"]  # the previous solve's, large enough
-    else:
-        ws.clear()  # give the old buffers back first
-        free, _total = cuda.mem_get_info()
-        what = (
-            f"the wide solve of pair ({g1}, {g2}) ({n1} x {n2} nodes, {N} product unknowns with padding) needs "
-            f"{need / 2**30:.2f} GiB of GPU memory for {N_VECTORS} float64 vectors"
-        )
-        if need > 0.95 * free:
-            raise MemoryError(f"{what}, more than the {free / 2**30:.2f} GiB free")
-        oom = getattr(cuda, "MemoryError", MemoryError)
-        try:
-            X, R, P, Av, DG, DI = (cuda.mem_alloc(vec_bytes) for _ in range(N_VECTORS))
-            part = cuda.mem_alloc(16 * n_part)
-            counter = cuda.mem_alloc(4)
-        except oom as exc:
-            raise MemoryError(f"{what}; allocation failed: {exc}") from exc
-        ws.update(vec_bytes=vec_bytes, n_part=n_part, buffers=(X, R, P, Av, DG, DI, part, counter))
+    what = f"the wide solve of pair ({g1}, {g2}) ({n1} x {n2} nodes, {N} product unknowns with padding)"
+    (X, R, P, Av, DG, DI, part, counter), need = _workspace(cuda, ws, N, max(grid_vec, grid_xmv), what)
 
     h_vec = np.empty(2 * grid_vec)
     h_xmv = np.empty(2 * grid_xmv)
     blk = (block, 1, 1)
     launches = {"init": 0, "xmv": 0, "update": 0, "direction": 0, "dot": 0}
+    vec = {"X": X, "R": R, "P": P, "A": Av, "DG": DG, "DI": DI, "part": part}
 
     def partials(host: np.ndarray) -> tuple[float, float]:
         cuda.memcpy_dtoh(host, part)
@@ -552,48 +515,39 @@ def _solve(
         return float(s[0]), float(s[1])
 
     def init() -> tuple[float, float]:
-        f_init(
-            *_args("wide_init", (a["nlab"], db.nlab_stride, a["d"], a["q"], n1, n2, nt2, off1, off2, N,
-                                 X, R, P, Av, DG, DI, part)),
-            block=blk, grid=(grid_vec, 1),
-        )  # fmt: skip
+        f_init(grid=(grid_vec, 1), block=blk, nlab=a["nlab"], nlab_stride=db.nlab_stride, dvec=a["d"],
+               qvec=a["q"], n1=n1, n2=n2, nt2=nt2, node_off1=off1, node_off2=off2, N=N, **vec)  # fmt: skip
         launches["init"] += 1
         return partials(h_vec)
 
     def xmv() -> float:
         cuda.memset_d32(counter, 0, 1)
         if staged is None:
-            f_xmv(
-                *_args("wide_xmv", (a["rrowptr"], a["rcoff"], a["rweight"], a["relab"], db.relab_stride,
-                                    rro1, rro2, nt2, n_tp, P, DG, Av, counter, part)),
-                block=blk, grid=(grid_xmv, 1),
-            )  # fmt: skip
+            f_xmv(grid=(grid_xmv, 1), block=blk, rrowptr=a["rrowptr"], rcoff=a["rcoff"], rweight=a["rweight"],
+                  relab=a["relab"], relab_stride=db.relab_stride, rrow_off1=rro1, rrow_off2=rro2, nt2=nt2,
+                  n_tp=n_tp, P=P, DG=DG, A=Av, tp_counter=counter, part=part)  # fmt: skip
         else:
-            f_xmv(
-                *_args("wide_xmv_staged", (a["rowptr"], a["tile_col"], a["bitmap"], a["toff"], a["weight"], a["elab"],
-                                           db.elab_stride, ro1, st_dev["groups"], n_groups, st_dev["colset"],
-                                           st_dev["row_thread"], st_dev["slot_col"], st_dev["slot_w"],
-                                           st_dev["slot_lab"], st_host.n_threads, nt2, n_tasks, P, DG, Av, counter,
-                                           part)),
-                block=blk, grid=(grid_xmv, 1), shared=smem,
-            )  # fmt: skip
+            f_xmv(grid=(grid_xmv, 1), block=blk, shared=smem, rowptr=a["rowptr"], tile_col=a["tile_col"],
+                  bitmap=a["bitmap"], toff=a["toff"], weight=a["weight"], elab=a["elab"],
+                  elab_stride=db.elab_stride, rowptr_off1=ro1, groups=st_dev["groups"], n_groups=n_groups,
+                  colset=st_dev["colset"], row_thread=st_dev["row_thread"], slot_col=st_dev["slot_col"],
+                  slot_w=st_dev["slot_w"], slot_lab=st_dev["slot_lab"], slot_stride=st_host.n_threads, nt2=nt2,
+                  n_tasks=n_tasks, P=P, DG=DG, A=Av, task_counter=counter, part=part)  # fmt: skip
         launches["xmv"] += 1
         return partials(h_xmv)[0]
 
     def update(alpha: float) -> tuple[float, float]:
-        f_update(*_args("wide_update", (N, alpha, X, R, P, Av, DI, part)), block=blk, grid=(grid_vec, 1))
+        f_update(grid=(grid_vec, 1), block=blk, N=N, alpha=alpha, X=X, R=R, P=P, A=Av, DI=DI, part=part)
         launches["update"] += 1
         return partials(h_vec)
 
     def direction(beta: float) -> None:
-        f_dir(*_args("wide_direction", (N, beta, R, DI, P)), block=blk, grid=(grid_vec, 1))
+        f_dir(grid=(grid_vec, 1), block=blk, N=N, beta=beta, R=R, DI=DI, P=P)
         launches["direction"] += 1
 
     def dot() -> float:
-        f_dot(
-            *_args("wide_dot", (a["p"], n1, n2, nt2, off1, off2, N, X, part)),
-            block=blk, grid=(grid_vec, 1),
-        )  # fmt: skip
+        f_dot(grid=(grid_vec, 1), block=blk, pvec=a["p"], n1=n1, n2=n2, nt2=nt2, node_off1=off1, node_off2=off2,
+              N=N, X=X, part=part)  # fmt: skip
         launches["dot"] += 1
         return partials(h_vec)[0]
 

@@ -1,0 +1,370 @@
+"""The CUDA device layer: context, compilation with caches, occupancy and typed launches.
+
+Everything in :mod:`mgkflow.gpu` that talks to PyCUDA goes through this module:
+
+* :func:`ensure_context` creates (once) a context on ``$MGKFLOW_DEVICE`` (default 0) or
+  reuses the current one;
+* :func:`build_module` compiles a generated source once per process (keyed by the caller's
+  key, the architecture and ``fast_math``) and on disk through PyCUDA's cache
+  (``$MGKFLOW_CUDA_CACHE`` or ``~/.cache/mgkflow/cuda``); :func:`compile_count` says how
+  many sources this process handed to the compiler;
+* :func:`blocks_per_sm` is the one occupancy estimate (registers, threads, shared memory);
+* :class:`Module` / :class:`Kernel` wrap a compiled module: a kernel knows the parameter
+  list declared in its source (:func:`parse_signatures`) and a launch passes arguments BY
+  NAME; they are checked (missing or unknown names, pointer or scalar, element dtype of a
+  :class:`DeviceArray`, scalar width and range) and put in declaration order, so host and
+  source cannot drift apart. :meth:`Module.set_constant` fills a ``__constant__`` array
+  (the kernels' run-time hyperparameters).
+
+PyCUDA is imported on first use (:func:`driver`), never at import time: the signature
+parser and the occupancy arithmetic run without a GPU (and tests substitute a fake driver
+in ``sys.modules``; :func:`reset` drops the caches between them).
+
+Examples
+--------
+>>> sig = parse_signatures('extern "C" __global__ void f(const double* __restrict__ x, const int n) {}')
+>>> [(p.name, p.kind) for p in sig["f"]]
+[('x', 'P'), ('n', 'i')]
+>>> blocks_per_sm(regs=64, block=512, smem=0, limits=DeviceLimits("x", 132, 2048, 65536, 233472, 232448))
+2
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "driver", "ensure_context", "device_arch", "DeviceLimits", "device_limits", "blocks_per_sm", "build_module",
+    "compile_count", "reset", "Param", "parse_signatures", "Kernel", "Module", "DeviceArray", "upload",
+]  # fmt: skip
+
+_state: dict[str, Any] = {"context": None, "modules": {}, "compiles": 0, "limits": None}
+
+
+def driver() -> Any:
+    """``pycuda.driver`` (imported on demand; whatever ``sys.modules`` holds, so fakes work)."""
+    import pycuda.driver as cuda
+
+    return cuda
+
+
+def reset() -> None:
+    """Forget the context, the compiled modules and the device limits (tests with fake drivers)."""
+    _state.update(context=None, modules={}, compiles=0, limits=None)
+
+
+def ensure_context() -> Any:
+    """Create (once) a context on device ``$MGKFLOW_DEVICE`` (default 0) or reuse the current one."""
+    if _state["context"] is not None:
+        return _state["context"]
+    cuda = driver()
+    cuda.init()
+    ctx = cuda.Context.get_current()
+    if ctx is None:
+        dev = cuda.Device(int(os.environ.get("MGKFLOW_DEVICE", "0")))
+        ctx = dev.retain_primary_context()
+        ctx.push()
+        import atexit
+
+        def _pop() -> None:
+            try:
+                ctx.pop()
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass
+
+        atexit.register(_pop)
+    _state["context"] = ctx
+    return ctx
+
+
+def device_arch() -> str:
+    """``sm_XY`` of the current device."""
+    major, minor = driver().Context.get_device().compute_capability()
+    return f"sm_{major}{minor}"
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What the occupancy estimate and the launch plans need to know of a device."""
+
+    name: str
+    n_sm: int
+    threads_per_sm: int
+    regs_per_sm: int
+    smem_per_sm: int
+    smem_optin: int
+
+
+def device_limits() -> DeviceLimits:
+    """:class:`DeviceLimits` of the current device (read once per context)."""
+    if _state["limits"] is None:
+        ensure_context()
+        cuda = driver()
+        dev = cuda.Context.get_device()
+        A = cuda.device_attribute
+        _state["limits"] = DeviceLimits(
+            name=str(dev.name()),
+            n_sm=int(dev.get_attribute(A.MULTIPROCESSOR_COUNT)),
+            threads_per_sm=int(dev.get_attribute(A.MAX_THREADS_PER_MULTIPROCESSOR)),
+            regs_per_sm=int(dev.get_attribute(A.MAX_REGISTERS_PER_MULTIPROCESSOR)),
+            smem_per_sm=int(dev.get_attribute(A.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)),
+            smem_optin=int(dev.get_attribute(A.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)),
+        )
+    return _state["limits"]
+
+
+def blocks_per_sm(
+    regs: int, block: int, smem: int = 0, static_smem: int = 0, limits: DeviceLimits | None = None, cap: int = 32
+) -> int:
+    """Resident blocks per SM of a kernel: the minimum over registers (allocated per warp in
+    units of 256), threads and shared memory (1 KiB reserved per block), at least 1.
+
+    Parameters
+    ----------
+    regs : int
+        Registers per thread (``func.num_regs``).
+    block : int
+        Threads per block.
+    smem, static_smem : int
+        Dynamic and static shared memory per block (bytes).
+    limits : DeviceLimits, optional
+        Default: the current device's.
+    cap : int
+        Upper bound (the hardware's 32 blocks per SM).
+    """
+    lim = limits or device_limits()
+    warps = max(1, int(block) // 32)
+    regs_per_block = ((max(int(regs), 1) * 32 + 255) // 256) * 256 * warps
+    by_regs = lim.regs_per_sm // max(regs_per_block, 1)
+    by_threads = lim.threads_per_sm // max(int(block), 1)
+    by_smem = lim.smem_per_sm // (int(smem) + int(static_smem) + 1024)
+    return max(1, min(by_regs, by_threads, by_smem, int(cap)))
+
+
+def kernel_blocks_per_sm(kernel: Any, block: int, smem: int = 0, cap: int = 32) -> int:
+    """:func:`blocks_per_sm` of a compiled kernel (its registers and static shared memory)."""
+    return blocks_per_sm(
+        int(kernel.num_regs), block, smem, int(getattr(kernel, "shared_size_bytes", 0)), cap=cap
+    )
+
+
+def _cache_dir() -> str | None:
+    path = os.environ.get("MGKFLOW_CUDA_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "mgkflow", "cuda")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
+    return path
+
+
+def compile_count() -> int:
+    """Sources this process handed to the compiler (process-cache misses) since :func:`reset`."""
+    return int(_state["compiles"])
+
+
+def build_module(source: Callable[[], str], key: tuple, fast_math: bool = False) -> Module:
+    """Compile a CUDA source for the current device (cached per process under ``key`` plus
+    the architecture and ``fast_math``; on disk by PyCUDA). ``source`` is called on a miss only."""
+    ensure_context()
+    full_key = (*key, device_arch(), bool(fast_math))
+    mod = _state["modules"].get(full_key)
+    if mod is None:
+        from pycuda.compiler import SourceModule
+
+        text = source()
+        raw = SourceModule(
+            text,
+            arch=device_arch(),
+            options=["-O3", "-std=c++17"] + (["-use_fast_math"] if fast_math else []),
+            no_extern_c=True,
+            cache_dir=_cache_dir(),
+        )
+        _state["compiles"] += 1
+        mod = _state["modules"][full_key] = Module(raw, text)
+    return mod
+
+
+# ---------------------------------------------------------------------------------------- signatures
+_KERNEL_RE = re.compile(
+    r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(\w+)\s*\((.*?)\)\s*\{', re.S
+)
+_TYPEDEF_RE = re.compile(r"typedef\s+([\w ]+?)\s+(\w+)\s*;")
+_SCALAR_KINDS = {"int": "i", "long long": "q", "double": "d", "float": "f", "unsigned int": "u"}
+_KIND_DTYPE = {"i": np.int32, "q": np.int64, "d": np.float64, "f": np.float32, "u": np.uint32}
+_POINTEE_DTYPE = {
+    "int": np.int32, "unsigned int": np.uint32, "double": np.float64, "float": np.float32, "long long": np.int64,
+    "unsigned long long": np.uint64, "unsigned char": np.uint8, "int2": np.int32, "int4": np.int32,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: C type (typedefs resolved, ``const``/``__restrict__`` dropped) and name.
+
+    ``kind`` is "P" for a pointer, else the scalar kind: "i" int32, "q" int64, "d" double,
+    "f" float, "u" uint32. ``dtype`` is the element dtype of a pointer (None when unknown).
+    """
+
+    ctype: str
+    name: str
+
+    @property
+    def kind(self) -> str:
+        if "*" in self.ctype:
+            return "P"
+        try:
+            return _SCALAR_KINDS[self.ctype]
+        except KeyError:
+            raise TypeError(f"unsupported kernel parameter type {self.ctype!r} ({self.name})") from None
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        if "*" not in self.ctype:
+            return np.dtype(_KIND_DTYPE[self.kind])
+        dt = _POINTEE_DTYPE.get(self.ctype.replace("*", "").strip())
+        return None if dt is None else np.dtype(dt)
+
+
+def parse_signatures(source: str) -> dict[str, tuple[Param, ...]]:
+    """{kernel name: parameters} of the ``extern "C" __global__`` kernels of a CUDA source.
+
+    Examples
+    --------
+    >>> src = 'typedef float w_t;\\nextern "C" __global__ void k(const w_t* w, long long n) {}'
+    >>> [(p.ctype, p.kind, str(p.dtype)) for p in parse_signatures(src)["k"]]
+    [('float*', 'P', 'float32'), ('long long', 'q', 'int64')]
+    """
+    text = re.sub(r"//[^\n]*", "", source)
+    typedefs = {alias: base.strip() for base, alias in _TYPEDEF_RE.findall(text)}
+    out = {}
+    for name, params in _KERNEL_RE.findall(text):
+        plist = []
+        for p in params.split(","):
+            p = " ".join(re.sub(r"\b(const|__restrict__)\b", " ", p).split())
+            if not p:
+                continue
+            m = re.match(r"(.*?)\s*(\w+)$", p)
+            if m is None:
+                raise ValueError(f"cannot parse parameter {p!r} of kernel {name}")
+            ctype, pname = m.group(1).strip(), m.group(2)
+            stars = ctype.count("*")
+            base = ctype.replace("*", "").strip()
+            base = typedefs.get(base, base)
+            plist.append(Param(base + "*" * stars, pname))
+        out[name] = tuple(plist)
+    return out
+
+
+@dataclass
+class DeviceArray:
+    """A device allocation with the dtype and length it was uploaded with (checked at launch)."""
+
+    alloc: Any
+    dtype: np.dtype
+    size: int
+
+    def __int__(self) -> int:
+        return int(self.alloc)
+
+
+def upload(array: np.ndarray) -> DeviceArray:
+    """Copy a host array to the device (contiguous) as a :class:`DeviceArray`."""
+    a = np.ascontiguousarray(array)
+    return DeviceArray(driver().to_device(a), a.dtype, int(a.size))
+
+
+def _check_arg(kernel: str, p: Param, v: Any) -> Any:
+    where = f"{kernel}({p.name}: {p.ctype})"
+    if p.kind == "P":
+        if isinstance(v, bool | int | float | np.number) or v is None:
+            raise TypeError(f"internal: {where} expects a device allocation, got {v!r}")
+        if isinstance(v, DeviceArray):
+            want = p.dtype
+            if want is not None and v.dtype != want:
+                raise TypeError(f"internal: {where} expects {want} elements, got a device array of {v.dtype}")
+            return v.alloc
+        return v
+    if not isinstance(v, int | float | np.number) or isinstance(v, bool):
+        raise TypeError(f"internal: {where} expects a scalar, got {type(v).__name__}")
+    dt = p.dtype
+    if dt.kind in "iu":
+        if isinstance(v, float | np.floating):
+            raise TypeError(f"internal: {where} expects an integer, got {v!r}")
+        info = np.iinfo(dt)
+        if not info.min <= int(v) <= info.max:
+            raise OverflowError(f"internal: {where} value {v} out of {dt} range")
+        return dt.type(int(v))
+    return dt.type(v)
+
+
+class Kernel:
+    """A compiled kernel with its declared parameters; call it with arguments by name.
+
+    ``kernel(grid=(g, 1), block=(b, 1, 1), shared=bytes, x=..., n=...)`` checks every
+    argument against the declaration (see :func:`parse_signatures`) and launches.
+    """
+
+    def __init__(self, func: Any, name: str, params: tuple[Param, ...]) -> None:
+        self.func = func
+        self.name = name
+        self.params = params
+
+    @property
+    def num_regs(self) -> int:
+        return int(self.func.num_regs)
+
+    @property
+    def shared_size_bytes(self) -> int:
+        return int(getattr(self.func, "shared_size_bytes", 0))
+
+    def set_attribute(self, attr: Any, value: int) -> None:
+        self.func.set_attribute(attr, value)
+
+    def args(self, values: Mapping[str, Any]) -> tuple:
+        """The positional, typed argument tuple of ``values`` (checked; see the class docstring)."""
+        names = [p.name for p in self.params]
+        missing = [n for n in names if n not in values]
+        extra = sorted(set(values) - set(names))
+        if missing or extra:
+            raise TypeError(f"internal: {self.name} arguments: missing {missing}, unknown {extra}")
+        return tuple(_check_arg(self.name, p, values[p.name]) for p in self.params)
+
+    def __call__(self, *, grid: tuple, block: tuple, shared: int = 0, **values: Any) -> None:
+        self.func(*self.args(values), block=tuple(int(b) for b in block), grid=tuple(int(g) for g in grid),
+                  shared=int(shared))  # fmt: skip
+
+
+class Module:
+    """A compiled module: :meth:`function` gives typed :class:`Kernel` objects."""
+
+    def __init__(self, raw: Any, source: str) -> None:
+        self.raw = raw
+        self.signatures = parse_signatures(source)
+        self._kernels: dict[str, Kernel] = {}
+        self._constants: dict[str, bytes] = {}
+
+    def function(self, name: str) -> Kernel:
+        k = self._kernels.get(name)
+        if k is None:
+            if name not in self.signatures:
+                raise KeyError(f"internal: no extern \"C\" kernel {name!r} in the module")
+            k = self._kernels[name] = Kernel(self.raw.get_function(name), name, self.signatures[name])
+        return k
+
+    def set_constant(self, name: str, values: np.ndarray) -> None:
+        """Copy ``values`` into the ``__constant__`` array ``name`` (skipped when unchanged)."""
+        data = np.ascontiguousarray(values)
+        blob = data.tobytes()
+        if self._constants.get(name) == blob:
+            return
+        ptr, size = self.raw.get_global(name)
+        if int(size) != data.nbytes:
+            raise ValueError(f"internal: __constant__ {name} holds {size} bytes, got {data.nbytes}")
+        driver().memcpy_htod(ptr, data)
+        self._constants[name] = blob
