@@ -975,7 +975,8 @@ def test_fake_hyperparameter_sweep_compiles_once(fake_backend) -> None:
     """20 evaluations with other values (10 edge length scales, 10 stop probabilities) through
     GPUBackend.solve: one wide module (and the per-pair module, not launched) is compiled, never more; every
     evaluation's K matches the CPU backend (the values reach the emulated kernels through
-    ``mgk_kpar``, which the fake module checks at each launch)."""
+    ``mgk_kpar``, which the fake module checks at each launch; q through the re-uploaded node
+    vectors, the graphs being packed once)."""
     drv, backend = fake_backend
     graphs = [_rgg(30, 3), _rgg(22, 4)]
     nk = KroneckerDelta(0.5, "label")
@@ -990,6 +991,9 @@ def test_fake_hyperparameter_sweep_compiles_once(fake_backend) -> None:
         return _SolverStub([])
 
     sys.modules["pycuda.compiler"].factory = factory
+    packs: list[int] = []
+    real_pack = backend.pack_batch
+    backend.pack_batch = lambda *a, **kw: packs.append(1) or real_pack(*a, **kw)
     be = backend.GPUBackend(wide=True, rtol=1e-10, wide_xmv="rows")
     sweep = [(ls, 0.05) for ls in np.geomspace(0.3, 3.0, 10)] + [(1.0, q) for q in np.geomspace(0.002, 0.5, 10)]
     pairs = np.array([(0, 0), (0, 1), (1, 1)])
@@ -1009,3 +1013,4 @@ def test_fake_hyperparameter_sweep_compiles_once(fake_backend) -> None:
             assert abs(vals[t] - ref) <= 1e-7 * abs(ref), (ls, q, i, j)
     assert len([s for s in sources if "wide_xmv" in s]) == 1
     assert len(sources) == device.compile_count() == be.last_extra["compiles"] == 2
+    assert len(packs) == 1  # same graphs: another q only re-uploads the node vectors

@@ -58,6 +58,23 @@ class _DeviceBatch:
     relab_stride: int = 1
     #: staged wide-XMV tables of graphs used as G2 (filled by ``mgkflow.gpu.wide``)
     staged: dict = field(default_factory=dict)
+    #: node permutation applied to each graph before packing (None: natural order)
+    perms: tuple | None = None
+    #: digest of the systems' p, q, d the uploaded node vectors hold
+    vec_digest: int = 0
+
+    def refresh_vectors(self, systems: Sequence[GraphSystem], digest: int) -> None:
+        """Upload new start/stop probabilities and degrees (same graphs, e.g. another q): the
+        structure, labels and weights stay on the device."""
+        total = int(self.batch.d.size)
+        d, p, q = np.ones(total), np.zeros(total), np.zeros(total)
+        for k, s in enumerate(systems):
+            perm = slice(None) if self.perms is None else self.perms[k]
+            o, n = int(self.batch.node_offset[k]), s.n
+            d[o : o + n], p[o : o + n], q[o : o + n] = s.d[perm], s.p[perm], s.q[perm]
+        self.batch = replace(self.batch, d=d, p=p, q=q)
+        self.arrays.update(d=device.upload(d), p=device.upload(p), q=device.upload(q))
+        self.vec_digest = digest
 
 
 class GPUBackend:
@@ -211,12 +228,17 @@ class GPUBackend:
             b"".join(np.ascontiguousarray(v).tobytes() for s in systems for v in (s.p, s.q, s.d))
         )
         sort = config.xmv in ("rows", "rows4") and self.tile_sort
-        key = (key_ids, digest, config.node_fields, config.edge_fields, config.weight_double, sort, config.row_pack)
+        key = (key_ids, config.node_fields, config.edge_fields, config.weight_double, sort, config.row_pack)
         if self._batch_cache is not None and self._batch_cache[0] == key:
-            return self._batch_cache[1]
+            db = self._batch_cache[1]
+            if db.vec_digest != digest:  # same graphs, other p / q (a hyperparameter sweep)
+                db.refresh_vectors(systems, digest)
+            return db
         originals = tuple(s.graph for s in systems)  # keep alive: the cache key holds their ids
+        perms = None
         if sort:
-            systems = [permute_system(s, tile_degree_order(s.graph)) for s in systems]
+            perms = tuple(tile_degree_order(s.graph) for s in systems)
+            systems = [permute_system(s, perm) for s, perm in zip(systems, perms, strict=True)]
         nf = [f for f, _ in config.node_fields]
         ef = [f for f, _ in config.edge_fields]
         batch = pack_batch(systems, node_fields=nf, edge_fields=ef)
@@ -257,6 +279,8 @@ class GPUBackend:
             nt=batch.n_tiles_side.astype(np.int64),
             keepalive=(originals, G),
             relab_stride=int(rows["relab_stride"]),
+            perms=perms,
+            vec_digest=digest,
         )
         self._batch_cache = (key, dbatch)
         return dbatch
