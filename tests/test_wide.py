@@ -1014,3 +1014,40 @@ def test_fake_hyperparameter_sweep_compiles_once(fake_backend) -> None:
     assert len([s for s in sources if "wide_xmv" in s]) == 1
     assert len(sources) == device.compile_count() == be.last_extra["compiles"] == 2
     assert len(packs) == 1  # same graphs: another q only re-uploads the node vectors
+
+
+def test_fake_auto_follows_the_cost_models(fake_backend) -> None:
+    """"auto" takes the strategy the cost models predict cheaper (labeled, q = 0.05, where the
+    uncalibrated rule takes "staged"); a strategy that does not apply is never chosen; K is
+    right either way."""
+    from mgkflow.gpu import wide
+    from mgkflow.gpu.strategies.cost import CostModel
+
+    drv, backend = fake_backend
+    nk, ek, wt, sizes = FAKE_CASES["labeled-f32"]
+    systems = [prepare_graph(_graph(n, 0.3, n, wt), k, nk, ek, q=0.05) for k, n in enumerate(sizes)]
+    config = _config(systems, nk, ek)
+    db = _fake_db(backend, systems, config)
+    ref = solve_pair(systems[0], systems[1], nk, ek, rtol=1e-12).value
+
+    def models(rows_cost: float, staged_cost: float) -> dict:
+        return {
+            "wide_rows": CostModel("wide_rows", ("products",), (rows_cost,), 0.0),
+            "staged": CostModel("staged", ("entries_x_groups",), (staged_cost,), 0.0),
+        }
+
+    for cm, want in ((None, "staged"), (models(1e-9, 1.0), "rows"), (models(1.0, 1e-9), "staged")):
+        stats: dict = {}
+        k, *_ = wide._solve(drv, FakeModule(config, nk, ek), db, 0, 1, 1e-10, 500, WIDE_BLOCK, None, stats, config,
+                            "auto", values=kernel_values(nk, ek), cost_models=cm or {})  # fmt: skip
+        assert stats["xmv"] == want and abs(k - ref) <= 1e-6 * abs(ref), (cm, stats["xmv"])
+        assert set(stats["predicted_s"]) == (set() if cm is None else {"wide_rows", "staged"})
+    # unlabeled: staged does not apply under "auto", whatever the models say
+    nk0 = ek0 = Constant(1.0)
+    systems = [prepare_graph(_graph(n, 0.3, n), k, nk0, ek0, q=0.05) for k, n in enumerate(sizes)]
+    config = _config(systems, nk0, ek0)
+    db = _fake_db(backend, systems, config)
+    stats = {}
+    wide._solve(drv, FakeModule(config, nk0, ek0), db, 0, 1, 1e-10, 500, WIDE_BLOCK, None, stats, config, "auto",
+                values=kernel_values(nk0, ek0), cost_models=models(1.0, 1e-12))  # fmt: skip
+    assert stats["xmv"] == "rows"

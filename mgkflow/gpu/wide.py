@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ..format.staged import DEFAULT_SLOTS, StagedG2, staged_g2
-from . import device
+from ..format.staged import DEFAULT_SLOTS
+from . import device, strategies
 from .source import KPAR, KernelConfig, coef_expr, label_macros, template_text
+from .strategies.cost import CostModel, load_models
+from .strategies.staged import STAGED_MIN_Q
 
 __all__ = [
     "WIDE_BLOCK", "WIDE_KERNELS", "WIDE_XMVS", "STAGED_MIN_Q", "N_VECTORS", "wide_source", "compile_wide",
@@ -39,14 +41,15 @@ N_VECTORS = 6
 #: Kernels of ``mgk_wide.cu`` (launched by parameter name: :class:`mgkflow.gpu.device.Kernel`).
 WIDE_KERNELS = ("wide_init", "wide_xmv", "wide_xmv_staged", "wide_update", "wide_direction", "wide_dot")
 
-#: XMV kernels of the wide solver: "rows" (``wide_xmv``: row pairs through L1) and "staged"
-#: (``wide_xmv_staged``: G2 nonzeros in registers, P slices in shared memory, float32 products;
-#: see :mod:`mgkflow.format.staged`); "auto" picks "staged" for labeled edge kernels at
-#: q >= :data:`STAGED_MIN_Q`.
-WIDE_XMVS = ("auto", "rows", "staged")
-#: Smallest stop probability at which "auto" takes the staged XMV: its float32 products (P,
-#: weights and coefficients rounded to float32) cost ~eps32 / q of relative accuracy in K.
-STAGED_MIN_Q = 0.01
+#: XMV choices of the wide solver: "auto" (the cheapest applicable strategy of
+#: :mod:`mgkflow.gpu.strategies` by its calibrated cost model), or a wide strategy by name:
+#: "rows" (= "wide_rows": row pairs through L1) and "staged" (G2 nonzeros in registers, P
+#: slices in shared memory, float32 products; "auto" considers it for labeled edge kernels at
+#: q >= :data:`STAGED_MIN_Q` only).
+WIDE_XMVS = ("auto", "rows", "staged", "wide_rows")
+#: Short names of wide strategies (stats and options use these).
+_ALIASES = {"rows": "wide_rows"}
+_SHORT = {"wide_rows": "rows"}
 
 def staged_macros(config: KernelConfig) -> str:
     """``#define`` lines of the staged XMV's label handling for ``config``.
@@ -291,6 +294,7 @@ def solve_pair_wide(
     xmv: str = "auto",
     slots: int = DEFAULT_SLOTS,
     workspace: dict | None = None,
+    cost_models: dict[str, CostModel] | None = None,
 ) -> tuple[float, int, float, bool]:
     """Solve one pair of a device batch with the whole GPU.
 
@@ -319,19 +323,24 @@ def solve_pair_wide(
     stats : dict, optional
         Filled with figures of the solve: sizes ("n1", "n2", "unknowns", "tile_pairs"),
         "device_s" (elapsed between events around the whole PCG, host round trips included),
-        "host_s", "iterations", grids ("grid_vec", "grid_xmv", "block", "blocks_per_sm"),
+        "host_s", "iterations", grids ("grid_vec", "grid_xmv", "block"),
         "regs_xmv", "launches" (per kernel), "bytes" (device memory of the solve), "xmv"
-        (the XMV kernel used) and, for the staged XMV, "staged_groups", "staged_fill" and
-        "smem" (dynamic shared memory per block).
+        (short name of the strategy used), "strategy", "features" (its cost-model features),
+        "predicted_s" (per strategy, when a cost model chose), "smem" (dynamic shared memory
+        per block) and, for the staged XMV, "staged_groups" and "staged_fill".
     xmv : {"auto", "rows", "staged"}
-        XMV kernel (see :data:`WIDE_XMVS`): "auto" uses "staged" for labeled edge kernels at
-        q >= :data:`STAGED_MIN_Q` unless a tile row of G2 does not fit one block's slots (then
-        "rows"); "staged" raises where it does not apply.
+        XMV strategy (see :data:`WIDE_XMVS`): "auto" takes the applicable wide strategy of
+        least predicted cost (:func:`mgkflow.gpu.strategies.choose`; without calibrated cost
+        models: "staged" for labeled edge kernels at q >= :data:`STAGED_MIN_Q` where G2's
+        rows fit the slots, else "rows"); a named strategy raises where it does not apply.
     slots : int
         Register slots per thread of the staged XMV.
     workspace : dict, optional
         Keeps the device vectors between calls (reused while large enough, else replaced):
         a caller solving many wide pairs passes the same dict; default: allocated per call.
+    cost_models : dict, optional
+        Strategy name -> :class:`mgkflow.gpu.strategies.cost.CostModel` for "auto"; default:
+        the models stored for this GPU model by ``python -m mgkflow.bench.gpu_calibrate``.
 
     Returns
     -------
@@ -350,53 +359,7 @@ def solve_pair_wide(
         raise ValueError(f"xmv must be one of {WIDE_XMVS}, got {xmv!r}")
     mod = compile_wide(config, block, fast_math, slots)
     return _solve(device.driver(), mod, db, g1, g2, rtol, max_iter, _check_block(block), blocks_per_sm, stats,
-                  config, xmv, int(slots), workspace, values)  # fmt: skip
-
-
-def _staged_tables(cuda: Any, db: Any, g: int, config: KernelConfig, block: int, slots: int) -> tuple[StagedG2, dict]:
-    """Host and device staged tables of graph ``g`` of the batch as G2 (cached on ``db``)."""
-    cache = db.staged
-    key = (int(g), tuple(f for f, _ in config.edge_fields), int(block), int(slots))
-    hit = cache.get(key)
-    if hit is None:
-        t = staged_g2(db.batch.graph(int(g)), [f for f, _ in config.edge_fields], slots=slots, block=block)
-        dev = {
-            "groups": cuda.to_device(np.ascontiguousarray(t.groups, dtype=np.int32)),
-            "colset": cuda.to_device(np.concatenate([t.colset, np.zeros(1, np.int32)])),
-            "row_thread": cuda.to_device(np.concatenate([t.row_thread, np.zeros(1, np.int32)])),
-            "slot_col": cuda.to_device(np.concatenate([t.slot_col.ravel(), np.zeros(1, np.int32)])),
-            "slot_w": cuda.to_device(np.concatenate([t.slot_weight.ravel(), np.zeros(1, np.float32)])),
-            "slot_lab": cuda.to_device(np.concatenate([t.slot_labels.ravel(), np.zeros(1, np.uint32)])),
-        }
-        hit = cache[key] = (t, dev)
-    return hit
-
-
-def _staged_choice(cuda: Any, db: Any, g1: int, g2: int, off1: int, off2: int, n1: int, n2: int,
-                   config: KernelConfig | None, xmv: str, block: int, slots: int) -> tuple | None:
-    """The staged tables of G2 when the staged XMV applies (``xmv`` "auto" or "staged"), else None."""
-    if xmv == "rows":
-        return None
-    qv = np.asarray(db.batch.q)
-    q_min = float(min(qv[off1 : off1 + n1].min(), qv[off2 : off2 + n2].min()))
-    why = ""
-    staged = None
-    if config is None:
-        why = "no kernel configuration given"
-    elif xmv == "auto" and not config.edge_fields:
-        # constant edge kernel: the float64 row XMV reaches the exact (constant) solution of the
-        # unlabeled system in one iteration; float32 products would not
-        why = "the edge kernel reads no label"
-    elif xmv == "auto" and q_min < STAGED_MIN_Q:
-        why = f"q = {q_min:g} < {STAGED_MIN_Q:g} (float32 products lose ~eps32 / q of accuracy)"
-    else:
-        try:
-            staged = _staged_tables(cuda, db, g2, config, block, slots)
-        except ValueError as exc:
-            why = str(exc)
-    if why and xmv == "staged":
-        raise ValueError(f"the staged XMV does not apply to pair ({g1}, {g2}): {why}")
-    return staged
+                  config, xmv, int(slots), workspace, values, cost_models)  # fmt: skip
 
 
 def _workspace(cuda: Any, ws: dict, N: int, n_part: int, what: str) -> tuple:
@@ -439,6 +402,7 @@ def _solve(
     slots: int = DEFAULT_SLOTS,
     workspace: dict | None = None,
     values: np.ndarray | None = None,
+    cost_models: dict[str, CostModel] | None = None,
 ) -> tuple[float, int, float, bool]:
     """:func:`solve_pair_wide` on a given driver module and compiled module (tests pass fakes)."""
     t_start = time.perf_counter()
@@ -470,33 +434,23 @@ def _solve(
         raise ValueError("the kernels' run-time values (mgkflow.gpu.source.kernel_values) are required")
 
     f_init = mod.function("wide_init")
-    f_xmv = mod.function("wide_xmv")
     f_update = mod.function("wide_update")
     f_dir = mod.function("wide_direction")
     f_dot = mod.function("wide_dot")
 
+    # ---- XMV strategy (mgkflow.gpu.strategies)
+    ctx = strategies.PairContext(cuda, db, g1, g2, config, block, slots, n1, n2, nt1, nt2, off1, off2, ro1, rro1,
+                                 rro2, forced=xmv != "auto")  # fmt: skip
+    strategy, predicted = _pick(ctx, xmv, cost_models)
+    f_xmv = mod.function(strategy.kernel)
+
     # ---- launch geometry
     lim = device.device_limits()
-    warps = block // 32
-    if blocks_per_sm is None:
-        blocks_per_sm = device.blocks_per_sm(f_xmv.num_regs, block, limits=lim)
-    blocks_per_sm = max(1, int(blocks_per_sm))
     grid_vec = _grid_size(lim.n_sm, max(1, lim.threads_per_sm // block), -(-N // block))
-    grid_xmv = _grid_size(lim.n_sm, blocks_per_sm, -(-n_tp // warps))
-
-    # ---- staged XMV: G2 tables, shared memory, grid
-    staged = _staged_choice(cuda, db, g1, g2, off1, off2, n1, n2, config, xmv, block, slots)
-    if staged is not None:
-        st_host, st_dev = staged
-        f_xmv = mod.function("wide_xmv_staged")
-        n_groups = st_host.n_groups
-        n_tasks = nt1 * n_groups
-        # 8 partial sums (double) per thread, then the P slice (8 rows x 8 * ncol floats)
-        smem = 64 * block + 256 * max(st_host.max_cols, 1)
-        if smem > 48 * 1024:
-            f_xmv.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-        per_sm = device.blocks_per_sm(f_xmv.num_regs, block, smem, f_xmv.shared_size_bytes, limits=lim)
-        grid_xmv = _grid_size(lim.n_sm, per_sm, n_tasks)
+    grid_xmv = strategy.grid(ctx, f_xmv, lim, blocks_per_sm)
+    smem = strategy.shared_bytes(ctx)
+    if smem > 48 * 1024:
+        f_xmv.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
 
     # ---- device memory
     ws = workspace if workspace is not None else {}
@@ -520,19 +474,11 @@ def _solve(
         launches["init"] += 1
         return partials(h_vec)
 
+    xmv_vectors = {"P": P, "DG": DG, "A": Av, "counter": counter, "part": part}
+
     def xmv() -> float:
         cuda.memset_d32(counter, 0, 1)
-        if staged is None:
-            f_xmv(grid=(grid_xmv, 1), block=blk, rrowptr=a["rrowptr"], rcoff=a["rcoff"], rweight=a["rweight"],
-                  relab=a["relab"], relab_stride=db.relab_stride, rrow_off1=rro1, rrow_off2=rro2, nt2=nt2,
-                  n_tp=n_tp, P=P, DG=DG, A=Av, tp_counter=counter, part=part)  # fmt: skip
-        else:
-            f_xmv(grid=(grid_xmv, 1), block=blk, shared=smem, rowptr=a["rowptr"], tile_col=a["tile_col"],
-                  bitmap=a["bitmap"], toff=a["toff"], weight=a["weight"], elab=a["elab"],
-                  elab_stride=db.elab_stride, rowptr_off1=ro1, groups=st_dev["groups"], n_groups=n_groups,
-                  colset=st_dev["colset"], row_thread=st_dev["row_thread"], slot_col=st_dev["slot_col"],
-                  slot_w=st_dev["slot_w"], slot_lab=st_dev["slot_lab"], slot_stride=st_host.n_threads, nt2=nt2,
-                  n_tasks=n_tasks, P=P, DG=DG, A=Av, task_counter=counter, part=part)  # fmt: skip
+        strategy.launch(ctx, f_xmv, grid_xmv, xmv_vectors)
         launches["xmv"] += 1
         return partials(h_xmv)[0]
 
@@ -566,13 +512,41 @@ def _solve(
                 "grid_vec": grid_vec,
                 "grid_xmv": grid_xmv,
                 "block": block,
-                "blocks_per_sm": blocks_per_sm,
                 "regs_xmv": int(f_xmv.num_regs),
                 "launches": dict(launches),
                 "bytes": need,
-                "xmv": "rows" if staged is None else "staged",
+                "xmv": _SHORT.get(strategy.name, strategy.name),
+                "strategy": strategy.name,
+                "predicted_s": predicted,
+                "features": strategy.features(ctx),
+                "smem": smem,
             }
         )
-        if staged is not None:
-            stats.update({"staged_groups": n_groups, "staged_fill": st_host.fill(), "smem": smem})
+        if strategy.name == "staged":
+            st_host, _ = strategy.prepare(ctx)
+            stats.update({"staged_groups": st_host.n_groups, "staged_fill": st_host.fill()})
     return result
+
+
+_MODELS: dict[str, dict | None] = {}
+
+
+def _pick(ctx: strategies.PairContext, xmv: str, cost_models: dict | None) -> tuple[strategies.Strategy, dict]:
+    """The wide XMV strategy of a pair: the named one (ValueError where it cannot run), or for
+    "auto" the cheapest applicable one by the cost models (``cost_models``, else those stored
+    for this GPU model, else the strategies' fixed ranks)."""
+    if xmv != "auto":
+        s = strategies.get(_ALIASES.get(xmv, xmv))
+        if s.path != "wide":
+            raise ValueError(f"{s.name!r} is not a wide-path strategy")
+        why = s.applies(ctx)
+        if why:
+            raise ValueError(f"the {_SHORT.get(s.name, s.name)} XMV does not apply to pair ({ctx.g1}, {ctx.g2}): {why}")
+        return s, {}
+    if cost_models is None:
+        name = device.device_limits().name
+        if name not in _MODELS:
+            _MODELS[name] = load_models(name)
+        cost_models = _MODELS[name]
+    chosen, predicted, _why = strategies.choose(ctx, strategies.available("wide"), cost_models)
+    return strategies.get(chosen), predicted
