@@ -511,7 +511,8 @@ class GPUBackend:
             )  # fmt: skip
             out.k[t], out.it[t], out.res[t], out.conv[t] = v, itw, rw, int(cw)
             seconds += float(st.get("device_s", 0.0))
-            stats_out.append({k: st[k] for k in ("n1", "n2", "unknowns", "device_s", "iterations", "xmv") if k in st})
+            keep = ("n1", "n2", "unknowns", "device_s", "iterations", "xmv", "strategy", "features", "predicted_s")
+            stats_out.append({k: st[k] for k in keep if k in st})
             if progress is not None:
                 progress(1)
         return stats_out, seconds
