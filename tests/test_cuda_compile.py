@@ -64,9 +64,9 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
             path = tmp_path / f"{name}-{int(a_double)}{int(w_double)}.cu"
             path.write_text(src)
             jobs.append(path)
-        # the other XMV mappings (octile with and without the adaptive primitive selection, rows4)
+        # the other XMV mapping (octile with and without the adaptive primitive selection)
         if name in ("unlabeled", "kd-node-se-edge", "products"):
-            for xmv, adaptive in (("octile", True), ("octile", False), ("rows4", False)):
+            for xmv, adaptive in (("octile", True), ("octile", False)):
                 src = kernel_source(make_config(nk, ek, nd, ed, xmv=xmv, adaptive=adaptive, min_blocks=2))
                 path = tmp_path / f"{name}-{xmv}{int(adaptive)}.cu"
                 path.write_text(src)

@@ -128,11 +128,8 @@ def test_solver_variants() -> None:
         GPUBackend(a_double=True),
         GPUBackend(block=128, min_blocks=4),
         GPUBackend(xmv="rows", tile_sort=False),
-        GPUBackend(row_pack=True),
         GPUBackend(row_ilp=2),
-        GPUBackend(xmv="rows4"),
         GPUBackend(p_smem=False),
-        GPUBackend(fast_math=True),
         GPUBackend(a_in_shared=False, block=384, min_blocks=3),
     ):
         err, _ = _compare(graphs, nk, ek, 0.0005, gpu_backend=be)

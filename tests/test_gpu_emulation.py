@@ -81,23 +81,3 @@ def test_row_pair_xmv_matches_cpu(edge_kernel, sizes, tile_sort) -> None:
     mv, _ = _offdiag_operator(s1, s2, edge_kernel, False)
     ref = mv(X)
     np.testing.assert_allclose(from_blocked(y, n, m, nt2), ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
-
-
-@pytest.mark.parametrize("n_fields", [0, 1])
-def test_packed_row_entries_round_trip(n_fields) -> None:
-    """Packed row entries (int2 / int4) carry exactly the separate arrays' words."""
-    from mgkflow.format.rows import pack_rows, row_arrays
-
-    ek = SquareExponential(1.0, "length") if n_fields else Constant(1.0)
-    nk = KroneckerDelta(0.5, "label")
-    systems = [prepare_graph(_graph(n, 0.3, n), k, nk, ek) for k, n in enumerate((5, 19, 40))]
-    rows = row_arrays(systems, list(ek.fields), np.float32)
-    packed = pack_rows(rows, 1 + n_fields)
-    m = rows["rweight"].size
-    assert packed.shape == (m, 2 * (1 + n_fields)) and packed.dtype == np.int32
-    np.testing.assert_array_equal(packed[:, 0], rows["rcoff"])
-    np.testing.assert_array_equal(packed[:, 1].view(np.float32), rows["rweight"])
-    if n_fields:
-        np.testing.assert_array_equal(packed[:, 2].view(np.uint32), rows["relab"][:m])
-    with pytest.raises(TypeError):
-        pack_rows(row_arrays(systems, list(ek.fields), np.float64), 1)

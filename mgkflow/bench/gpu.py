@@ -296,14 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--block", type=int, default=None, help="threads per block")
     ap.add_argument("--min-blocks", type=int, default=None, help="__launch_bounds__ blocks per SM")
-    ap.add_argument("--xmv", choices=["rows", "rows4", "octile"], default=None, help="XMV work mapping")
+    ap.add_argument("--xmv", choices=["rows", "octile"], default=None, help="XMV work mapping")
     ap.add_argument("--row-ilp", type=int, choices=[1, 2], default=None, help="row mode: float64 chains per lane")
     ap.add_argument("--primitives", default=None, help="octile mode: auto (measured map) or ss/dd/ds/sd")
     ap.add_argument("--no-tile-sort", action="store_true", help="row mode: keep the node order within tiles")
-    ap.add_argument("--row-pack", action="store_true", help="row mode: packed 8/16-byte entries")
     ap.add_argument("--no-p-smem", action="store_true", help="one generic kernel (no shared-memory P variant)")
     ap.add_argument("--rtol", type=float, default=None, help="CG relative residual tolerance")
-    ap.add_argument("--fast-math", action="store_true", help="compile with -use_fast_math")
     ap.add_argument("--a-global", action="store_true", help="keep a = M p in global memory")
     ap.add_argument(
         "--wide-xmv", default=None, help="XMV of the wide path: auto, rows or staged (--protein-pair: comma-separated)"
@@ -320,12 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     if args.no_tile_sort:
         backend_kw["tile_sort"] = False
-    if args.row_pack:
-        backend_kw["row_pack"] = True
     if args.no_p_smem:
         backend_kw["p_smem"] = False
-    if args.fast_math:
-        backend_kw["fast_math"] = True
     if args.a_global:
         backend_kw["a_in_shared"] = False
     if args.wide_xmv and "," not in args.wide_xmv:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..system import GraphSystem
 
-__all__ = ["tile_degree_order", "permute_system", "row_arrays", "label_words", "pack_rows"]
+__all__ = ["tile_degree_order", "permute_system", "row_arrays", "label_words"]
 
 
 def label_words(arrays: Sequence[np.ndarray], length: int) -> np.ndarray:
@@ -85,40 +85,4 @@ def row_arrays(systems: Sequence[GraphSystem], edge_fields: Sequence[str], wdt: 
     }
     out["relab"] = label_words([np.concatenate(labels[f]) for f in edge_fields], base)
     out["relab_stride"] = base + 1
-    return out
-
-
-def pack_rows(rows: dict[str, np.ndarray], kind: int) -> np.ndarray:
-    """Interleave the row-order arrays into packed entries for the row-pair XMV.
-
-    Parameters
-    ----------
-    rows : dict
-        :func:`row_arrays` output with float32 weights.
-    kind : {1, 2}
-        1: int32 pairs (coff, weight bits); 2: int32 quadruples (coff, weight bits, label
-        word of the first edge-label field, 0).
-
-    Returns
-    -------
-    (nnz + 1, 2 or 4) int32 array (one spare entry, like the separate arrays).
-
-    Examples
-    --------
-    >>> r = {"rcoff": np.array([1, 9, 0], np.int32), "rweight": np.array([1.0, 2.0, 0.0], np.float32),
-    ...      "relab": np.array([5, 6, 0], np.uint32), "relab_stride": 3}
-    >>> pack_rows(r, 2)[:, [0, 2]].tolist()
-    [[1, 5], [9, 6], [0, 0]]
-    """
-    if kind not in (1, 2):
-        raise ValueError(f"kind must be 1 or 2, got {kind}")
-    w = np.asarray(rows["rweight"])
-    if w.dtype != np.float32:
-        raise TypeError("packed row entries need float32 weights")
-    m = w.size
-    out = np.zeros((m, 2 * kind), dtype=np.int32)
-    out[:, 0] = rows["rcoff"]
-    out[:, 1] = w.view(np.int32)
-    if kind == 2:
-        out[:, 2] = np.asarray(rows["relab"])[:m].view(np.int32)
     return out

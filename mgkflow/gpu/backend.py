@@ -14,7 +14,7 @@ import numpy as np
 import pycuda.driver as cuda  # noqa: E402  (lazy: this module is imported on demand)
 
 from ..format.octile import OctileBatch, pack_batch
-from ..format.rows import label_words, pack_rows, permute_system, row_arrays, tile_degree_order
+from ..format.rows import label_words, permute_system, row_arrays, tile_degree_order
 from ..kernels import BaseKernel
 from ..system import GraphSystem
 from . import device
@@ -38,9 +38,9 @@ DEFAULT_MIN_BLOCKS = 2
 _SMEM_PER_ENTRY = {False: 12, True: 16}
 
 
-def compile_module(config: KernelConfig, fast_math: bool = False) -> device.Module:
+def compile_module(config: KernelConfig) -> device.Module:
     """Compile (or fetch from the process cache) the per-pair solver module for ``config``."""
-    return device.build_module(lambda: kernel_source(config), ("solver", config.key), fast_math)
+    return device.build_module(lambda: kernel_source(config), ("solver", config.key))
 
 
 @dataclass
@@ -90,7 +90,7 @@ class GPUBackend:
         Threads per block.
     a_double : bool
         Keep a = M p in float64 between the XMV and the update (more shared memory).
-    xmv : {"rows", "rows4", "octile"}
+    xmv : {"rows", "octile"}
         XMV work mapping (see :class:`mgkflow.gpu.source.KernelConfig`). Default "rows":
         node rows in CSR order, two outputs per lane, nodes of each tile sorted by degree.
     primitives : {"auto", "ss", "dd", "ds", "sd"} or (65, 65) uint8 array
@@ -99,9 +99,6 @@ class GPUBackend:
         measured); a name forces one primitive; an array is a selection map.
     tile_sort : bool
         Row mode: sort the nodes of each tile by degree (K is permutation invariant).
-    row_pack : bool
-        Row mode: load each nonzero as one packed 8- or 16-byte entry (float32 weights and at
-        most one edge-label field; else separate arrays). Off by default: measured no faster.
     wide : {"auto", True, False}
         Solve pairs with the whole device, one at a time (:mod:`mgkflow.gpu.wide`): True for
         every pair, False never; "auto" for pairs of at least ``WIDE_MIN_PRODUCTS`` nonzero
@@ -111,8 +108,9 @@ class GPUBackend:
         XMV kernel of the wide path (:data:`mgkflow.gpu.wide.WIDE_XMVS`): "staged" keeps G2's
         nonzeros in registers and stages slices of P in shared memory (one shared load and a
         few flops per product; float32 products); "rows" walks row pairs through L1 (float64
-        accumulation of each product); "auto" uses "staged" for labeled edge kernels at
-        q >= 0.01 (:data:`mgkflow.gpu.wide.STAGED_MIN_Q`).
+        accumulation of each product); "auto" takes the applicable strategy of least cost by
+        the models calibrated on this GPU model (``python -m mgkflow.bench.gpu_calibrate``;
+        without them "staged" for labeled edge kernels at q >= 0.01, else "rows").
     p_smem : bool
         Launch pairs whose P fits in shared memory with a kernel variant compiled for that
         (shared-memory addressing in the XMV); False uses one generic kernel.
@@ -127,9 +125,6 @@ class GPUBackend:
     min_blocks : int, optional
         Resident blocks per SM the compiler must fit registers for (``__launch_bounds__``);
         default 2 (the 96-node workloads fit two blocks' product vectors in shared memory).
-    fast_math : bool
-        Compile with ``-use_fast_math`` (float32 ``expf`` etc. in the base kernels; the
-        float64 CG arithmetic is unaffected). Off by default: measured no faster.
     sort_jobs : bool
         Hand out jobs largest estimated cost first (default); False keeps the pairs' order.
     a_in_shared : bool
@@ -155,7 +150,6 @@ class GPUBackend:
         xmv: str = "rows",
         primitives: str | np.ndarray = "auto",
         tile_sort: bool = True,
-        row_pack: bool = False,
         row_ilp: int = 2,
         wide: bool | str = "auto",
         wide_xmv: str = "auto",
@@ -165,7 +159,6 @@ class GPUBackend:
         max_scratch_bytes: int | None = None,
         smem_limit: int | None = None,
         min_blocks: int | None = None,
-        fast_math: bool = False,
         a_in_shared: bool = True,
         sort_jobs: bool = True,
     ) -> None:
@@ -189,7 +182,6 @@ class GPUBackend:
             primitives = primitives.astype(np.uint8)
         self.primitives = primitives
         self.tile_sort = bool(tile_sort)
-        self.row_pack = bool(row_pack)
         self.row_ilp = int(row_ilp)
         if wide not in (True, False, "auto"):
             raise ValueError(f"wide must be True, False or 'auto', got {wide!r}")
@@ -208,7 +200,6 @@ class GPUBackend:
         self.max_scratch_bytes = max_scratch_bytes
         self.smem_limit = smem_limit
         self.min_blocks = int(min_blocks) if min_blocks is not None else DEFAULT_MIN_BLOCKS
-        self.fast_math = bool(fast_math)
         self.a_in_shared = bool(a_in_shared)
         self.sort_jobs = bool(sort_jobs)
         self.last_extra: dict = {}
@@ -227,8 +218,8 @@ class GPUBackend:
         digest = hash(
             b"".join(np.ascontiguousarray(v).tobytes() for s in systems for v in (s.p, s.q, s.d))
         )
-        sort = config.xmv in ("rows", "rows4") and self.tile_sort
-        key = (key_ids, config.node_fields, config.edge_fields, config.weight_double, sort, config.row_pack)
+        sort = config.xmv == "rows" and self.tile_sort
+        key = (key_ids, config.node_fields, config.edge_fields, config.weight_double, sort)
         if self._batch_cache is not None and self._batch_cache[0] == key:
             db = self._batch_cache[1]
             if db.vec_digest != digest:  # same graphs, other p / q (a hyperparameter sweep)
@@ -261,7 +252,6 @@ class GPUBackend:
             "rcoff": rows["rcoff"],
             "rweight": rows["rweight"],
             "relab": rows["relab"],
-            "rpack": pack_rows(rows, config.row_pack).ravel() if config.row_pack else np.zeros(4, np.int32),
             "nlab": label_words([batch.node_labels[f] for f in nf], n_nodes_total),
             "d": batch.d,
             "p": batch.p,
@@ -345,7 +335,7 @@ class GPUBackend:
         values = kernel_values(node_kernel, edge_kernel)
         prim_map = self._primitive_map(edge_kernel)
         t0 = time.perf_counter()
-        func = compile_module(config, self.fast_math).function("mgk_solve")
+        func = compile_module(config).function("mgk_solve")
         t_compile = time.perf_counter() - t0
         t0 = time.perf_counter()
         db = self._device_batch(systems, config)
@@ -389,7 +379,6 @@ class GPUBackend:
             weight_double=weight_double,
             min_blocks=self.min_blocks,
             xmv=self.xmv,
-            row_pack=self.row_pack,
             row_ilp=self.row_ilp,
             adaptive=not (isinstance(self.primitives, str) and self.primitives == "ss"),
         )
@@ -397,7 +386,7 @@ class GPUBackend:
     def _cost(self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
         """Estimated cost per pair (largest first when ``sort_jobs``)."""
         N = db.nt[g1] * db.nt[g2] * 64
-        if self.xmv in ("rows", "rows4"):  # products per XMV, plus the per-entry vector work
+        if self.xmv == "rows":  # products per XMV, plus the per-entry vector work
             return db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] + 4.0 * N
         return db.octiles_per_graph[g1].astype(np.float64) * db.octiles_per_graph[g2] + N / 64.0
 
@@ -427,7 +416,7 @@ class GPUBackend:
         classes = []
 
         def kernel(cfg: KernelConfig) -> device.Kernel:
-            mod = compile_module(cfg, self.fast_math)
+            mod = compile_module(cfg)
             mod.set_constant(KPAR, values)
             return mod.function("mgk_solve")
 
@@ -507,7 +496,7 @@ class GPUBackend:
             st: dict = {}
             v, itw, rw, cw = solve_pair_wide(
                 db, int(g1[t]), int(g2[t]), config, values, rtol=self.rtol, max_iter=self.max_iter,
-                fast_math=self.fast_math, stats=st, xmv=self.wide_xmv, workspace=self._wide_workspace,
+                stats=st, xmv=self.wide_xmv, workspace=self._wide_workspace,
             )  # fmt: skip
             out.k[t], out.it[t], out.res[t], out.conv[t] = v, itw, rw, int(cw)
             seconds += float(st.get("device_s", 0.0))
@@ -535,9 +524,9 @@ class GPUBackend:
             "regs": func.num_regs,
             "compiles": device.compile_count(),
             "config": f"block={self.block} min_blocks={self.min_blocks} xmv={config.xmv} "
-            f"primitives={self._primitives_label} tile_sort={self.tile_sort} row_pack={config.row_pack} "
+            f"primitives={self._primitives_label} tile_sort={self.tile_sort} "
             f"row_ilp={config.row_ilp} p_smem={self.p_smem} wide_xmv={self.wide_xmv} "
-            f"fast_math={self.fast_math} a_double={self.a_double} weight_double={config.weight_double} "
+            f"a_double={self.a_double} weight_double={config.weight_double} "
             f"a_in_shared={self.a_in_shared}",
         }
 
@@ -589,7 +578,7 @@ class _SharedArgs:
             "hdr": a["hdr"], "rowptr": a["rowptr"], "tile_col": a["tile_col"], "bitmap": a["bitmap"],
             "toff": a["toff"], "weight": a["weight"], "elab": a["elab"], "elab_stride": db.elab_stride,
             "rrowptr": a["rrowptr"], "rcoff": a["rcoff"], "rweight": a["rweight"], "relab": a["relab"],
-            "relab_stride": db.relab_stride, "rpack": a["rpack"], "prim_map": prim_map, "nlab": a["nlab"],
+            "relab_stride": db.relab_stride, "prim_map": prim_map, "nlab": a["nlab"],
             "nlab_stride": db.nlab_stride, "dvec": a["d"], "pvec": a["p"], "qvec": a["q"],
             "rtol": rtol, "max_iter": max_iter,
         }  # fmt: skip

@@ -5,7 +5,7 @@ Everything in :mod:`mgkflow.gpu` that talks to PyCUDA goes through this module:
 * :func:`ensure_context` creates (once) a context on ``$MGKFLOW_DEVICE`` (default 0) or
   reuses the current one;
 * :func:`build_module` compiles a generated source once per process (keyed by the caller's
-  key, the architecture and ``fast_math``) and on disk through PyCUDA's cache
+  key and the architecture) and on disk through PyCUDA's cache
   (``$MGKFLOW_CUDA_CACHE`` or ``~/.cache/mgkflow/cuda``); :func:`compile_count` says how
   many sources this process handed to the compiler;
 * :func:`blocks_per_sm` is the one occupancy estimate (registers, threads, shared memory);
@@ -168,11 +168,12 @@ def compile_count() -> int:
     return int(_state["compiles"])
 
 
-def build_module(source: Callable[[], str], key: tuple, fast_math: bool = False) -> Module:
-    """Compile a CUDA source for the current device (cached per process under ``key`` plus
-    the architecture and ``fast_math``; on disk by PyCUDA). ``source`` is called on a miss only."""
+def build_module(source: Callable[[], str], key: tuple) -> Module:
+    """Compile a CUDA source for the current device with ``-O3`` (cached per process under
+    ``key`` plus the architecture; on disk by PyCUDA). ``source`` is called on a miss only.
+    (``-use_fast_math`` was measured no faster and is not offered: mgkflow/gpu/NOTES.md.)"""
     ensure_context()
-    full_key = (*key, device_arch(), bool(fast_math))
+    full_key = (*key, device_arch())
     mod = _state["modules"].get(full_key)
     if mod is None:
         from pycuda.compiler import SourceModule
@@ -181,7 +182,7 @@ def build_module(source: Callable[[], str], key: tuple, fast_math: bool = False)
         raw = SourceModule(
             text,
             arch=device_arch(),
-            options=["-O3", "-std=c++17"] + (["-use_fast_math"] if fast_math else []),
+            options=["-O3", "-std=c++17"],
             no_extern_c=True,
             cache_dir=_cache_dir(),
         )

@@ -20,11 +20,11 @@
 //            walks the CSR rows 8I+x of G1 and 8I2+u of G2 (all their octiles at once):
 //            every trip is one product, and with the nodes of each tile sorted by degree the
 //            heavy rows pair with light ones (lane efficiency ~0.7 on BA vs ~0.3 for octiles);
-//   3 rows4  like rows, but the lane's two outputs (i, v), (i, 7-v) share their G1 row;
 //   0 octile lane owns rows i = l/4 of the G1 octile and i2 = l%4, l%4+4 of the G2 octile and
 //            runs one of the primitives of octile_primitives.cuh per octile pair (ADAPTIVE:
 //            chosen from the measured selection map, else sparse x sparse).
-//   (1, a row-flattened walk over octile bitmaps, was measured slower and removed.)
+//   (1, a row-flattened walk over octile bitmaps, and 3 "rows4" (the lane's two outputs share
+//   their G1 row) were measured slower and removed: mgkflow/gpu/NOTES.md.)
 //
 // Placeholders filled by mgkflow.gpu.source: BLOCK, XMV_MODE, ADAPTIVE, PRIMITIVES (the text of
 // octile_primitives.cuh), NODE_KERNEL, EDGE_KERNEL,
@@ -36,7 +36,6 @@
 #define MIN_BLOCKS ${MIN_BLOCKS}
 #define XMV_MODE ${XMV_MODE}
 #define ADAPTIVE ${ADAPTIVE}
-#define ROW_PACK ${ROW_PACK}
 #define ROW_ILP ${ROW_ILP}
 #define P_SMEM ${P_SMEM}
 ${DEFINES}
@@ -45,11 +44,6 @@ ${DEFINES}
 #define NWARP (BLOCK / 32)
 typedef ${A_TYPE} a_t;
 typedef ${W_TYPE} w_t;
-#if ROW_PACK == 1
-typedef int2 rp_t;
-#else
-typedef int4 rp_t;
-#endif
 // coefficient A_ij A'_i'j' ke of one product, in double
 #define COEF(w1, w2, ke) ${COEF}
 
@@ -108,7 +102,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const w_t* __restrict__ rweight,              // row-pair XMV: weights in row order
     const unsigned int* __restrict__ relab,       // row-pair XMV: edge labels in row order
     const long long relab_stride,
-    const rp_t* __restrict__ rpack,               // row-pair XMV, ROW_PACK: packed entries
     const unsigned char* __restrict__ prim_map,   // primitive per (popc1, popc2), 65 x 65
     const unsigned int* __restrict__ nlab,        // node labels, field-major, 32-bit words
     const long long nlab_stride,
@@ -198,17 +191,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             // XMV: y = (A∘E) p on the fly, a = DG p - y, pa = p.a
             double pa = 0.0, dummy = 0.0;
             {
-                const int i = lane >> 2, i2a = lane & 3;
 #if XMV_MODE == 2
                 // row-pair XMV: outputs (x, u) and (7 - x, 7 - u) of the tile pair
                 const int rx = lane >> 3, ru = lane & 7;
                 const int oa = rx * 8 + ru, ob = (7 - rx) * 8 + (7 - ru);
-#elif XMV_MODE == 3
-                // row-pair XMV "rows4": outputs (i, v) and (i, 7 - v)
-                const int rv = lane & 3;
-                const int oa = i * 8 + rv, ob = i * 8 + 7 - rv;
 #else
                 // octile-pair XMV: outputs (i, i2a) and (i, i2b) of the tile pair
+                const int i = lane >> 2, i2a = lane & 3;
                 const int oa = i * 8 + i2a, ob = oa + 4;
                 const LaneRows L = lane_rows(lane);
 #endif
@@ -219,22 +208,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                     {
                         const int* ra_ = rrowptr + h1.rrow_off + I * 8;
                         const int* rb_ = rrowptr + h2.rrow_off + I2 * 8;
-#if ROW_PACK
-                        acca = row_pair_packed(ra_[rx], ra_[rx + 1], rb_[ru], rb_[ru + 1], P, nt2, rpack);
-                        accb = row_pair_packed(ra_[7 - rx], ra_[8 - rx], rb_[7 - ru], rb_[8 - ru], P, nt2, rpack);
-#else
                         acca = row_pair(ra_[rx], ra_[rx + 1], rb_[ru], rb_[ru + 1], P, nt2, rcoff, rweight, relab,
                                         relab_stride);
                         accb = row_pair(ra_[7 - rx], ra_[8 - rx], rb_[7 - ru], rb_[8 - ru], P, nt2, rcoff, rweight,
                                         relab, relab_stride);
-#endif
-                    }
-#elif XMV_MODE == 3
-                    {
-                        const int* ra_ = rrowptr + h1.rrow_off + I * 8;
-                        const int* rb_ = rrowptr + h2.rrow_off + I2 * 8;
-                        row_pair2(ra_[i], ra_[i + 1], rb_[rv], rb_[rv + 1], rb_[7 - rv], rb_[8 - rv], P, nt2, rcoff,
-                                  rweight, relab, relab_stride, acca, accb);
                     }
 #else
                     const int a0 = rowptr[h1.rowptr_off + I], a1 = rowptr[h1.rowptr_off + I + 1];

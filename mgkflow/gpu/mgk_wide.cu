@@ -16,7 +16,7 @@
 //
 // Placeholders filled by mgkflow.gpu.wide.wide_source: BLOCK, ROW_ILP (float64 chains per lane
 // in row_pair), DEFINES (label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, COEF, PRIMITIVES
-// (octile_primitives.cuh; its packed-row code stays out: ROW_PACK is not defined here).
+// (octile_primitives.cuh).
 
 #define BLOCK ${BLOCK}
 #define ROW_ILP ${ROW_ILP}

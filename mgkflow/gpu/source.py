@@ -33,7 +33,7 @@ KPAR = "mgk_kpar"
 #: Threads per block of the solver.
 DEFAULT_BLOCK = 512
 #: XMV work mappings and their ``XMV_MODE`` in ``mgk_solver.cu``.
-XMV_MODES = {"octile": 0, "rows": 2, "rows4": 3}  # 1 (a flattened octile walk) was removed
+XMV_MODES = {"octile": 0, "rows": 2}  # 1 (flattened octile walk) and 3 (rows4): measured slower, removed
 
 
 @dataclass(frozen=True)
@@ -55,11 +55,10 @@ class KernelConfig:
         Edge weights are stored in float64 (some weight is not exactly a float32).
     min_blocks : int
         Second ``__launch_bounds__`` argument (resident blocks per SM to fit registers for).
-    xmv : {"rows", "rows4", "octile"}
+    xmv : {"rows", "octile"}
         XMV work mapping (see ``mgk_solver.cu``): "rows" walks node rows in CSR order
-        (the lane owns two outputs of a tile pair, every trip is one product; "rows4": the
-        two outputs share their G1 row); "octile" loops over octile pairs with the
-        primitives of ``octile_primitives.cuh``.
+        (the lane owns two outputs of a tile pair, every trip is one product); "octile" loops
+        over octile pairs with the primitives of ``octile_primitives.cuh``.
     adaptive : bool
         Octile mode: choose the primitive per octile pair from a selection map (measured
         by ``mgkflow bench primitives``); else sparse x sparse everywhere.
@@ -75,10 +74,6 @@ class KernelConfig:
         The edge kernel is one ``SquareExponential`` (the staged wide XMV then folds the
         weight into the exponent, scaled at run time by ``mgk_kpar[n_node_par + n_edge_par]``
         = sqrt(log2(e) / (2 l^2)): one MUFU op per product).
-    row_pack : int
-        Row mode: 0 separate arrays per field; 1 packed int2 entries (coff, weight; no edge
-        labels); 2 packed int4 entries (coff, weight, one edge-label word). Packing needs
-        float32 weights and at most one edge-label field.
     """
 
     node_expr: str
@@ -91,7 +86,6 @@ class KernelConfig:
     min_blocks: int = 1
     xmv: str = "rows"
     adaptive: bool = False
-    row_pack: int = 0
     row_ilp: int = 1
     p_smem: bool = False
     n_node_par: int = 0
@@ -125,7 +119,6 @@ def make_config(
     min_blocks: int = 1,
     xmv: str = "rows",
     adaptive: bool = False,
-    row_pack: bool = False,
     row_ilp: int = 1,
 ) -> KernelConfig:
     """Build the :class:`KernelConfig` of a pair of base kernels.
@@ -145,12 +138,10 @@ def make_config(
         Edge weights in float64 (see :func:`mgkflow.format.pack_batch`).
     min_blocks : int
         Resident blocks per SM the register allocation must allow.
-    xmv : {"rows", "rows4", "octile"}
+    xmv : {"rows", "octile"}
         XMV work mapping (see :class:`KernelConfig`).
     adaptive : bool
         Per-octile-pair primitive selection (octile mode).
-    row_pack : bool
-        Row mode: load each nonzero as one packed entry where possible (see :class:`KernelConfig`).
     row_ilp : {1, 2}
         Row mode: independent float64 accumulation chains per lane.
 
@@ -181,7 +172,6 @@ def make_config(
     return KernelConfig(
         node_expr, edge_expr, nf, ef, int(block), bool(a_double), bool(weight_double), int(min_blocks), xmv,
         bool(adaptive) and xmv == "octile",
-        row_pack_kind(xmv, row_pack, weight_double, len(ef)),
         int(row_ilp),
         n_node_par=nn,
         n_edge_par=edge_kernel.n_device_values,
@@ -218,19 +208,6 @@ def se_scale(edge_kernel: BaseKernel) -> float:
     return math.sqrt(math.log2(math.e) / (2.0 * edge_kernel.length_scale**2))
 
 
-def row_pack_kind(xmv: str, row_pack: bool, weight_double: bool, n_edge_fields: int) -> int:
-    """``KernelConfig.row_pack`` for these settings: 0 (separate arrays), 1 (int2) or 2 (int4).
-
-    Examples
-    --------
-    >>> [row_pack_kind("rows", True, wd, nf) for wd, nf in ((False, 1), (True, 1), (False, 0))]
-    [2, 0, 1]
-    """
-    if xmv != "rows" or not row_pack or weight_double or n_edge_fields > 1:
-        return 0
-    return 1 if n_edge_fields == 0 else 2
-
-
 def _load_macro(name: str, var: str, array: str, stride: str, fields: tuple[tuple[str, str], ...]) -> str:
     parts = []
     for k, (_, ct) in enumerate(fields):
@@ -242,16 +219,6 @@ def _load_macro(name: str, var: str, array: str, stride: str, fields: tuple[tupl
     return f"#define {name}(t) " + " ".join(parts)
 
 
-def _unpack_macro(name: str, var: str, fields: tuple[tuple[str, str], ...]) -> str:
-    """Label of a packed row entry (its ``.z`` word; at most one field)."""
-    if not fields:
-        return f"#define {name}(v)"
-    ct = fields[0][1]
-    word = "(v).z"
-    decl = f"const int {var}_0 = {word};" if ct == "int" else f"const float {var}_0 = __int_as_float({word});"
-    return f"#define {name}(v) " + decl
-
-
 def template_text(name: str = "mgk_solver.cu") -> str:
     """The raw text of a CUDA source shipped in :mod:`mgkflow.gpu`."""
     return resources.files("mgkflow.gpu").joinpath(name).read_text()
@@ -259,7 +226,7 @@ def template_text(name: str = "mgk_solver.cu") -> str:
 
 def label_macros(config: KernelConfig) -> str:
     """The run-time hyperparameter array ``mgk_kpar`` and the ``#define`` lines of the label
-    loads (LOAD_V1/2, LOAD_E1/2, UNPACK_E1/2) of ``config``."""
+    loads (LOAD_V1/2, LOAD_E1/2) of ``config``."""
     return "\n".join(
         [
             f"__constant__ float {KPAR}[{config.n_par}];  // node kernel values, edge kernel values, SE scale",
@@ -267,8 +234,6 @@ def label_macros(config: KernelConfig) -> str:
             _load_macro("LOAD_V2", "v2", "nlab", "nlab_stride", config.node_fields),
             _load_macro("LOAD_E1", "e1", "elab", "elab_stride", config.edge_fields),
             _load_macro("LOAD_E2", "e2", "elab", "elab_stride", config.edge_fields),
-            _unpack_macro("UNPACK_E1", "e1", config.edge_fields),
-            _unpack_macro("UNPACK_E2", "e2", config.edge_fields),
         ]
     )
 
@@ -299,7 +264,6 @@ def kernel_source(config: KernelConfig) -> str:
         MIN_BLOCKS=str(config.min_blocks),
         XMV_MODE=str(XMV_MODES[config.xmv]),
         ADAPTIVE="1" if config.adaptive else "0",
-        ROW_PACK=str(config.row_pack),
         ROW_ILP=str(config.row_ilp),
         P_SMEM="1" if config.p_smem else "0",
         COEF=coef_expr(config),

@@ -122,7 +122,7 @@ def wide_source(
     ----------
     config : KernelConfig
         Base kernels, label fields and ``weight_double`` (``config.block``, ``a_double``,
-        ``xmv``, ``adaptive`` and ``row_pack`` do not apply: the wide kernels use ``block``
+        ``xmv`` and ``adaptive`` do not apply: the wide kernels use ``block``
         threads, keep every vector in float64 and always use the unpacked row-pair XMV).
     block : int
         Threads per block (a multiple of 32 in [32, 1024]).
@@ -182,7 +182,6 @@ def _check_block(block: int) -> int:
 def compile_wide(
     config: KernelConfig,
     block: int = WIDE_BLOCK,
-    fast_math: bool = False,
     slots: int = DEFAULT_SLOTS,
 ) -> device.Module:
     """Compile (or fetch from the process cache of :func:`mgkflow.gpu.device.build_module`) the
@@ -194,8 +193,6 @@ def compile_wide(
         See :func:`wide_source`.
     block : int
         Threads per block.
-    fast_math : bool
-        Compile with ``-use_fast_math``.
     slots : int
         Register slots per thread of the staged XMV.
 
@@ -205,7 +202,7 @@ def compile_wide(
     """
     block = _check_block(block)
     return device.build_module(
-        lambda: wide_source(config, block, slots=slots), ("wide", config.key, block, int(slots)), fast_math
+        lambda: wide_source(config, block, slots=slots), ("wide", config.key, block, int(slots))
     )
 
 
@@ -289,7 +286,6 @@ def solve_pair_wide(
     max_iter: int = 10_000,
     block: int = WIDE_BLOCK,
     blocks_per_sm: int | None = None,
-    fast_math: bool = False,
     stats: dict | None = None,
     xmv: str = "auto",
     slots: int = DEFAULT_SLOTS,
@@ -318,8 +314,6 @@ def solve_pair_wide(
         Threads per block of the wide kernels.
     blocks_per_sm : int, optional
         Resident blocks per SM to launch; default from the XMV kernel's registers.
-    fast_math : bool
-        Compile with ``-use_fast_math``.
     stats : dict, optional
         Filled with figures of the solve: sizes ("n1", "n2", "unknowns", "tile_pairs"),
         "device_s" (elapsed between events around the whole PCG, host round trips included),
@@ -357,7 +351,7 @@ def solve_pair_wide(
     """
     if xmv not in WIDE_XMVS:
         raise ValueError(f"xmv must be one of {WIDE_XMVS}, got {xmv!r}")
-    mod = compile_wide(config, block, fast_math, slots)
+    mod = compile_wide(config, block, slots)
     return _solve(device.driver(), mod, db, g1, g2, rtol, max_iter, _check_block(block), blocks_per_sm, stats,
                   config, xmv, int(slots), workspace, values, cost_models)  # fmt: skip
 
