@@ -17,10 +17,10 @@ from ..format.octile import OctileBatch, pack_batch
 from ..format.rows import label_words, permute_system, row_arrays, tile_degree_order
 from ..kernels import BaseKernel
 from ..system import GraphSystem
-from . import device
+from . import device, strategies
 from .plan import LaunchPlan, plan_launches, scratch_doubles
 from .primitive_map import PRIMITIVES, constant_map, load_map
-from .source import DEFAULT_BLOCK, KPAR, XMV_MODES, KernelConfig, kernel_source, kernel_values, make_config
+from .source import DEFAULT_BLOCK, KPAR, KernelConfig, kernel_source, kernel_values, make_config
 from .wide import N_VECTORS, solve_pair_wide
 
 __all__ = ["GPUBackend", "DEFAULT_RTOL", "compile_module"]
@@ -167,8 +167,8 @@ class GPUBackend:
         self.rtol = float(rtol)
         self.max_iter = int(max_iter)
         self.block = int(block)
-        if xmv not in XMV_MODES:
-            raise ValueError(f"xmv must be one of {sorted(XMV_MODES)}, got {xmv!r}")
+        if xmv not in strategies.available("block"):
+            raise ValueError(f"xmv must be one of {sorted(strategies.available('block'))}, got {xmv!r}")
         self.xmv = xmv
         if isinstance(primitives, str):
             if primitives != "auto" and primitives not in PRIMITIVES:
@@ -218,7 +218,7 @@ class GPUBackend:
         digest = hash(
             b"".join(np.ascontiguousarray(v).tobytes() for s in systems for v in (s.p, s.q, s.d))
         )
-        sort = config.xmv == "rows" and self.tile_sort
+        sort = strategies.get(config.xmv).tile_sort and self.tile_sort
         key = (key_ids, config.node_fields, config.edge_fields, config.weight_double, sort)
         if self._batch_cache is not None and self._batch_cache[0] == key:
             db = self._batch_cache[1]
@@ -349,7 +349,7 @@ class GPUBackend:
             self._wide_workspace.clear()  # per-block launches: their scratch comes first
         launches = []
         dev_seconds = 0.0
-        shared = _SharedArgs(db, prim_map, out, self.rtol, self.max_iter)
+        shared = _SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
         for sel, use_smem, fn, blk in self._launch_classes(plan, config, func, values):
             secs, info = self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs)
             dev_seconds += secs
@@ -384,11 +384,8 @@ class GPUBackend:
         )
 
     def _cost(self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
-        """Estimated cost per pair (largest first when ``sort_jobs``)."""
-        N = db.nt[g1] * db.nt[g2] * 64
-        if self.xmv == "rows":  # products per XMV, plus the per-entry vector work
-            return db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] + 4.0 * N
-        return db.octiles_per_graph[g1].astype(np.float64) * db.octiles_per_graph[g2] + N / 64.0
+        """Estimated cost per pair (largest first when ``sort_jobs``): the block strategy's."""
+        return strategies.get(self.xmv).job_cost(db, g1, g2)
 
     def _plan(self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel) -> tuple[LaunchPlan, int]:
         """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes)."""
@@ -571,14 +568,10 @@ class _Outputs:
 class _SharedArgs:
     """The ``mgk_solve`` arguments common to every launch of a call (by parameter name)."""
 
-    def __init__(self, db: _DeviceBatch, prim_map: Any, out: _Outputs, rtol: float, max_iter: int) -> None:
+    def __init__(self, db: _DeviceBatch, xmv_args: dict, out: _Outputs, rtol: float, max_iter: int) -> None:
         a = db.arrays
         self.out = out
         self.args = {
-            "hdr": a["hdr"], "rowptr": a["rowptr"], "tile_col": a["tile_col"], "bitmap": a["bitmap"],
-            "toff": a["toff"], "weight": a["weight"], "elab": a["elab"], "elab_stride": db.elab_stride,
-            "rrowptr": a["rrowptr"], "rcoff": a["rcoff"], "rweight": a["rweight"], "relab": a["relab"],
-            "relab_stride": db.relab_stride, "prim_map": prim_map, "nlab": a["nlab"],
-            "nlab_stride": db.nlab_stride, "dvec": a["d"], "pvec": a["p"], "qvec": a["q"],
-            "rtol": rtol, "max_iter": max_iter,
+            "hdr": a["hdr"], "nlab": a["nlab"], "nlab_stride": db.nlab_stride, "dvec": a["d"], "pvec": a["p"],
+            "qvec": a["q"], "rtol": rtol, "max_iter": max_iter, **xmv_args,
         }  # fmt: skip

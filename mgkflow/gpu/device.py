@@ -241,7 +241,7 @@ def parse_signatures(source: str) -> dict[str, tuple[Param, ...]]:
     >>> [(p.ctype, p.kind, str(p.dtype)) for p in parse_signatures(src)["k"]]
     [('float*', 'P', 'float32'), ('long long', 'q', 'int64')]
     """
-    text = re.sub(r"//[^\n]*", "", source)
+    text = re.sub(r"/\*.*?\*/", " ", re.sub(r"//[^\n]*", "", source), flags=re.S)
     typedefs = {alias: base.strip() for base, alias in _TYPEDEF_RE.findall(text)}
     out = {}
     for name, params in _KERNEL_RE.findall(text):

@@ -14,27 +14,20 @@
 // ((I*nt2 + I2)*64 + i*8 + i2), so the 64 entries of an output tile pair are contiguous.
 //
 // XMV work split: warp w of the block owns output tile pairs (I, I2) = w, w+NWARP, ...;
-// the 64 sums of a tile pair stay in registers (output-stationary, no atomics). Three
-// mappings, chosen at compile time (XMV_MODE):
-//   2 rows   (default) lane owns outputs (x, u) and (7-x, 7-u), x = lane/8, u = lane%8, and
-//            walks the CSR rows 8I+x of G1 and 8I2+u of G2 (all their octiles at once):
-//            every trip is one product, and with the nodes of each tile sorted by degree the
-//            heavy rows pair with light ones (lane efficiency ~0.7 on BA vs ~0.3 for octiles);
-//   0 octile lane owns rows i = l/4 of the G1 octile and i2 = l%4, l%4+4 of the G2 octile and
-//            runs one of the primitives of octile_primitives.cuh per octile pair (ADAPTIVE:
-//            chosen from the measured selection map, else sparse x sparse).
-//   (1, a row-flattened walk over octile bitmaps, and 3 "rows4" (the lane's two outputs share
-//   their G1 row) were measured slower and removed: mgkflow/gpu/NOTES.md.)
+// the 64 sums of a tile pair stay in registers (output-stationary, no atomics). How a lane
+// computes its two sums is the XMV strategy's CUDA fragment (mgkflow/gpu/strategies: one
+// module and one xmv_<name>.cuh each), spliced in as XMV_FRAGMENT: it defines XMV_LANE_SETUP
+// (the lane's two outputs oa, ob of a tile pair) and XMV_TILE_PAIR(acca, accb); the
+// strategy's own kernel parameters are XMV_PARAMS (declared once, in its Python module).
 //
-// Placeholders filled by mgkflow.gpu.source: BLOCK, XMV_MODE, ADAPTIVE, PRIMITIVES (the text of
-// octile_primitives.cuh), NODE_KERNEL, EDGE_KERNEL,
+// Placeholders filled by mgkflow.gpu.source: BLOCK, ADAPTIVE, PRIMITIVES (the text of
+// octile_primitives.cuh), XMV_FRAGMENT, XMV_PARAMS, NODE_KERNEL, EDGE_KERNEL,
 // LOAD_V1/LOAD_V2 (node label loads), LOAD_E1/LOAD_E2 (edge label loads),
 // A_TYPE (float or double storage of a = M p), W_TYPE/COEF (edge weights stored as float,
 // or as double when some weight is not exactly a float).
 
 #define BLOCK ${BLOCK}
 #define MIN_BLOCKS ${MIN_BLOCKS}
-#define XMV_MODE ${XMV_MODE}
 #define ADAPTIVE ${ADAPTIVE}
 #define ROW_ILP ${ROW_ILP}
 #define P_SMEM ${P_SMEM}
@@ -68,6 +61,8 @@ __device__ __forceinline__ GraphHdr load_hdr(const int* __restrict__ hdr, int g)
     return h;
 }
 
+${XMV_FRAGMENT}
+
 // Sum two doubles over the block; every thread gets the totals.
 __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
 {
@@ -90,19 +85,7 @@ __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
 
 extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int* __restrict__ hdr,                  // 5 ints per graph
-    const int* __restrict__ rowptr,               // tile-row pointers (absolute octile ids)
-    const int* __restrict__ tile_col,             // per octile
-    const unsigned long long* __restrict__ bitmap,
-    const int* __restrict__ toff,                 // per octile: first compact entry
-    const w_t* __restrict__ weight,               // compact (float, or double where float rounds)
-    const unsigned int* __restrict__ elab,        // compact edge labels, field-major, 32-bit words
-    const long long elab_stride,
-    const int* __restrict__ rrowptr,              // row-pair XMV: node-row pointers (padded rows empty)
-    const int* __restrict__ rcoff,                // row-pair XMV: blocked column offset per nonzero
-    const w_t* __restrict__ rweight,              // row-pair XMV: weights in row order
-    const unsigned int* __restrict__ relab,       // row-pair XMV: edge labels in row order
-    const long long relab_stride,
-    const unsigned char* __restrict__ prim_map,   // primitive per (popc1, popc2), 65 x 65
+    ${XMV_PARAMS},
     const unsigned int* __restrict__ nlab,        // node labels, field-major, 32-bit words
     const long long nlab_stride,
     const double* __restrict__ dvec,
@@ -191,52 +174,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             // XMV: y = (A∘E) p on the fly, a = DG p - y, pa = p.a
             double pa = 0.0, dummy = 0.0;
             {
-#if XMV_MODE == 2
-                // row-pair XMV: outputs (x, u) and (7 - x, 7 - u) of the tile pair
-                const int rx = lane >> 3, ru = lane & 7;
-                const int oa = rx * 8 + ru, ob = (7 - rx) * 8 + (7 - ru);
-#else
-                // octile-pair XMV: outputs (i, i2a) and (i, i2b) of the tile pair
-                const int i = lane >> 2, i2a = lane & 3;
-                const int oa = i * 8 + i2a, ob = oa + 4;
-                const LaneRows L = lane_rows(lane);
-#endif
+                XMV_LANE_SETUP
                 for (int tp = warp; tp < n_tp; tp += NWARP) {
                     const int I = tp / nt2, I2 = tp - I * nt2;
                     double acca = 0.0, accb = 0.0;
-#if XMV_MODE == 2
-                    {
-                        const int* ra_ = rrowptr + h1.rrow_off + I * 8;
-                        const int* rb_ = rrowptr + h2.rrow_off + I2 * 8;
-                        acca = row_pair(ra_[rx], ra_[rx + 1], rb_[ru], rb_[ru + 1], P, nt2, rcoff, rweight, relab,
-                                        relab_stride);
-                        accb = row_pair(ra_[7 - rx], ra_[8 - rx], rb_[7 - ru], rb_[8 - ru], P, nt2, rcoff, rweight,
-                                        relab, relab_stride);
-                    }
-#else
-                    const int a0 = rowptr[h1.rowptr_off + I], a1 = rowptr[h1.rowptr_off + I + 1];
-                    const int b0 = rowptr[h2.rowptr_off + I2], b1 = rowptr[h2.rowptr_off + I2 + 1];
-                    for (int ta = a0; ta < a1; ++ta) {
-                        const int J = tile_col[ta];
-                        const unsigned long long bm1 = bitmap[ta];
-                        const int toff1 = toff[ta];
-#if ADAPTIVE
-                        const unsigned char* map_row = prim_map + __popcll(bm1) * 65;
-#endif
-                        for (int tb = b0; tb < b1; ++tb) {
-                            const int J2 = tile_col[tb];
-                            const unsigned long long bm2 = bitmap[tb];
-                            const double* Pt = P + ((long long)(J * nt2 + J2) << 6);
-#if ADAPTIVE
-                            octile_pair_select(__ldg(map_row + __popcll(bm2)), bm1, toff1, bm2, toff[tb], Pt, L, weight,
-                                               elab, elab_stride, acca, accb);
-#else
-                            octile_pair<PRIM_SS>(bm1, toff1, bm2, toff[tb], Pt, L, weight, elab, elab_stride, acca,
-                                                 accb);
-#endif
-                        }
-                    }
-#endif
+                    XMV_TILE_PAIR(acca, accb)
                     const long long ia = ((long long)tp << 6) + oa;
                     const long long ib = ((long long)tp << 6) + ob;
                     const double pa_ = P[ia], pb_ = P[ib];

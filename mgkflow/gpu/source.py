@@ -32,8 +32,9 @@ KPAR = "mgk_kpar"
 
 #: Threads per block of the solver.
 DEFAULT_BLOCK = 512
-#: XMV work mappings and their ``XMV_MODE`` in ``mgk_solver.cu``.
-XMV_MODES = {"octile": 0, "rows": 2}  # 1 (flattened octile walk) and 3 (rows4): measured slower, removed
+#: Per-block XMV strategies (:mod:`mgkflow.gpu.strategies`, path "block"); a flattened octile
+#: walk and "rows4" were measured slower and removed (mgkflow/gpu/NOTES.md).
+XMV_MODES = ("rows", "octile")
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,10 @@ def make_config(
     >>> c == make_config(KroneckerDelta(0.9, "label"), Constant(0.3), {"label": "int64"})
     True
     """
-    if xmv not in XMV_MODES:
-        raise ValueError(f"xmv must be one of {sorted(XMV_MODES)}, got {xmv!r}")
+    from .strategies import available
+
+    if xmv not in available("block"):
+        raise ValueError(f"xmv must be one of {sorted(available('block'))}, got {xmv!r}")
     if row_ilp not in (1, 2):
         raise ValueError(f"row_ilp must be 1 or 2, got {row_ilp}")
     if block % 32 or not 32 <= block <= 1024:
@@ -253,7 +256,12 @@ def kernel_source(config: KernelConfig) -> str:
     >>> "mgk_solve" in src and "${" not in src
     True
     """
+    from .strategies import get
+
+    strategy = get(config.xmv)
     return Template(template_text()).substitute(
+        XMV_FRAGMENT=template_text(strategy.fragment),
+        XMV_PARAMS=strategy.c_params(),
         BLOCK=str(config.block),
         DEFINES=label_macros(config),
         PRIMITIVES=template_text("octile_primitives.cuh"),
@@ -262,7 +270,6 @@ def kernel_source(config: KernelConfig) -> str:
         A_TYPE="double" if config.a_double else "float",
         W_TYPE="double" if config.weight_double else "float",
         MIN_BLOCKS=str(config.min_blocks),
-        XMV_MODE=str(XMV_MODES[config.xmv]),
         ADAPTIVE="1" if config.adaptive else "0",
         ROW_ILP=str(config.row_ilp),
         P_SMEM="1" if config.p_smem else "0",

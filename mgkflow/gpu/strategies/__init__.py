@@ -24,11 +24,14 @@ uses each strategy's ``fallback_rank`` (the rule measured before cost models exi
 Adding a strategy
 -----------------
 1. one module here, ``mgkflow/gpu/strategies/<name>.py``: a :class:`Strategy` subclass
-   (``name``, ``path``, ``kernel``, ``features``, ``applies``, ``launch``; ``prepare`` for
-   host/device tables), instantiated and passed to :func:`register`, and its name added to
-   the import line below;
-2. one CUDA fragment: for the wide path a kernel in ``mgk_wide.cu`` (or a ``.cuh`` the
-   template includes) whose parameters the module's ``launch`` names;
+   (wide path: ``name``, ``kernel``, ``features``, ``applies``, ``grid``, ``launch``;
+   ``prepare`` for host/device tables) or a :class:`._block.BlockStrategy` subclass (block
+   path: ``name``, ``fragment``, ``params``, ``args``, ``job_cost``), instantiated and passed
+   to :func:`register`, and its name added to the import line at the end of this file;
+2. one CUDA fragment: block path, ``mgkflow/gpu/xmv_<name>.cuh`` defining
+   ``XMV_LANE_SETUP`` and ``XMV_TILE_PAIR(acca, accb)`` over the module's ``params`` (see
+   ``xmv_row_pair.cuh``); wide path, a kernel in ``mgk_wide.cu`` whose parameters the
+   module's ``launch`` names;
 3. one test file ``tests/test_gpu_strategy_<name>.py`` (numpy emulation vs the CPU solver,
    nvcc compile of the generated source, fake-driver launch).
 The benchmark (``gpu_calibrate``) measures every registered strategy of a path without
@@ -36,8 +39,8 @@ changes.
 
 Examples
 --------
->>> sorted(available("wide"))
-['staged', 'wide_rows']
+>>> sorted(available("wide")), sorted(available("block"))
+(['staged', 'wide_rows'], ['octile', 'rows'])
 >>> get("staged").path
 'wide'
 """
@@ -191,4 +194,4 @@ def choose(ctx: PairContext, names: list[str], models: dict | None) -> tuple[str
     return min(ok, key=lambda n: (get(n).fallback_rank, n)), pred, why
 
 
-from . import staged, wide_rows  # noqa: E402,F401  (each module registers its strategy)
+from . import octile, row_pair, staged, wide_rows  # noqa: E402,F401  (each module registers its strategy)
