@@ -27,7 +27,7 @@ Adding a strategy
    (wide path: ``name``, ``kernel``, ``features``, ``applies``, ``grid``, ``launch``;
    ``prepare`` for host/device tables) or a :class:`._block.BlockStrategy` subclass (block
    path: ``name``, ``fragment``, ``params``, ``args``, ``job_cost``), instantiated and passed
-   to :func:`register`, and its name added to the import line at the end of this file;
+   to :func:`register` (every module of this package is imported when it loads);
 2. one CUDA fragment: block path, ``mgkflow/gpu/xmv_<name>.cuh`` defining
    ``XMV_LANE_SETUP`` and ``XMV_TILE_PAIR(acca, accb)`` over the module's ``params`` (see
    ``xmv_row_pair.cuh``); wide path, a kernel in ``mgk_wide.cu`` whose parameters the
@@ -39,8 +39,8 @@ changes.
 
 Examples
 --------
->>> sorted(available("wide")), sorted(available("block"))
-(['staged', 'wide_rows'], ['octile', 'rows'])
+>>> {"staged", "wide_rows"} <= set(available("wide")), {"rows", "octile"} <= set(available("block"))
+(True, True)
 >>> get("staged").path
 'wide'
 """
@@ -194,4 +194,14 @@ def choose(ctx: PairContext, names: list[str], models: dict | None) -> tuple[str
     return min(ok, key=lambda n: (get(n).fallback_rank, n)), pred, why
 
 
-from . import octile, row_pair, staged, wide_rows  # noqa: E402,F401  (each module registers its strategy)
+def _load_modules() -> None:
+    """Import every strategy module of this package (each registers its strategy)."""
+    import importlib
+    import pkgutil
+
+    for m in pkgutil.iter_modules(__path__):
+        if not m.name.startswith("_") and m.name != "cost":
+            importlib.import_module(f"{__name__}.{m.name}")
+
+
+_load_modules()
