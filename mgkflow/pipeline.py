@@ -56,7 +56,9 @@ class PipelineState:
     perms : list of ndarray or None
         Permutation applied to each graph by the Reorder stage.
     packed : Any
-        Output of the Pack stage (an octile batch, or None).
+        Output of the Pack stage: for a GPU solve the :class:`mgkflow.gpu.pack.HostBatch` the
+        Solve stage's backend uploads as it is (no second packing); else the octile batch
+        (tile statistics), or None.
     gram : ndarray or None
         Kernel matrix, once a Solve stage ran.
     """
@@ -173,7 +175,7 @@ class Reorder(Stage):
     Parameters
     ----------
     method : str
-        Ordering name ("natural", "random", "rcm", "pbr", "tsp", "morton", "hilbert").
+        Ordering name, one of :func:`mgkflow.reorder.available_methods`.
     progress : callable, optional
         Called with 1 after each graph (e.g. a tqdm bar's ``update``).
     **options
@@ -183,6 +185,10 @@ class Reorder(Stage):
     name = "reorder"
 
     def __init__(self, method: str = "pbr", progress: Callable[[int], Any] | None = None, **options: Any):
+        from .reorder import available_methods
+
+        if method not in available_methods():
+            raise ValueError(f"unknown ordering {method!r}; available: {available_methods()}")
         self.method = method
         self.options = options
         self.progress = progress
@@ -221,28 +227,36 @@ class Reorder(Stage):
 class Pack(Stage):
     """Pack graphs into octiles (DESIGN §4) and record tile statistics.
 
-    With ``build=True`` (default) and the octile packer of :mod:`mgkflow.format`
-    present, the packed batch is built and kept in the state (bytes reported);
-    otherwise only the tile statistics are computed.
+    With ``build=True`` (default) the packed batch is built and kept in the state (bytes
+    reported). When a :class:`Solve` stage on the GPU follows (:class:`Pipeline` connects
+    them), the batch is exactly what that stage's backend uploads (its kernels' label fields,
+    q and p, XMV strategy and tile sort: :func:`mgkflow.gpu.pack.pack_for_kernels`), and the
+    backend uploads it without packing again (figure ``for``: "gpu"); otherwise it is the
+    plain octile batch of the graphs (``for``: "stats"). ``build=False`` computes only the
+    tile statistics.
     """
 
     name = "pack"
 
     def __init__(self, build: bool = True) -> None:
         self.build = build
+        #: the Solve stage this batch is packed for (set by :class:`Pipeline`)
+        self.consumer: Solve | None = None
 
     def run(self, state: PipelineState) -> tuple[PipelineState, StageStats]:
         t0 = time.perf_counter()
         figures = _octile_figures(state.graphs)
         packed = None
-        if self.build:
-            try:
+        if self.build and state.graphs:
+            if self.consumer is not None and self.consumer.uses_gpu():
+                packed = self.consumer.pack(state)
+                figures["for"] = "gpu"
+            else:
                 from .format import pack_batch
-            except ImportError:
-                pack_batch = None
-            if pack_batch is not None:
+
                 packed = pack_batch(list(state.graphs))
-                figures["bytes"] = int(packed.nbytes)
+                figures["for"] = "stats"
+            figures["bytes"] = int(packed.nbytes)
         sec = time.perf_counter() - t0
         return replace(state, packed=packed), StageStats(self.name, sec, figures)
 
@@ -255,10 +269,13 @@ class Solve(Stage):
     node_kernel, edge_kernel : BaseKernel, optional
         Default: the dataset's recommended kernels (:func:`mgkflow.datasets.default_kernels`)
         when the state names a dataset, else ``Constant(1.0)``.
-    q, p, backend, rtol, max_iter, on_nonconvergence, progress :
+    q, p, backend, rtol, max_iter, on_nonconvergence, progress, gpu_options :
         As for :class:`~mgkflow.MarginalizedGraphKernel`.
     normalize : bool
         Return the normalized kernel.
+
+    A GPU solve uses the batch of a preceding :class:`Pack` stage as it is (figure ``pack``:
+    "adopted"); without one the backend packs (figure ``pack``: "packed").
     """
 
     name = "solve"
@@ -275,12 +292,13 @@ class Solve(Stage):
         max_iter: int = 10_000,
         on_nonconvergence: str = "raise",
         progress: bool = False,
+        gpu_options: dict | None = None,
     ) -> None:
         self.node_kernel = node_kernel
         self.edge_kernel = edge_kernel
         self.kwargs = dict(
             q=q, p=p, backend=backend, rtol=rtol, max_iter=max_iter,
-            on_nonconvergence=on_nonconvergence, progress=progress,
+            on_nonconvergence=on_nonconvergence, progress=progress, gpu_options=dict(gpu_options or {}),
         )
         self.normalize = normalize
         self.kernel: MarginalizedGraphKernel | None = None
@@ -298,17 +316,50 @@ class Solve(Stage):
             ek = ek if ek is not None else dek
         return nk, ek
 
+    def uses_gpu(self) -> bool:
+        """Whether this stage solves on the GPU (backend "gpu", or "auto" with a device)."""
+        backend = self.kwargs["backend"]
+        if backend == "auto":
+            from .mgk import gpu_available
+
+            return bool(gpu_available())
+        return backend == "gpu"
+
+    def pack(self, state: PipelineState) -> Any:
+        """The :class:`mgkflow.gpu.pack.HostBatch` this stage's GPU backend would build for ``state``."""
+        from .gpu.pack import pack_for_kernels
+        from .kernels import Constant, check_edge_kernel, check_node_kernel
+        from .system import prepare_graph
+
+        nk, ek = self._kernels(state)
+        nk = check_node_kernel(nk if nk is not None else Constant(1.0))
+        ek = check_edge_kernel(ek if ek is not None else Constant(1.0))
+        q, p = self.kwargs["q"], self.kwargs["p"]
+        systems = [prepare_graph(g, i, nk, ek, p=p, q=q) for i, g in enumerate(state.graphs)]
+        opts = self.kwargs["gpu_options"]
+        return pack_for_kernels(systems, nk, ek, xmv=opts.get("xmv", "rows"), tile_sort=opts.get("tile_sort", True))
+
     def run(self, state: PipelineState) -> tuple[PipelineState, StageStats]:
         if not state.graphs:
             raise ValueError("Solve: no graphs (put a Load stage first)")
         nk, ek = self._kernels(state)
         kern = MarginalizedGraphKernel(node_kernel=nk, edge_kernel=ek, **self.kwargs)
+        graphs = list(state.graphs)
+        from .gpu.pack import HostBatch
+
+        if isinstance(state.packed, HostBatch):
+            backend = kern._get_backend()
+            if hasattr(backend, "adopt"):
+                backend.adopt(state.packed)
         t0 = time.perf_counter()
-        K = kern(list(state.graphs), normalize=self.normalize)
+        K = kern(graphs, normalize=self.normalize)
         sec = time.perf_counter() - t0
         self.kernel = kern
         figures = {"node_kernel": repr(kern.node_kernel), "edge_kernel": repr(kern.edge_kernel)}
         figures.update(kern.last_stats.summary())
+        pack = (kern.last_stats.extra or {}).get("pack")
+        if pack:
+            figures["pack"] = pack
         figures["solve_seconds"] = figures.pop("seconds")
         return replace(state, gram=K), StageStats(self.name, sec, figures)
 
@@ -347,6 +398,11 @@ class Pipeline:
         for s in stages:
             if not hasattr(s, "run") or not hasattr(s, "name"):
                 raise TypeError(f"{s!r} is not a pipeline stage (needs .name and .run(state))")
+        # a Pack stage packs for the next Solve stage (no Load or Reorder in between)
+        for k, s in enumerate(stages):
+            if isinstance(s, Pack):
+                nxt = next((t for t in stages[k + 1 :] if isinstance(t, Solve | Load | Reorder)), None)
+                s.consumer = nxt if isinstance(nxt, Solve) else None
         self.stages = stages
 
     def run(self, graphs: Sequence[Graph] | None = None) -> PipelineResult:

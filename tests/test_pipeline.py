@@ -7,6 +7,7 @@ from mgkflow import Graph, MarginalizedGraphKernel
 from mgkflow.format.count import count_octiles
 from mgkflow.kernels import KroneckerDelta, SquareExponential
 from mgkflow.pipeline import Load, Pack, Pipeline, PipelineState, Reorder, Solve
+from mgkflow.reorder import available_methods
 
 
 def _labeled(n, seed):
@@ -43,7 +44,7 @@ def test_reorder_stage_records_per_graph_and_permutes_everything():
         assert np.array_equal(h.adjacency.toarray(), dense_g[np.ix_(perm, perm)])
 
 
-@pytest.mark.parametrize("method", ["natural", "random", "rcm", "pbr", "tsp", "morton", "hilbert"])
+@pytest.mark.parametrize("method", available_methods())
 def test_gram_unchanged_under_every_ordering(method):
     gs = [_labeled(n, s) for s, n in enumerate((7, 12, 17))]
     kw = dict(node_kernel=KroneckerDelta(0.5, "label"), edge_kernel=SquareExponential(1.0, "length"), q=0.05)
@@ -88,3 +89,14 @@ def test_compare_solves_labeled_data_with_the_datasets_kernels() -> None:
     K = mgkflow.MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(nws(n_graphs=3, labeled=True))
     assert (r.summary["cg_iter_median"] > 1).all()
     np.testing.assert_allclose(r.summary["gram_trace"], np.trace(K), rtol=1e-9)
+
+
+def test_reorder_stage_names_come_from_the_registry():
+    with pytest.raises(ValueError, match="available"):
+        Reorder("no-such-ordering")
+
+
+def test_pack_for_a_cpu_solve_is_the_plain_octile_batch():
+    res = Pipeline([Load("nws", n_graphs=3), Pack(), Solve(backend="cpu")]).run()
+    st = res.stats.set_index("stage")
+    assert st.loc["pack", "for"] == "stats" and st.loc["pack", "bytes"] > 0

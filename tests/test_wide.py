@@ -555,7 +555,7 @@ def _config(systems: list[GraphSystem], nk: BaseKernel, ek: BaseKernel, **kw: An
 
 
 def _fake_db(backend: types.ModuleType, systems: list[GraphSystem], config: KernelConfig) -> Any:
-    fake_self = types.SimpleNamespace(tile_sort=True, _batch_cache=None)
+    fake_self = types.SimpleNamespace(tile_sort=True, _batch_cache=None, _adopted=None, pack_source="")
     return backend.GPUBackend._device_batch(fake_self, systems, config)
 
 
@@ -992,8 +992,8 @@ def test_fake_hyperparameter_sweep_compiles_once(fake_backend) -> None:
 
     sys.modules["pycuda.compiler"].factory = factory
     packs: list[int] = []
-    real_pack = backend.pack_batch
-    backend.pack_batch = lambda *a, **kw: packs.append(1) or real_pack(*a, **kw)
+    real_pack = backend.pack_host
+    backend.pack_host = lambda *a, **kw: packs.append(1) or real_pack(*a, **kw)
     be = backend.GPUBackend(wide=True, rtol=1e-10, wide_xmv="rows")
     sweep = [(ls, 0.05) for ls in np.geomspace(0.3, 3.0, 10)] + [(1.0, q) for q in np.geomspace(0.002, 0.5, 10)]
     pairs = np.array([(0, 0), (0, 1), (1, 1)])
@@ -1051,3 +1051,37 @@ def test_fake_auto_follows_the_cost_models(fake_backend) -> None:
     wide._solve(drv, FakeModule(config, nk0, ek0), db, 0, 1, 1e-10, 500, WIDE_BLOCK, None, stats, config, "auto",
                 values=kernel_values(nk0, ek0), cost_models=models(1.0, 1e-12))  # fmt: skip
     assert stats["xmv"] == "rows"
+
+
+def test_fake_pipeline_pack_is_what_solve_uploads(fake_backend) -> None:
+    """Pipeline [Load, Pack, Solve(gpu)]: the Pack stage builds the backend's batch, the Solve
+    stage's backend uploads it without packing again ("adopted"); gpu_options reach the
+    backend; without a Pack stage the backend packs itself; K matches the CPU backend."""
+    from mgkflow.pipeline import Load, Pack, Pipeline, Solve
+
+    drv, backend = fake_backend
+    graphs = [_rgg(30, 3), _rgg(22, 4), _rgg(17, 5)]
+    nk, ek = KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    config = _config(systems, nk, ek, xmv="rows", row_ilp=2)
+
+    def factory(src: str) -> Any:
+        if "wide_xmv" in src:
+            return FakeModule(config, nk, ek, int(re.search(r"#define BLOCK (\d+)", src).group(1)))
+        return _SolverStub([])
+
+    sys.modules["pycuda.compiler"].factory = factory
+    packs: list[int] = []
+    real_pack = backend.pack_host
+    backend.pack_host = lambda *a, **kw: packs.append(1) or real_pack(*a, **kw)
+    opts = {"wide": True, "wide_xmv": "rows"}
+    solve = Solve(nk, ek, q=0.05, backend="gpu", rtol=1e-10, gpu_options=opts)
+    res = Pipeline([Load(graphs), Pack(), solve]).run()
+    st = res.stats.set_index("stage")
+    assert st.loc["pack", "for"] == "gpu" and st.loc["solve", "pack"] == "adopted" and packs == []
+    assert solve.kernel._backend_obj.wide is True and solve.kernel._backend_obj.wide_xmv == "rows"
+    ref = Pipeline([Load(graphs), Solve(nk, ek, q=0.05, backend="cpu")]).run().gram
+    np.testing.assert_allclose(res.gram, ref, rtol=1e-7)
+    res2 = Pipeline([Load(graphs), Solve(nk, ek, q=0.05, backend="gpu", rtol=1e-10, gpu_options=opts)]).run()
+    assert res2.stats.set_index("stage").loc["solve", "pack"] == "packed" and len(packs) == 1
+    np.testing.assert_allclose(res2.gram, ref, rtol=1e-7)

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pycuda.driver as cuda  # noqa: E402  (lazy: this module is imported on demand)
 
-from ..format.octile import OctileBatch, pack_batch
-from ..format.rows import label_words, permute_system, row_arrays, tile_degree_order
+from ..format.octile import OctileBatch
 from ..kernels import BaseKernel
 from ..system import GraphSystem
 from . import device, strategies
+from .pack import HostBatch, layout_key, pack_host, vector_digest, weights_need_double
 from .plan import LaunchPlan, plan_launches, scratch_doubles
 from .primitive_map import PRIMITIVES, constant_map, load_map
 from .source import DEFAULT_BLOCK, KPAR, KernelConfig, kernel_source, kernel_values, make_config
@@ -204,6 +204,9 @@ class GPUBackend:
         self.sort_jobs = bool(sort_jobs)
         self.last_extra: dict = {}
         self._batch_cache: tuple | None = None
+        self._adopted: HostBatch | None = None
+        #: where the last call's batch came from: "packed", "adopted" (pipeline) or "cached"
+        self.pack_source = ""
         self._map_cache: tuple | None = None
         self._primitives_label = ""
         self._scratch = None
@@ -213,67 +216,52 @@ class GPUBackend:
         self.n_sm = self.limits.n_sm
 
     # ------------------------------------------------------------------ packing
+    def adopt(self, packed: HostBatch) -> None:
+        """Use a batch packed elsewhere (the pipeline's Pack stage, :func:`mgkflow.gpu.pack.pack_for_kernels`)
+        when a call comes with the same graphs and layout: it is uploaded, not packed again."""
+        if not isinstance(packed, HostBatch):
+            raise TypeError(f"adopt expects a mgkflow.gpu.pack.HostBatch, got {type(packed).__name__}")
+        self._adopted = packed
+
     def _device_batch(self, systems: Sequence[GraphSystem], config: KernelConfig) -> _DeviceBatch:
-        key_ids = tuple(id(s.graph) for s in systems)
-        digest = hash(
-            b"".join(np.ascontiguousarray(v).tobytes() for s in systems for v in (s.p, s.q, s.d))
-        )
+        """The uploaded batch of ``systems`` (cached while the same graphs come back; an adopted
+        host batch of the same layout is uploaded instead of packing)."""
         sort = strategies.get(config.xmv).tile_sort and self.tile_sort
-        key = (key_ids, config.node_fields, config.edge_fields, config.weight_double, sort)
+        key = layout_key(systems, config, sort)
+        digest = vector_digest(systems)
         if self._batch_cache is not None and self._batch_cache[0] == key:
             db = self._batch_cache[1]
             if db.vec_digest != digest:  # same graphs, other p / q (a hyperparameter sweep)
                 db.refresh_vectors(systems, digest)
+            self.pack_source = "cached"
             return db
-        originals = tuple(s.graph for s in systems)  # keep alive: the cache key holds their ids
-        perms = None
-        if sort:
-            perms = tuple(tile_degree_order(s.graph) for s in systems)
-            systems = [permute_system(s, perm) for s, perm in zip(systems, perms, strict=True)]
-        nf = [f for f, _ in config.node_fields]
-        ef = [f for f, _ in config.edge_fields]
-        batch = pack_batch(systems, node_fields=nf, edge_fields=ef)
-        G = batch.n_graphs
-        n_nodes_total = int(batch.d.size)
-        wdt = np.float64 if config.weight_double else np.float32
-        rows = row_arrays(systems, ef, wdt)
-        hdr = np.stack(
-            [batch.n_nodes, batch.n_tiles_side, batch.node_offset, batch.rowptr_offset, rows["rrow_off"]], axis=1
-        ).astype(np.int32)
-        host = {
-            "hdr": hdr.ravel(),
-            "rowptr": batch.rowptr.astype(np.int32),
-            "tile_col": batch.tile_col.astype(np.int32) if batch.n_octiles else np.zeros(1, np.int32),
-            "bitmap": batch.bitmap if batch.n_octiles else np.zeros(1, np.uint64),
-            "toff": batch.offset.astype(np.int32) if batch.n_octiles else np.zeros(1, np.int32),
-            "weight": np.concatenate([batch.weight.astype(wdt), np.zeros(1, dtype=wdt)]),
-            "elab": label_words([batch.edge_labels[f] for f in ef], batch.nnz),
-            "rrowptr": rows["rrowptr"],
-            "rcoff": rows["rcoff"],
-            "rweight": rows["rweight"],
-            "relab": rows["relab"],
-            "nlab": label_words([batch.node_labels[f] for f in nf], n_nodes_total),
-            "d": batch.d,
-            "p": batch.p,
-            "q": batch.q,
-        }
+        hb = self._adopted
+        if hb is not None and hb.key == key:
+            self.pack_source = "adopted"
+        else:
+            hb = pack_host(systems, config, sort)
+            self.pack_source = "packed"
+        self._batch_cache = None  # give the previous batch's device memory back first
         # element dtypes are checked against the kernels' declared parameters at launch
-        arrays = {k: device.upload(v) for k, v in host.items()}
-        dbatch = _DeviceBatch(
+        arrays = {k: device.upload(v) for k, v in hb.host.items()}
+        batch = hb.batch
+        db = _DeviceBatch(
             batch=batch,
             arrays=arrays,
-            elab_stride=batch.nnz + 1,
-            nlab_stride=n_nodes_total + 1,
+            elab_stride=hb.elab_stride,
+            nlab_stride=hb.nlab_stride,
             nnz_per_graph=np.diff(batch.nnz_offset),
             octiles_per_graph=batch.octiles_per_graph(),
             nt=batch.n_tiles_side.astype(np.int64),
-            keepalive=(originals, G),
-            relab_stride=int(rows["relab_stride"]),
-            perms=perms,
-            vec_digest=digest,
+            keepalive=(hb.graphs, batch.n_graphs),
+            relab_stride=hb.relab_stride,
+            perms=hb.perms,
+            vec_digest=hb.digest,
         )
-        self._batch_cache = (key, dbatch)
-        return dbatch
+        if hb.digest != digest:
+            db.refresh_vectors(systems, digest)
+        self._batch_cache = (key, db)
+        return db
 
     def _primitive_map(self, edge_kernel: BaseKernel) -> Any:
         """Device copy of the primitive selection map for this call (octile mode)."""
@@ -366,9 +354,7 @@ class GPUBackend:
     def _config(self, systems: Sequence[GraphSystem], node_kernel: BaseKernel, edge_kernel: BaseKernel) -> KernelConfig:
         """The value-free :class:`KernelConfig` of a call (kernel structure, dtypes, settings)."""
         first = systems[0].graph
-        weight_double = any(
-            not np.array_equal(s.graph.adjacency.data.astype(np.float32), s.graph.adjacency.data) for s in systems
-        )
+        weight_double = weights_need_double(systems)
         return make_config(
             node_kernel,
             edge_kernel,
@@ -514,6 +500,7 @@ class GPUBackend:
             "device_s": dev_seconds,
             "compile_s": t_compile,
             "pack_s": t_pack,
+            "pack": self.pack_source,
             "host_s": time.perf_counter() - t_start,
             "gflops": products / dev_seconds / 1e9 if dev_seconds > 0 else 0.0,
             "launches": launches,

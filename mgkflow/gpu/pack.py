@@ -1,0 +1,158 @@
+"""Host-side packing of a GPU batch (no PyCUDA needed): what the pipeline's Pack stage
+produces and the GPU backend uploads.
+
+:func:`pack_host` turns prepared systems into every array the device kernels read (the
+octile batch of :func:`mgkflow.format.pack_batch`, the row-order arrays of
+:func:`mgkflow.format.rows.row_arrays`, label words, node vectors) as a :class:`HostBatch`
+whose :attr:`~HostBatch.key` names the graphs (by identity) and the layout. The backend
+(:meth:`mgkflow.gpu.backend.GPUBackend.adopt`) uploads an adopted batch of the same key
+instead of packing again; :func:`pack_for_kernels` builds the batch a backend with given
+options would build (the Pack stage of :mod:`mgkflow.pipeline` uses it).
+
+Examples
+--------
+>>> import networkx as nx
+>>> from mgkflow.graph import Graph
+>>> from mgkflow.kernels import Constant
+>>> from mgkflow.system import prepare_graph
+>>> gs = [Graph.from_networkx(nx.cycle_graph(n)) for n in (5, 9)]
+>>> systems = [prepare_graph(g, i, Constant(1.0), Constant(1.0), q=0.05) for i, g in enumerate(gs)]
+>>> hb = pack_for_kernels(systems, Constant(1.0), Constant(1.0))
+>>> hb.host["hdr"].reshape(2, 5)[:, :2].tolist(), hb.nbytes > 0
+([[5, 1], [9, 2]], True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..format.octile import OctileBatch, pack_batch
+from ..format.rows import label_words, permute_system, row_arrays, tile_degree_order
+from ..kernels import BaseKernel
+from ..system import GraphSystem
+
+__all__ = ["HostBatch", "pack_host", "pack_for_kernels", "layout_key", "vector_digest", "weights_need_double"]
+
+
+@dataclass
+class HostBatch:
+    """Host arrays of one GPU batch (see the module docstring).
+
+    Attributes
+    ----------
+    key : tuple
+        :func:`layout_key` of the systems and layout it was packed for.
+    digest : int
+        :func:`vector_digest` of the systems' p, q, d.
+    batch : OctileBatch
+        The octile batch (node vectors and labels included).
+    host : dict of ndarray
+        Every device array by name (dtypes as the kernels declare them).
+    elab_stride, nlab_stride, relab_stride : int
+        Strides of the field-major label words.
+    perms : tuple of ndarray or None
+        Node permutation applied to each graph (tile degree sort), None for none.
+    graphs : tuple
+        The graphs (kept alive: the key holds their ids).
+    """
+
+    key: tuple
+    digest: int
+    batch: OctileBatch
+    host: dict[str, np.ndarray]
+    elab_stride: int
+    nlab_stride: int
+    relab_stride: int
+    perms: tuple | None
+    graphs: tuple
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(v.nbytes for v in self.host.values()))
+
+
+def layout_key(systems: Sequence[GraphSystem], config: Any, sort: bool) -> tuple:
+    """What the packed arrays depend on besides p, q, d: the graphs (identity), the label fields
+    and their storage, the weight storage and the tile sort."""
+    ids = tuple(id(s.graph) for s in systems)
+    return (ids, tuple(config.node_fields), tuple(config.edge_fields), bool(config.weight_double), bool(sort))
+
+
+def vector_digest(systems: Sequence[GraphSystem]) -> int:
+    """Digest of the systems' p, q, d (another q changes it, the layout stays)."""
+    return hash(b"".join(np.ascontiguousarray(v).tobytes() for s in systems for v in (s.p, s.q, s.d)))
+
+
+def weights_need_double(systems: Sequence[GraphSystem]) -> bool:
+    """Whether some edge weight is not exactly a float32 (the weights are then stored in float64)."""
+    return any(
+        not np.array_equal(s.graph.adjacency.data.astype(np.float32), s.graph.adjacency.data) for s in systems
+    )
+
+
+def pack_host(systems: Sequence[GraphSystem], config: Any, sort: bool) -> HostBatch:
+    """Pack ``systems`` for the device with the label fields and weight storage of ``config``
+    (a :class:`mgkflow.gpu.source.KernelConfig`), nodes of each tile sorted by degree if ``sort``."""
+    key = layout_key(systems, config, sort)
+    digest = vector_digest(systems)
+    originals = tuple(s.graph for s in systems)
+    perms = None
+    if sort:
+        perms = tuple(tile_degree_order(s.graph) for s in systems)
+        systems = [permute_system(s, perm) for s, perm in zip(systems, perms, strict=True)]
+    nf = [f for f, _ in config.node_fields]
+    ef = [f for f, _ in config.edge_fields]
+    batch = pack_batch(systems, node_fields=nf, edge_fields=ef)
+    n_nodes_total = int(batch.d.size)
+    wdt = np.float64 if config.weight_double else np.float32
+    rows = row_arrays(systems, ef, wdt)
+    hdr = np.stack(
+        [batch.n_nodes, batch.n_tiles_side, batch.node_offset, batch.rowptr_offset, rows["rrow_off"]], axis=1
+    ).astype(np.int32)
+    host = {
+        "hdr": hdr.ravel(),
+        "rowptr": batch.rowptr.astype(np.int32),
+        "tile_col": batch.tile_col.astype(np.int32) if batch.n_octiles else np.zeros(1, np.int32),
+        "bitmap": batch.bitmap if batch.n_octiles else np.zeros(1, np.uint64),
+        "toff": batch.offset.astype(np.int32) if batch.n_octiles else np.zeros(1, np.int32),
+        "weight": np.concatenate([batch.weight.astype(wdt), np.zeros(1, dtype=wdt)]),
+        "elab": label_words([batch.edge_labels[f] for f in ef], batch.nnz),
+        "rrowptr": rows["rrowptr"],
+        "rcoff": rows["rcoff"],
+        "rweight": rows["rweight"],
+        "relab": rows["relab"],
+        "nlab": label_words([batch.node_labels[f] for f in nf], n_nodes_total),
+        "d": batch.d,
+        "p": batch.p,
+        "q": batch.q,
+    }
+    return HostBatch(key, digest, batch, host, batch.nnz + 1, n_nodes_total + 1, int(rows["relab_stride"]), perms,
+                     originals)  # fmt: skip
+
+
+def pack_for_kernels(
+    systems: Sequence[GraphSystem],
+    node_kernel: BaseKernel,
+    edge_kernel: BaseKernel,
+    xmv: str = "rows",
+    tile_sort: bool = True,
+) -> HostBatch:
+    """The :class:`HostBatch` a :class:`~mgkflow.gpu.backend.GPUBackend` with XMV strategy
+    ``xmv`` and ``tile_sort`` builds for these systems and kernels."""
+    from . import strategies
+    from .source import make_config
+
+    first = systems[0].graph
+    config = make_config(
+        node_kernel,
+        edge_kernel,
+        {f: np.asarray(first.node_labels[f]).dtype for f in node_kernel.fields},
+        {f: np.asarray(first.edge_labels[f]).dtype for f in edge_kernel.fields},
+        weight_double=weights_need_double(systems),
+        xmv=xmv,
+    )
+    return pack_host(systems, config, strategies.get(xmv).tile_sort and bool(tile_sort))
