@@ -53,7 +53,7 @@ def test_xmv_matches_cpu(edge_kernel, sizes) -> None:
 def test_row_pair_xmv_matches_cpu(edge_kernel, sizes, tile_sort) -> None:
     """The row-pair XMV's storage (padded row pointers, blocked column offsets, row-order
     labels) and lane mapping reproduce the CPU product, before and after the tile sort."""
-    from mgkflow.format.rows import permute_system, row_arrays, tile_degree_order
+    from mgkflow.gpu.strategies.row_pair import permute_system, row_arrays, tile_degree_order
 
     n, m = sizes
     g1, g2 = _graph(n, 0.3, n), _graph(m, 0.25, m + 100)

@@ -1,4 +1,4 @@
-"""Tables of the staged wide XMV (mgkflow.format.staged) and its numpy emulation (no GPU needed)."""
+"""Tables of the staged wide XMV (mgkflow.gpu.strategies.staged) and its numpy emulation (no GPU needed)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from mgkflow.cpu_solver import _offdiag_operator
 from mgkflow.format import pack_batch
-from mgkflow.format.staged import StagedG2, staged_g2
 from mgkflow.gpu.emulate import from_blocked, to_blocked, xmv_blocked, xmv_staged
+from mgkflow.gpu.strategies.staged import StagedG2, staged_g2
 from mgkflow.graph import Graph
 from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
 from mgkflow.system import prepare_graph

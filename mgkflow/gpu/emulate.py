@@ -96,7 +96,7 @@ def xmv_rows(
 ) -> np.ndarray:
     """y = (A_x ∘ E_x) p in the blocked layout, computed like the row-pair XMV (XMV_MODE 2).
 
-    ``rows`` is :func:`mgkflow.format.rows.row_arrays` output, ``hdr`` the (G, 5) graph
+    ``rows`` is :func:`mgkflow.gpu.strategies.row_pair.row_arrays` output, ``hdr`` the (G, 5) graph
     headers (n, nt, node_off, rowptr_off, rrow_off); ``edge_labels`` the row-order labels
     by field (concatenated like ``rows``).
     """
@@ -157,7 +157,7 @@ def xmv_staged(
     rowptr_off1, nt1 : int
         G1's first tile-row pointer and tiles per side.
     g2 : dict
-        G2 side, :class:`mgkflow.format.staged.StagedG2` arrays: "groups" (n, 8), "colset",
+        G2 side, :class:`mgkflow.gpu.strategies.staged.StagedG2` arrays: "groups" (n, 8), "colset",
         "row_thread", "slot_col" and "slot_w" (slots, threads), "labels" (field -> values
         shaped like "slot_col").
     nt2 : int

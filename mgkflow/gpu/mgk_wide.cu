@@ -198,7 +198,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK) wide_dot(
 // A = DG P - (A∘E) P like wide_xmv, for pairs of large graphs with dense octiles (proteins):
 // wide_xmv reads P and one G2 nonzero per product through L1 (1.2 sectors per product on the
 // 2,000-atom protein pair: L1-bound); here every product is a few register flops and ONE
-// shared-memory load. Tables: mgkflow.format.staged (G2 side), the octile arrays (G1 side).
+// shared-memory load. Tables: mgkflow.gpu.strategies.staged (G2 side), the octile arrays (G1 side).
 //
 // Task (from *task_counter, zeroed by the host): G1 tile row I x one group of consecutive G2
 // rows. The group's nonzeros sit in registers, STAGED_SLOTS per thread (a row's nonzeros dealt
@@ -241,7 +241,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_
     const unsigned int* __restrict__ elab,
     const long long elab_stride,
     const int rowptr_off1,
-    const int* __restrict__ groups,                 // G2 side: mgkflow.format.staged tables
+    const int* __restrict__ groups,                 // G2 side: mgkflow.gpu.strategies.staged tables
     const int n_groups,
     const int* __restrict__ colset,
     const int* __restrict__ row_thread,

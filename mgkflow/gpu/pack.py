@@ -3,7 +3,7 @@ produces and the GPU backend uploads.
 
 :func:`pack_host` turns prepared systems into every array the device kernels read (the
 octile batch of :func:`mgkflow.format.pack_batch`, the row-order arrays of
-:func:`mgkflow.format.rows.row_arrays`, label words, node vectors) as a :class:`HostBatch`
+:func:`mgkflow.gpu.strategies.row_pair.row_arrays`, label words, node vectors) as a :class:`HostBatch`
 whose :attr:`~HostBatch.key` names the graphs (by identity) and the layout. The backend
 (:meth:`mgkflow.gpu.backend.GPUBackend.adopt`) uploads an adopted batch of the same key
 instead of packing again; :func:`pack_for_kernels` builds the batch a backend with given
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from ..format.octile import OctileBatch, pack_batch
-from ..format.rows import label_words, permute_system, row_arrays, tile_degree_order
 from ..kernels import BaseKernel
 from ..system import GraphSystem
+from .strategies.row_pair import label_words, permute_system, row_arrays, tile_degree_order
 
 __all__ = ["HostBatch", "pack_host", "pack_for_kernels", "layout_key", "vector_digest", "weights_need_double"]
 

@@ -23,11 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from ..format.staged import DEFAULT_SLOTS
 from . import device, strategies
 from .source import KPAR, KernelConfig, coef_expr, label_macros, template_text
 from .strategies.cost import CostModel, load_models
-from .strategies.staged import STAGED_MIN_Q
+from .strategies.staged import DEFAULT_SLOTS, STAGED_MIN_Q
 
 __all__ = [
     "WIDE_BLOCK", "WIDE_KERNELS", "WIDE_XMVS", "STAGED_MIN_Q", "N_VECTORS", "wide_source", "compile_wide",

@@ -1,22 +1,98 @@
-"""Per-block strategy "rows" (default): row pairs in CSR order (``xmv_row_pair.cuh``).
+"""Per-block strategy "rows" (default): row pairs in CSR order (``xmv_row_pair.cuh``), and
+its host layout (also read by the wide path's "wide_rows").
 
-Layout: the row-order arrays of :func:`mgkflow.format.rows.row_arrays` (padded node-row
+Layout: the octile format (:mod:`mgkflow.format.octile`) stores each graph's nonzeros tile
+by tile; the row-pair XMV walks them row by row instead: :func:`row_arrays` (padded node-row
 pointers, blocked column offsets, weights and edge-label words in row order), with the nodes
-of each tile sorted by degree (:func:`mgkflow.format.rows.tile_degree_order`; K is
-permutation invariant). Numpy emulation: :func:`mgkflow.gpu.emulate.xmv_rows`. Job cost:
-nonzero products per XMV plus the per-entry vector work.
+of each tile sorted by degree (:func:`tile_degree_order`; K is permutation invariant). Both
+are built from the same reordered graph; nothing here needs a GPU. Numpy emulation:
+:func:`mgkflow.gpu.emulate.xmv_rows`. Job cost: nonzero products per XMV plus the per-entry
+vector work.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ...system import GraphSystem
 from . import register
 from ._block import BlockStrategy
 
-__all__ = ["RowPair", "STRATEGY"]
+__all__ = ["RowPair", "STRATEGY", "tile_degree_order", "permute_system", "row_arrays", "label_words"]
+
+
+def label_words(arrays: Sequence[np.ndarray], length: int) -> np.ndarray:
+    """Stack label fields (int32/float32) as raw 32-bit words, field-major."""
+    if not arrays:
+        return np.zeros(1, dtype=np.uint32)
+    # one spare word per field: the dense loop may read (and discard) one past a field's end
+    out = np.zeros((len(arrays), length + 1), dtype=np.uint32)
+    for k, a in enumerate(arrays):
+        a = np.asarray(a)
+        a = a.astype(np.int32) if a.dtype.kind in "iub" else a.astype(np.float32)
+        out[k, : a.size] = a.view(np.uint32)
+    return out.ravel()
+
+
+def tile_degree_order(graph: Any) -> np.ndarray:
+    """Permutation sorting the nodes of every 8-node tile by degree, descending (stable).
+
+    Nodes never leave their tile, so the octile count is unchanged; the row-pair XMV pairs
+    the heavy rows of a tile with its light ones (see ``octile_primitives.cuh``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mgkflow import Graph
+    >>> A = np.zeros((9, 9)); A[1, 2:5] = A[2:5, 1] = 1
+    >>> tile_degree_order(Graph(A)).tolist()
+    [1, 2, 3, 4, 0, 5, 6, 7, 8]
+    """
+    deg = np.diff(graph.adjacency.indptr)
+    n = deg.size
+    tile = np.arange(n) // 8
+    return np.lexsort((np.arange(n), -deg, tile))
+
+
+def permute_system(s: GraphSystem, perm: np.ndarray) -> GraphSystem:
+    return GraphSystem(s.graph.permute(perm), s.index, s.p[perm], s.q[perm], s.d[perm])
+
+
+def row_arrays(systems: Sequence[GraphSystem], edge_fields: Sequence[str], wdt: Any) -> dict[str, np.ndarray]:
+    """CSR (row-order) storage of the row-pair XMV: padded row pointers, blocked column
+    offsets, weights and edge-label words, all graphs concatenated."""
+    rowptr, coff, weight, labels = [], [], [], {f: [] for f in edge_fields}
+    base = 0
+    rrow_off = np.zeros(len(systems), dtype=np.int64)
+    pos = 0
+    for k, s in enumerate(systems):
+        A = s.graph.adjacency
+        n = A.shape[0]
+        nt = -(-n // 8)
+        rows = np.repeat(np.arange(n), np.diff(A.indptr))
+        order = np.lexsort((A.indices, rows))  # columns ascending within each row
+        cols = A.indices[order].astype(np.int64)
+        ptr = np.concatenate([A.indptr, np.full(nt * 8 - n, A.indptr[-1])]) + base
+        rrow_off[k] = pos
+        rowptr.append(ptr)
+        pos += ptr.size
+        coff.append(((cols >> 3) << 6) | (cols & 7))
+        weight.append(A.data[order])
+        for f in edge_fields:
+            labels[f].append(np.asarray(s.graph.edge_labels[f])[order])
+        base += A.nnz
+    out = {
+        "rrowptr": np.concatenate(rowptr).astype(np.int32),
+        "rcoff": np.concatenate(coff + [np.zeros(1, np.int64)]).astype(np.int32),
+        "rweight": np.concatenate(weight + [np.zeros(1)]).astype(wdt),
+        "rrow_off": rrow_off,
+    }
+    out["relab"] = label_words([np.concatenate(labels[f]) for f in edge_fields], base)
+    out["relab_stride"] = base + 1
+    return out
 
 
 class RowPair(BlockStrategy):

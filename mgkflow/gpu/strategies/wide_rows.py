@@ -2,7 +2,7 @@
 
 A warp takes output tile pairs (I, I2) from a counter; lane (x, u) owns outputs (x, u) and
 (7 - x, 7 - u) and walks the CSR rows 8I + x of G1 and 8I2 + u of G2 (the row layout of
-:mod:`mgkflow.format.rows`, uploaded with every batch): every trip is one product,
+:mod:`mgkflow.gpu.strategies.row_pair`, uploaded with every batch): every trip is one product,
 accumulated in float64 on float64 P. Numpy emulation: :func:`mgkflow.gpu.emulate.xmv_rows`.
 Exact in the unlabeled case (one CG iteration), any q.
 
