@@ -242,3 +242,32 @@ def test_gpu_options_reach_the_backend() -> None:
     assert "xmv=octile" in kg.last_stats.extra["config"]
     R = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs)
     assert _relerr(K, R) <= 1e-5
+
+
+def test_hyperparameter_values_reuse_the_compiled_modules() -> None:
+    """New edge length scales, node h and q: no new compile, every K right (values at run time),
+    the same graphs packed once."""
+    from mgkflow.gpu import device
+
+    graphs = _reordered(datasets.ba(n_graphs=8, labeled=True))
+    kg = _kern(KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length"), 0.05, "gpu")
+    kg(graphs)
+    compiles = device.compile_count()
+    for h, ls, q in ((0.5, 0.4, 0.05), (0.5, 3.0, 0.05), (0.2, 1.0, 0.05), (0.5, 1.0, 0.01), (0.9, 1.7, 0.2)):
+        nk, ek = KroneckerDelta(h, "label"), SquareExponential(ls, "length")
+        kg.node_kernel, kg.edge_kernel, kg.q = nk, ek, q
+        K = kg(graphs)
+        assert kg.last_stats.extra["pack"] in ("cached", "packed")
+        R = _kern(nk, ek, q, "cpu")(graphs)
+        assert _relerr(K, R) <= _tol(q), (h, ls, q)
+    assert device.compile_count() == compiles
+
+
+def test_pipeline_solve_uploads_the_packed_batch() -> None:
+    from mgkflow.pipeline import Load, Pack, Pipeline, Solve
+
+    res = Pipeline([Load("nws", n_graphs=6, labeled=True), Pack(), Solve(backend="gpu")]).run()
+    st = res.stats.set_index("stage")
+    assert st.loc["pack", "for"] == "gpu" and st.loc["solve", "pack"] == "adopted"
+    ref = Pipeline([Load("nws", n_graphs=6, labeled=True), Solve(backend="cpu")]).run().gram
+    assert _relerr(res.gram, ref) <= 1e-5
