@@ -275,7 +275,17 @@ def run_protein_pair(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m mgkflow.bench gpu``."""
+    """Entry point of ``python -m mgkflow.bench gpu``.
+
+    ``--calibrate`` runs :mod:`mgkflow.bench.gpu_calibrate` (strategy cost models) and
+    ``--sweep`` :mod:`mgkflow.bench.gpu_sweep` (hyperparameter sweep) with the other arguments.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for flag, module in (("--calibrate", "gpu_calibrate"), ("--sweep", "gpu_sweep")):
+        if flag in argv:
+            import importlib
+
+            return int(importlib.import_module(f"{__package__}.{module}").main([a for a in argv if a != flag]) or 0)
     ap = argparse.ArgumentParser(prog="python -m mgkflow.bench gpu", description=__doc__.split("\n")[0])
     ap.add_argument("--n-graphs", type=int, default=160)
     ap.add_argument("--reps", type=int, default=3)
@@ -307,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         "--wide-xmv", default=None, help="XMV of the wide path: auto, rows or staged (--protein-pair: comma-separated)"
     )
     ap.add_argument("--tag", default="", help="label of this configuration in the CSV")
+    ap.add_argument("--calibrate", action="store_true", help="run mgkflow.bench.gpu_calibrate instead (its options)")
+    ap.add_argument("--sweep", action="store_true", help="run mgkflow.bench.gpu_sweep instead (its options)")
     args = ap.parse_args(argv)
     backend_kw = {
         k: v

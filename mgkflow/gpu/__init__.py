@@ -1,9 +1,17 @@
-"""GPU backend (PyCUDA) of the marginalized graph kernel (DESIGN §5).
+"""GPU backend (PyCUDA) of the marginalized graph kernel.
 
 Importing this package does not import PyCUDA; :class:`GPUBackend` is loaded on
 first use, and :func:`device_available` answers False (never raises) without
-PyCUDA or without a CUDA device. The CUDA source generator lives in
-:mod:`mgkflow.gpu.source` and needs no GPU.
+PyCUDA or without a CUDA device.
+
+Modules: :mod:`.backend` (``GPUBackend.solve``: configuration -> compile -> pack/upload ->
+launch plan -> per-block launches -> wide pairs), :mod:`.wide` (one large pair with the whole
+device, CG loop on the host), :mod:`.strategies` (the XMV strategies: a registry with one
+module per strategy, their cost models and the chooser), :mod:`.device` (context, compile
+cache, occupancy, typed launches by parameter name), :mod:`.source` (CUDA source generation
+from the kernels' structure; hyperparameter values travel at run time), :mod:`.pack` (host
+packing, no GPU), :mod:`.plan` (launch groups), :mod:`.emulate` (numpy references of the
+XMVs). Everything but :mod:`.backend` imports without PyCUDA.
 """
 
 from __future__ import annotations
