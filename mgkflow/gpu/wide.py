@@ -379,6 +379,101 @@ def _workspace(cuda: Any, ws: dict, N: int, n_part: int, what: str) -> tuple:
     return buffers, need
 
 
+def _pair_context(cuda: Any, db: Any, g1: int, g2: int, config: KernelConfig | None, block: int, slots: int,
+                  xmv: str) -> strategies.PairContext:  # fmt: skip
+    """Sizes and offsets of pair (g1, g2) from the device graph headers (checked against the batch)."""
+    a = db.arrays
+    G = int(len(db.nt))
+    if not (0 <= g1 < G and 0 <= g2 < G):
+        raise IndexError(f"graph indices ({g1}, {g2}) out of range for a batch of {G} graphs")
+    hdr = np.empty(5 * G, dtype=np.int32)
+    cuda.memcpy_dtoh(hdr, a["hdr"].alloc if isinstance(a["hdr"], device.DeviceArray) else a["hdr"])
+    hdr = hdr.reshape(G, 5).astype(np.int64)
+    if not np.array_equal(hdr[:, 1], np.asarray(db.nt, dtype=np.int64)):
+        raise RuntimeError("internal: device graph headers do not match the batch's tile counts")
+    n1, nt1, off1, ro1, rro1 = (int(v) for v in hdr[g1])
+    n2, nt2, off2, _, rro2 = (int(v) for v in hdr[g2])
+    return strategies.PairContext(cuda, db, g1, g2, config, block, slots, n1, n2, nt1, nt2, off1, off2, ro1, rro1,
+                                  rro2, forced=xmv != "auto")  # fmt: skip
+
+
+class _WideRun:
+    """The device side of one wide PCG: kernels, grids and buffers, and the five steps
+    :func:`wide_pcg` calls (each counts its launches)."""
+
+    def __init__(self, cuda: Any, mod: device.Module, ctx: strategies.PairContext, strategy: strategies.Strategy,
+                 blocks_per_sm: int | None, workspace: dict) -> None:  # fmt: skip
+        self.cuda, self.ctx, self.strategy = cuda, ctx, strategy
+        self.f_init, self.f_update = mod.function("wide_init"), mod.function("wide_update")
+        self.f_dir, self.f_dot = mod.function("wide_direction"), mod.function("wide_dot")
+        self.f_xmv = mod.function(strategy.kernel)
+        block = ctx.block
+        self.N = N = 64 * ctx.nt1 * ctx.nt2
+        lim = device.device_limits()
+        self.grid_vec = _grid_size(lim.n_sm, max(1, lim.threads_per_sm // block), -(-N // block))
+        self.grid_xmv = strategy.grid(ctx, self.f_xmv, lim, blocks_per_sm)
+        self.smem = strategy.shared_bytes(ctx)
+        if self.smem > 48 * 1024:
+            self.f_xmv.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, self.smem)
+        what = (f"the wide solve of pair ({ctx.g1}, {ctx.g2}) ({ctx.n1} x {ctx.n2} nodes, {N} product unknowns "
+                "with padding)")  # fmt: skip
+        buffers, self.need = _workspace(cuda, workspace, N, max(self.grid_vec, self.grid_xmv), what)
+        X, R, P, Av, DG, DI, part, counter = buffers
+        self.vec = {"X": X, "R": R, "P": P, "A": Av, "DG": DG, "DI": DI, "part": part}
+        self.xmv_vectors = {"P": P, "DG": DG, "A": Av, "counter": counter, "part": part}
+        self.counter = counter
+        self.h_vec, self.h_xmv = np.empty(2 * self.grid_vec), np.empty(2 * self.grid_xmv)
+        self.launches = {"init": 0, "xmv": 0, "update": 0, "direction": 0, "dot": 0}
+
+    def _partials(self, host: np.ndarray) -> tuple[float, float]:
+        self.cuda.memcpy_dtoh(host, self.vec["part"])
+        s = host.reshape(-1, 2).sum(axis=0)
+        return float(s[0]), float(s[1])
+
+    def _vec_launch(self, fn: device.Kernel, step: str, **args: Any) -> None:
+        fn(grid=(self.grid_vec, 1), block=(self.ctx.block, 1, 1), **args)
+        self.launches[step] += 1
+
+    def init(self) -> tuple[float, float]:
+        c, a, v = self.ctx, self.ctx.db.arrays, self.vec
+        self._vec_launch(self.f_init, "init", nlab=a["nlab"], nlab_stride=c.db.nlab_stride, dvec=a["d"], qvec=a["q"],
+                         n1=c.n1, n2=c.n2, nt2=c.nt2, node_off1=c.off1, node_off2=c.off2, N=self.N, **v)  # fmt: skip
+        return self._partials(self.h_vec)
+
+    def xmv(self) -> float:
+        self.cuda.memset_d32(self.counter, 0, 1)
+        self.strategy.launch(self.ctx, self.f_xmv, self.grid_xmv, self.xmv_vectors)
+        self.launches["xmv"] += 1
+        return self._partials(self.h_xmv)[0]
+
+    def update(self, alpha: float) -> tuple[float, float]:
+        v = self.vec
+        self._vec_launch(self.f_update, "update", N=self.N, alpha=alpha, X=v["X"], R=v["R"], P=v["P"], A=v["A"],
+                         DI=v["DI"], part=v["part"])  # fmt: skip
+        return self._partials(self.h_vec)
+
+    def direction(self, beta: float) -> None:
+        v = self.vec
+        self._vec_launch(self.f_dir, "direction", N=self.N, beta=beta, R=v["R"], DI=v["DI"], P=v["P"])
+
+    def dot(self) -> float:
+        c = self.ctx
+        self._vec_launch(self.f_dot, "dot", pvec=c.db.arrays["p"], n1=c.n1, n2=c.n2, nt2=c.nt2, node_off1=c.off1,
+                         node_off2=c.off2, N=self.N, X=self.vec["X"], part=self.vec["part"])  # fmt: skip
+        return self._partials(self.h_vec)[0]
+
+    def stats(self) -> dict:
+        s = self.strategy
+        out = {"grid_vec": self.grid_vec, "grid_xmv": self.grid_xmv, "block": self.ctx.block,
+               "regs_xmv": self.f_xmv.num_regs, "launches": dict(self.launches), "bytes": self.need,
+               "xmv": _SHORT.get(s.name, s.name), "strategy": s.name, "features": s.features(self.ctx),
+               "smem": self.smem}  # fmt: skip
+        if s.name == "staged":
+            st_host, _ = s.prepare(self.ctx)
+            out.update({"staged_groups": st_host.n_groups, "staged_fill": st_host.fill()})
+        return out
+
+
 def _solve(
     cuda: Any,
     mod: device.Module,
@@ -397,127 +492,35 @@ def _solve(
     values: np.ndarray | None = None,
     cost_models: dict[str, CostModel] | None = None,
 ) -> tuple[float, int, float, bool]:
-    """:func:`solve_pair_wide` on a given driver module and compiled module (tests pass fakes)."""
+    """:func:`solve_pair_wide` on a given driver module and compiled module (tests pass fakes):
+    pair context -> kernel values -> strategy -> device run -> PCG on the host."""
     t_start = time.perf_counter()
     if not 0.0 < rtol < 1.0:
         raise ValueError(f"rtol must lie in (0, 1), got {rtol}")
-    a = db.arrays
-    G = int(len(db.nt))
-    g1, g2 = int(g1), int(g2)
-    if not (0 <= g1 < G and 0 <= g2 < G):
-        raise IndexError(f"graph indices ({g1}, {g2}) out of range for a batch of {G} graphs")
-    hdr = np.empty(5 * G, dtype=np.int32)
-    cuda.memcpy_dtoh(hdr, a["hdr"].alloc if isinstance(a["hdr"], device.DeviceArray) else a["hdr"])
-    hdr = hdr.reshape(G, 5).astype(np.int64)
-    if not np.array_equal(hdr[:, 1], np.asarray(db.nt, dtype=np.int64)):
-        raise RuntimeError("internal: device graph headers do not match the batch's tile counts")
-    n1, nt1, off1, ro1, rro1 = (int(v) for v in hdr[g1])
-    n2, nt2, off2, _, rro2 = (int(v) for v in hdr[g2])
-    n_tp = nt1 * nt2
-    N = 64 * n_tp
+    ctx = _pair_context(cuda, db, int(g1), int(g2), config, block, slots, xmv)
+    n_tp = ctx.nt1 * ctx.nt2
     if stats is not None:
-        stats.update({"n1": n1, "n2": n2, "unknowns": N, "tile_pairs": n_tp})
-    if N == 0 or n1 == 0 or n2 == 0:
+        stats.update({"n1": ctx.n1, "n2": ctx.n2, "unknowns": 64 * n_tp, "tile_pairs": n_tp})
+    if n_tp == 0 or ctx.n1 == 0 or ctx.n2 == 0:
         return 0.0, 0, 0.0, True
     if n_tp > 2**31 - 2**24:  # tile pairs (and the XMV's tile-pair counter) are int32 on the device
-        raise MemoryError(f"pair ({g1}, {g2}) of {n1} x {n2} nodes has {n_tp} tile pairs, beyond int32 indexing")
+        raise MemoryError(f"pair ({g1}, {g2}) of {ctx.n1} x {ctx.n2} nodes has {n_tp} tile pairs, beyond int32 "
+                          "indexing")  # fmt: skip
     if values is not None:
         mod.set_constant(KPAR, values)
     elif config is not None:
         raise ValueError("the kernels' run-time values (mgkflow.gpu.source.kernel_values) are required")
-
-    f_init = mod.function("wide_init")
-    f_update = mod.function("wide_update")
-    f_dir = mod.function("wide_direction")
-    f_dot = mod.function("wide_dot")
-
-    # ---- XMV strategy (mgkflow.gpu.strategies)
-    ctx = strategies.PairContext(cuda, db, g1, g2, config, block, slots, n1, n2, nt1, nt2, off1, off2, ro1, rro1,
-                                 rro2, forced=xmv != "auto")  # fmt: skip
     strategy, predicted = _pick(ctx, xmv, cost_models)
-    f_xmv = mod.function(strategy.kernel)
-
-    # ---- launch geometry
-    lim = device.device_limits()
-    grid_vec = _grid_size(lim.n_sm, max(1, lim.threads_per_sm // block), -(-N // block))
-    grid_xmv = strategy.grid(ctx, f_xmv, lim, blocks_per_sm)
-    smem = strategy.shared_bytes(ctx)
-    if smem > 48 * 1024:
-        f_xmv.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-
-    # ---- device memory
-    ws = workspace if workspace is not None else {}
-    what = f"the wide solve of pair ({g1}, {g2}) ({n1} x {n2} nodes, {N} product unknowns with padding)"
-    (X, R, P, Av, DG, DI, part, counter), need = _workspace(cuda, ws, N, max(grid_vec, grid_xmv), what)
-
-    h_vec = np.empty(2 * grid_vec)
-    h_xmv = np.empty(2 * grid_xmv)
-    blk = (block, 1, 1)
-    launches = {"init": 0, "xmv": 0, "update": 0, "direction": 0, "dot": 0}
-    vec = {"X": X, "R": R, "P": P, "A": Av, "DG": DG, "DI": DI, "part": part}
-
-    def partials(host: np.ndarray) -> tuple[float, float]:
-        cuda.memcpy_dtoh(host, part)
-        s = host.reshape(-1, 2).sum(axis=0)
-        return float(s[0]), float(s[1])
-
-    def init() -> tuple[float, float]:
-        f_init(grid=(grid_vec, 1), block=blk, nlab=a["nlab"], nlab_stride=db.nlab_stride, dvec=a["d"],
-               qvec=a["q"], n1=n1, n2=n2, nt2=nt2, node_off1=off1, node_off2=off2, N=N, **vec)  # fmt: skip
-        launches["init"] += 1
-        return partials(h_vec)
-
-    xmv_vectors = {"P": P, "DG": DG, "A": Av, "counter": counter, "part": part}
-
-    def xmv() -> float:
-        cuda.memset_d32(counter, 0, 1)
-        strategy.launch(ctx, f_xmv, grid_xmv, xmv_vectors)
-        launches["xmv"] += 1
-        return partials(h_xmv)[0]
-
-    def update(alpha: float) -> tuple[float, float]:
-        f_update(grid=(grid_vec, 1), block=blk, N=N, alpha=alpha, X=X, R=R, P=P, A=Av, DI=DI, part=part)
-        launches["update"] += 1
-        return partials(h_vec)
-
-    def direction(beta: float) -> None:
-        f_dir(grid=(grid_vec, 1), block=blk, N=N, beta=beta, R=R, DI=DI, P=P)
-        launches["direction"] += 1
-
-    def dot() -> float:
-        f_dot(grid=(grid_vec, 1), block=blk, pvec=a["p"], n1=n1, n2=n2, nt2=nt2, node_off1=off1, node_off2=off2,
-              N=N, X=X, part=part)  # fmt: skip
-        launches["dot"] += 1
-        return partials(h_vec)[0]
-
+    run = _WideRun(cuda, mod, ctx, strategy, blocks_per_sm, workspace if workspace is not None else {})
     start, stop = cuda.Event(), cuda.Event()
     start.record()
-    result = wide_pcg(init, xmv, update, direction, dot, float(rtol), int(max_iter))
+    result = wide_pcg(run.init, run.xmv, run.update, run.direction, run.dot, float(rtol), int(max_iter))
     stop.record()
     stop.synchronize()
-    device_s = stop.time_since(start) * 1e-3
     if stats is not None:
-        stats.update(
-            {
-                "device_s": device_s,
-                "host_s": time.perf_counter() - t_start,
-                "iterations": result[1],
-                "grid_vec": grid_vec,
-                "grid_xmv": grid_xmv,
-                "block": block,
-                "regs_xmv": int(f_xmv.num_regs),
-                "launches": dict(launches),
-                "bytes": need,
-                "xmv": _SHORT.get(strategy.name, strategy.name),
-                "strategy": strategy.name,
-                "predicted_s": predicted,
-                "features": strategy.features(ctx),
-                "smem": smem,
-            }
-        )
-        if strategy.name == "staged":
-            st_host, _ = strategy.prepare(ctx)
-            stats.update({"staged_groups": st_host.n_groups, "staged_fill": st_host.fill()})
+        stats.update(run.stats())
+        stats.update({"device_s": stop.time_since(start) * 1e-3, "host_s": time.perf_counter() - t_start,
+                      "iterations": result[1], "predicted_s": predicted})  # fmt: skip
     return result
 
 
