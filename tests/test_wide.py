@@ -1085,3 +1085,29 @@ def test_fake_pipeline_pack_is_what_solve_uploads(fake_backend) -> None:
     res2 = Pipeline([Load(graphs), Solve(nk, ek, q=0.05, backend="gpu", rtol=1e-10, gpu_options=opts)]).run()
     assert res2.stats.set_index("stage").loc["solve", "pack"] == "packed" and len(packs) == 1
     np.testing.assert_allclose(res2.gram, ref, rtol=1e-7)
+
+
+def test_fake_calibration_measurement(fake_backend) -> None:
+    """mgkflow.bench.gpu_calibrate._measure on the fake driver: each wide strategy is forced,
+    K is right and the features of its cost model come back."""
+    from mgkflow.bench.gpu_calibrate import _measure, geometric_graph
+    from mgkflow.gpu import strategies
+
+    drv, backend = fake_backend
+    g1, g2 = geometric_graph(60, 1), geometric_graph(45, 2)
+    nk, ek = KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate((g1, g2))]
+    config = _config(systems, nk, ek, xmv="rows", row_ilp=2)
+
+    def factory(src: str) -> Any:
+        if "wide_xmv" in src:
+            return FakeModule(config, nk, ek, int(re.search(r"#define BLOCK (\d+)", src).group(1)))
+        return _SolverStub([])
+
+    sys.modules["pycuda.compiler"].factory = factory
+    ref = solve_pair(systems[0], systems[1], nk, ek, rtol=1e-12).value
+    for name in ("wide_rows", "staged"):
+        r = _measure(g1, g2, nk, ek, 0.05, name, reps=2)
+        assert r["converged"] and abs(r["value"] - ref) <= 1e-5 * abs(ref), name
+        assert set(strategies.get(name).feature_names) == {k[2:] for k in r if k.startswith("f_")}
+        assert r["seconds"] == r["device_s"] / r["iterations"]
