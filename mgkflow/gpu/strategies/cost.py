@@ -4,8 +4,10 @@ A model is ``t = intercept + sum_k coef_k * feature_k`` with non-negative coeffi
 fitted (:func:`fit`) to per-XMV times measured on one GPU model by ``python -m
 mgkflow.bench.gpu_calibrate`` and stored per GPU model under
 ``~/.cache/mgkflow/cost/`` (or ``$MGKFLOW_COST_MODELS``) by :func:`save_models`;
-:func:`load_models` returns None where nothing was measured (the chooser then falls back to
-the strategies' fixed ranks). Nothing here needs a GPU.
+:func:`load_models` reads that folder, then the models shipped with the package
+(``mgkflow/gpu/strategies/calibrated/``, measured calibrations committed to the repository),
+and returns None where nothing was measured (the chooser then falls back to the strategies'
+fixed ranks). Nothing here needs a GPU.
 
 Examples
 --------
@@ -95,9 +97,16 @@ def save_models(models: Mapping[str, CostModel], device_name: str, folder: Path 
     return path
 
 
+#: Calibrations shipped with the package (one JSON per GPU model, as :func:`save_models` writes).
+SHIPPED = Path(__file__).with_name("calibrated")
+
+
 def load_models(device_name: str, folder: Path | None = None) -> dict[str, CostModel] | None:
-    """The models stored for a GPU model, or None."""
+    """The models stored for a GPU model (``folder``, default the user cache, then the shipped
+    calibrations), or None."""
     path = _path(device_name, folder)
+    if not path.is_file() and folder is None:
+        path = _path(device_name, SHIPPED)
     if not path.is_file():
         return None
     try:
