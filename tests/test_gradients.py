@@ -54,9 +54,7 @@ def _weighted_with_isolated() -> list[Graph]:
         A[1, 2] = max(A[1, 2], 0.7)  # at least one edge
         A = A + A.T
         E = np.triu(rng.uniform(0.0, 2.0, (n, n)), 1)
-        out.append(
-            Graph(A, node_labels={"l": rng.integers(0, 2, n)}, edge_labels={"e": E + E.T}, title=f"w{n}")
-        )
+        out.append(Graph(A, node_labels={"l": rng.integers(0, 2, n)}, edge_labels={"e": E + E.T}, title=f"w{n}"))
     return out
 
 
@@ -133,9 +131,12 @@ def test_pair_gradient_matches_length0_series_term():
         for j in range(2):
             v0, _ = length0_term(s[i], s[j], nk)
             # the first term of the walk series Σ_k p_xᵀ V (T V)^k q_x is p_xᵀ V q_x
-            ref = float(np.sum(np.outer(s[i].p * s[i].q, s[j].p * s[j].q) * nk(
-                {"l": X[i].node_labels["l"][:, None]}, {"l": X[j].node_labels["l"][None, :]}
-            )))
+            ref = float(
+                np.sum(
+                    np.outer(s[i].p * s[i].q, s[j].p * s[j].q)
+                    * nk({"l": X[i].node_labels["l"][:, None]}, {"l": X[j].node_labels["l"][None, :]})
+                )
+            )
             assert v0 == pytest.approx(ref, rel=1e-15)
             assert k1[i, j] == pytest.approx(k0[i, j] - ref, rel=1e-12)
     # the isolated node contributes only walks of length 0: removing all edges leaves K = 0
