@@ -238,7 +238,9 @@ def solve_pair(
     """
     ps = _pair_system(s1, s2, node_kernel, edge_kernel, method)
     (x,), it, res, conv = _solve(ps, [ps.b], rtol, max_iter)
-    return PairSolution(float(np.sum(ps.px * x)), it, float(res), conv, x)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by the caller
+        value = float(np.sum(ps.px * x))
+    return PairSolution(value, it, float(res), conv, x)
 
 
 @dataclass(frozen=True)
@@ -309,6 +311,11 @@ def solve_pair_gradient(
     """
     ps = _pair_system(s1, s2, node_kernel, edge_kernel, method)
     (x, y), it, res, conv = _solve(ps, [ps.b, ps.px], rtol, max_iter)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by the caller
+        return _pair_gradient_sums(s1, s2, ps, node_kernel, edge_kernel, wrt_q, x, y, it, res, conv)
+
+
+def _pair_gradient_sums(s1, s2, ps, node_kernel, edge_kernel, wrt_q, x, y, it, res, conv) -> PairGradient:
     out: list[float] = []
     # node kernel: dM/dh = -D_x V^-2 dV/dh (diagonal), db/dh = 0
     if node_kernel.hyperparameters:

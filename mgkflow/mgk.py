@@ -585,16 +585,17 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             if bar is not None:
                 bar.close()
         vals = np.asarray(vals, dtype=np.float64)
+        if grads is not None:
+            grads = np.array(grads, dtype=np.float64)
         if self.lmin == 1:
             ne = len(self.edge_kernel.hyperparameters)
             vals = vals.copy()
-            if grads is not None:
-                grads = np.array(grads, dtype=np.float64)
-            for t, (i, j) in enumerate(np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist()):
-                v0, g0 = length0_term(xs[i], ys[j], self.node_kernel, ne, wrt_q and grads is not None)
-                vals[t] -= v0
-                if grads is not None:
-                    grads[t] -= g0
+            with np.errstate(all="ignore"):  # non-finite results are reported by _check_finite
+                for t, (i, j) in enumerate(np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist()):
+                    v0, g0 = length0_term(xs[i], ys[j], self.node_kernel, ne, wrt_q and grads is not None)
+                    vals[t] -= v0
+                    if grads is not None:
+                        grads[t] -= g0
         return vals, grads, its, res, conv
 
     def _check_finite(self, K: np.ndarray, xs, ys) -> None:
@@ -679,6 +680,13 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                 dK = np.empty((N, N, grads.shape[1]))
                 dK[iu, ju] = grads
                 dK[ju, iu] = grads
+                free = self._free()
+                if not np.all(np.isfinite(dK[:, :, free])):
+                    i, j = (int(v) for v in np.argwhere(~np.isfinite(dK[:, :, free]).all(axis=2))[0])
+                    raise GraphError(
+                        f"the derivatives of K({xs[i].name}, {xs[j].name}) overflow float64 "
+                        "(start probabilities p too large?)"
+                    )
             if normalize:
                 kd = np.diag(K).copy()
                 self._check_diagonal(kd, xs, "X")
