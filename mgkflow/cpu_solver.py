@@ -107,9 +107,12 @@ def _node_kernel_matrix(s1: GraphSystem, s2: GraphSystem, node_kernel: BaseKerne
         )
     if not np.all(V > 0):
         i, j = np.argwhere(~(V > 0))[0]
+        hint = ""
+        if V[i, j] == 0 and node_kernel.range.lo_open:
+            hint = " (the kernel underflows float64 here: a length scale too small for these labels?)"
         raise GraphError(
             f"node kernel is {V[i, j]} (not > 0) between node {i} of {s1.name} and node {j} of "
-            f"{s2.name}; node kernel values must lie in (0, 1]"
+            f"{s2.name}; node kernel values must lie in (0, 1]{hint}"
         )
     return V
 
@@ -136,16 +139,26 @@ def _pair_system(s1, s2, node_kernel, edge_kernel, method) -> _PairSystem:
 def _solve(ps: _PairSystem, rhs: list[np.ndarray], rtol: float, max_iter: int):
     """Solve M x = r for each r in ``rhs``; return (solutions, iterations, residual, converged).
 
-    The direct path factors M once (sparse LU) for all right-hand sides. It counts as converged
-    when the normwise backward error ||r - M x|| / (||M|| ||x|| + ||r||) is at the level of
-    float64 rounding (1e-13): LU is backward stable, and the relative residual ||r - M x|| / ||r||
-    alone can exceed a fixed threshold on ill-conditioned but well-solved systems (q = 1e-8).
-    CG counts as converged at relative residual ``rtol``. The reported residual is the relative
-    residual ||r - M x|| / ||r|| (the worst over the right-hand sides).
+    Each right-hand side is scaled by a power of two that puts its largest entry in [1, 2)
+    and the solution scaled back (exact), so tiny or huge start probabilities neither under-
+    nor overflow inside the solver. The direct path factors M once (sparse LU) for all
+    right-hand sides. It counts as converged when the normwise backward error
+    ||r - M x|| / (||M|| ||x|| + ||r||) is at the level of float64 rounding (1e-13): LU is
+    backward stable, and the relative residual ||r - M x|| / ||r|| alone can exceed a fixed
+    threshold on ill-conditioned but well-solved systems (q = 1e-8). CG counts as converged at
+    relative residual ``rtol``. The reported residual is the relative residual
+    ||r - M x|| / ||r|| (the worst over the right-hand sides).
     """
     diag, matvec = ps.diag, ps.matvec
     shape = diag.shape
     xs, worst, ok, its = [], 0.0, True, 0
+    shifts = []
+    scaled = []
+    for r in rhs:
+        top = float(np.max(np.abs(r))) if r.size else 0.0
+        shift = 0 if top == 0 else 1 - int(np.frexp(top)[1])
+        shifts.append(shift)
+        scaled.append(np.ldexp(r, shift) if shift else r)
     if ps.direct:
         M = (sp.diags_array(diag.ravel()) - ps.W).tocsc()
         with warnings.catch_warnings():
@@ -155,19 +168,22 @@ def _solve(ps: _PairSystem, rhs: list[np.ndarray], rtol: float, max_iter: int):
             except (RuntimeError, spla.MatrixRankWarning) as exc:
                 raise ConvergenceError(f"the product-graph system is singular to float64 precision ({exc})") from exc
         mnorm = spla.norm(M, np.inf)
-        for r in rhs:
-            x = lu.solve(r.ravel()).reshape(shape)
-            resid = np.linalg.norm(r - (diag * x - matvec(x)), np.inf)
+        for r, shift in zip(scaled, shifts, strict=True):
             rnorm = np.linalg.norm(r, np.inf)
-            backward = resid / (mnorm * np.linalg.norm(x, np.inf) + rnorm) if rnorm > 0 else 0.0
-            rel = float(np.linalg.norm(r - (diag * x - matvec(x))) / np.linalg.norm(r)) if rnorm > 0 else 0.0
+            if rnorm == 0:
+                xs.append(np.zeros(shape))
+                continue
+            x = lu.solve(r.ravel()).reshape(shape)
+            resid = r - (diag * x - matvec(x))
+            backward = np.linalg.norm(resid, np.inf) / (mnorm * np.linalg.norm(x, np.inf) + rnorm)
+            rel = float(np.linalg.norm(resid) / np.linalg.norm(r))
             worst = max(worst, rel)
             ok = ok and bool(backward <= 1e-13 or rel <= max(rtol, 1e-10))
-            xs.append(x)
+            xs.append(np.ldexp(x, -shift) if shift else x)
         return xs, 0, worst, ok
-    for r in rhs:
+    for r, shift in zip(scaled, shifts, strict=True):
         x, it, res, conv = _cg(diag, matvec, r, rtol, max_iter)
-        xs.append(x)
+        xs.append(np.ldexp(x, -shift) if shift else x)
         its = max(its, it)
         worst = max(worst, res)
         ok = ok and conv

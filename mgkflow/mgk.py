@@ -17,9 +17,16 @@ from .errors import ConvergenceError, ConvergenceWarning, GraphError
 from .gradient import length0_term, log_space, normalized_gradient
 from .graph import Graph
 from .kernels import BaseKernel, Constant, check_edge_kernel, check_node_kernel
-from .system import GraphSystem, NodeProbability, prepare_graph
+from .system import GraphSystem, NodeProbability, prepare_graph, scale_start
 
 __all__ = ["MarginalizedGraphKernel", "SolveStats", "gpu_available", "DegenerateKernelWarning"]
+
+
+#: With lmin=1, values below this fraction of the all-walks kernel are rounding noise (returned as 0).
+LMIN_RESOLUTION = 1e-13
+#: Smallest stop probability: the system's condition number grows as 1/q, and below this float64
+#: no longer resolves K to about 1e-6.
+Q_MIN = 1e-10
 
 
 class DegenerateKernelWarning(UserWarning):
@@ -122,6 +129,11 @@ def _check_probability_param(value, what: str, name: str, lo_open: bool) -> None
         if name == "q":
             if not (0.0 < v < 1.0):
                 raise ValueError(f"{what} {name} must lie in (0, 1), got {value!r:.40}")
+            if v < Q_MIN:
+                raise ValueError(
+                    f"{what} {name} = {v:g} is below {Q_MIN:g}: the product-graph system's condition number "
+                    "grows as 1/q and float64 can no longer resolve K; use q >= 1e-10"
+                )
         elif not (v >= 0.0) or not math.isfinite(v):
             raise ValueError(f"{what} {name} must be non-negative and finite, got {value!r:.40}")
         return
@@ -313,6 +325,23 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
     @property
     def _scalar_q(self) -> bool:
         return isinstance(self.q, numbers.Real) and not isinstance(self.q, bool)
+
+    @property
+    def _scalar_p(self) -> bool:
+        return isinstance(self.p, numbers.Real) and not isinstance(self.p, bool)
+
+    def _p_scale(self, normalize: bool) -> float:
+        """The factor p of a scalar start probability p (K = p² K with p = 1).
+
+        Graphs are prepared with p = 1 and K, dK are multiplied by p twice at the end, so a
+        tiny or huge p never enters the solver; normalized, p cancels (unless it is 0).
+        """
+        if not self._scalar_p:
+            return 1.0
+        p = float(self.p)
+        if normalize:
+            return 1.0 if p > 0 else 0.0
+        return p
 
     # ------------------------------------------------------------------ scikit-learn parameters
     def _hyper_entries(self) -> list[tuple[str, object, float]]:
@@ -514,8 +543,9 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         # Graphs are immutable, so a graph's system depends only on the label fields the
         # kernels read, p and q: reuse the previous call's systems (repeated calls on the
         # same graphs, hyperparameter searches, benchmarks) unless p or q is a callable or a vector.
-        cacheable = all(isinstance(v, int | float | str) for v in (self.p, self.q))
-        key = (self.node_kernel.fields, self.edge_kernel.fields, repr(self.p), repr(self.q))
+        p = 1.0 if self._scalar_p else self.p  # a scalar p is applied to the results (_p_scale)
+        cacheable = all(isinstance(v, int | float | str) for v in (p, self.q))
+        key = (self.node_kernel.fields, self.edge_kernel.fields, repr(p), repr(self.q))
         old = self._systems.get(what, {}) if cacheable else {}
         new: dict = {}
         out = []
@@ -525,7 +555,7 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                 sys_ = hit[2]
             else:
                 try:
-                    sys_ = prepare_graph(g, i, self.node_kernel, self.edge_kernel, p=self.p, q=self.q)
+                    sys_ = scale_start(prepare_graph(g, i, self.node_kernel, self.edge_kernel, p=p, q=self.q))
                 except (GraphError, TypeError) as exc:
                     # name the argument too: "graph 3" alone is ambiguous in kern(X, Y)
                     raise type(exc)(f"in {what}: {exc}") from exc
@@ -559,8 +589,25 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         )
 
     # ------------------------------------------------------------------ solves
-    def _solve(self, xs, ys, pairs, gradient: bool = False):
-        """Values (and dK/dh in the backend layout) of ``pairs``, lmin applied.
+    def _p_factor(self, xs, ys, pairs, raw: bool) -> tuple[float, np.ndarray | None]:
+        """(p, exponents): K = p² · 2**-exponent · (K of the prepared systems), per pair.
+
+        A scalar p is left out of the systems (p = 1) and each graph's vector p is stored times
+        a power of two (:class:`~mgkflow.system.GraphSystem`); a raw result is scaled back, a
+        normalized one needs no scaling (every factor cancels).
+        """
+        scale = self._p_scale(not raw)
+        if not raw:
+            return scale, None
+        pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        ex = np.array([xs[i].p_exponent for i in pr[:, 0]], dtype=np.int64) + np.array(
+            [ys[j].p_exponent for j in pr[:, 1]], dtype=np.int64
+        )
+        return scale, (ex if np.any(ex) else None)
+
+    def _solve(self, xs, ys, pairs, gradient: bool = False, raw: bool = True):
+        """Values (and dK/dh in the backend layout) of ``pairs``, lmin applied, start probabilities
+        scaled back (``raw``) or left as prepared (normalized results, where they cancel).
 
         Returns values, gradient or None, iterations, residuals, converged.
         """
@@ -588,7 +635,10 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         if grads is not None:
             grads = np.array(grads, dtype=np.float64)
         if self.lmin == 1:
+            # K - p_xᵀ V_x q_x: the difference is known to about 1e-16 K, so values below
+            # LMIN_RESOLUTION K (e.g. graphs without edges, exactly 0) are returned as 0
             ne = len(self.edge_kernel.hyperparameters)
+            full = vals.copy()
             vals = vals.copy()
             with np.errstate(all="ignore"):  # non-finite results are reported by _check_finite
                 for t, (i, j) in enumerate(np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist()):
@@ -596,6 +646,20 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                     vals[t] -= v0
                     if grads is not None:
                         grads[t] -= g0
+                tiny = vals <= LMIN_RESOLUTION * np.abs(full)
+            vals[tiny] = 0.0
+            if grads is not None:
+                grads[tiny] = 0.0
+        pscale, ex = self._p_factor(xs, ys, pairs, raw)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # reported by _check_finite
+            if ex is not None:
+                vals = np.ldexp(vals, -ex)
+                if grads is not None:
+                    grads = np.ldexp(grads, -ex[:, None])
+            if pscale != 1.0:
+                vals = vals * pscale * pscale
+                if grads is not None:
+                    grads = grads * pscale * pscale
         return vals, grads, its, res, conv
 
     def _check_finite(self, K: np.ndarray, xs, ys) -> None:
@@ -659,13 +723,14 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             self._warn_degenerate()
         if nodal:
             return self._nodal(xs, ys, normalize)
+        raw = not normalize
         t0 = time.perf_counter()
         N = len(xs)
         dK = None
         if ys is None:
             iu, ju = np.triu_indices(N)
             pairs = np.stack([iu, ju], axis=1)
-            vals, grads, its, res, conv = self._solve(xs, xs, pairs, gradient=eval_gradient)
+            vals, grads, its, res, conv = self._solve(xs, xs, pairs, gradient=eval_gradient, raw=raw)
             K = np.empty((N, N))
             K[iu, ju] = vals
             K[ju, iu] = vals
@@ -696,13 +761,13 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             Mn = len(ys)
             ii, jj = np.meshgrid(np.arange(N), np.arange(Mn), indexing="ij")
             pairs = np.stack([ii.ravel(), jj.ravel()], axis=1)
-            vals, _, its, res, conv = self._solve(xs, ys, pairs)
+            vals, _, its, res, conv = self._solve(xs, ys, pairs, raw=raw)
             K = vals.reshape(N, Mn)
             I, R, C = its.reshape(N, Mn), res.reshape(N, Mn), conv.reshape(N, Mn)
             npairs = len(pairs)
             if normalize:
-                dxv, _, _, rx, cx = self._solve(xs, xs, np.repeat(np.arange(N)[:, None], 2, axis=1))
-                dyv, _, _, ry, cy = self._solve(ys, ys, np.repeat(np.arange(Mn)[:, None], 2, axis=1))
+                dxv, _, _, rx, cx = self._solve(xs, xs, np.repeat(np.arange(N)[:, None], 2, axis=1), raw=raw)
+                dyv, _, _, ry, cy = self._solve(ys, ys, np.repeat(np.arange(Mn)[:, None], 2, axis=1), raw=raw)
                 npairs += N + Mn
                 self._record(K.shape, npairs, I, R, C, t0)
                 self._check_convergence(np.concatenate([cx, cy]), np.concatenate([rx, ry]))
@@ -755,7 +820,7 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         xs = self._prepare(X, "X")
         N = len(xs)
         if nodal:
-            blocks = self._nodal_blocks(xs, xs, np.repeat(np.arange(N)[:, None], 2, axis=1))
+            blocks = self._nodal_blocks(xs, xs, np.repeat(np.arange(N)[:, None], 2, axis=1), raw=not self.normalize)
             r = np.concatenate([np.diag(b) for b in blocks])
             if self.normalize:
                 if not np.all(r > 0):
@@ -767,7 +832,7 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             return r
         if self.normalize:
             for s in xs:
-                if not np.any(s.p > 0) or (self.lmin == 1 and s.graph.nnz == 0):
+                if self._p_scale(True) == 0 or not np.any(s.p > 0) or (self.lmin == 1 and s.graph.nnz == 0):
                     self._check_diagonal(np.zeros(1), [s], "X")
             return np.ones(N)
         t0 = time.perf_counter()
@@ -778,11 +843,12 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         return vals
 
     # ------------------------------------------------------------------ nodal
-    def _nodal_blocks(self, xs, ys, pairs) -> list[np.ndarray]:
+    def _nodal_blocks(self, xs, ys, pairs, raw: bool = True) -> list[np.ndarray]:
         backend = self._get_backend()
         solver = getattr(backend, "solve_nodal", None) or self._oracle().solve_nodal
         blocks, its, res, conv = solver(xs, ys, pairs, self.node_kernel, self.edge_kernel, None)
         self._check_convergence(np.asarray(conv), np.asarray(res))
+        pscale, ex = self._p_factor(xs, ys, pairs, raw)
         out = []
         for t, (i, j) in enumerate(np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist()):
             b = np.asarray(blocks[t], dtype=np.float64)
@@ -796,6 +862,11 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                     b.shape,
                 )
                 b = b - np.outer(s1.p * s1.q, s2.p * s2.q) * V
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                if ex is not None:
+                    b = np.ldexp(b, -int(ex[t]))
+                if pscale != 1.0:
+                    b = b * pscale * pscale
             if not np.all(np.isfinite(b)):
                 raise GraphError(
                     f"nodal similarities of ({xs[i].name}, {ys[j].name}) overflow float64 "
@@ -817,7 +888,8 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         else:
             ii, jj = np.meshgrid(np.arange(N), np.arange(Mn), indexing="ij")
             pairs = np.stack([ii.ravel(), jj.ravel()], axis=1)
-        blocks = self._nodal_blocks(xs, ys_, pairs)
+        raw = not normalize
+        blocks = self._nodal_blocks(xs, ys_, pairs, raw)
         R = np.empty((ox[-1], oy[-1]))
         for (i, j), b in zip(pairs.tolist(), blocks, strict=True):
             if sym and i == j:
@@ -831,9 +903,9 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                 rx = ry = np.diag(R).copy()
             else:
                 dp = np.repeat(np.arange(N)[:, None], 2, axis=1)
-                rx = np.concatenate([np.diag(b) for b in self._nodal_blocks(xs, xs, dp)])
+                rx = np.concatenate([np.diag(b) for b in self._nodal_blocks(xs, xs, dp, raw)])
                 dp = np.repeat(np.arange(Mn)[:, None], 2, axis=1)
-                ry = np.concatenate([np.diag(b) for b in self._nodal_blocks(ys_, ys_, dp)])
+                ry = np.concatenate([np.diag(b) for b in self._nodal_blocks(ys_, ys_, dp, raw)])
                 npairs += N + Mn
             for r, what in ((rx, "X"), (ry, "Y")):
                 if not np.all(r > 0):

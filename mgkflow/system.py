@@ -8,7 +8,7 @@ probabilities and returns a :class:`GraphSystem` with p, q and d; every backend
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Union
 
 import numpy as np
@@ -21,7 +21,7 @@ from .kernels import BaseKernel
 #: callable ``f(graph) -> array of length n``, or one vector (graphs of its length only).
 NodeProbability = Union[float, str, Callable[[Graph], Any]]
 
-__all__ = ["GraphSystem", "prepare_graph", "scale_weights", "NodeProbability"]
+__all__ = ["GraphSystem", "prepare_graph", "scale_weights", "scale_start", "NodeProbability"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,12 @@ class GraphSystem:
     reads ``graph.adjacency`` gets the same values as without scaling while weights of
     1e-150 or 1e150 no longer under- or overflow in the degree products. Graphs whose
     largest weight already lies in [1, 2) (unweighted graphs) are kept as they are.
+
+    ``p_exponent`` is 0 from :func:`prepare_graph`. :func:`scale_start` returns the system with
+    ``p`` times ``2**p_exponent`` (largest entry in [1, 2)); the kernel computed from such
+    systems is K(G, G') · 2**(p_exponent + p_exponent'), which the caller scales back (raw K) or
+    not at all (normalized K, where the factors cancel exactly), so start probabilities of 1e-160
+    lose no digits to subnormal products.
     """
 
     graph: Graph
@@ -44,6 +50,7 @@ class GraphSystem:
     q: np.ndarray
     d: np.ndarray
     weight_exponent: int = 0
+    p_exponent: int = 0
 
     @property
     def n(self) -> int:
@@ -141,6 +148,11 @@ def prepare_graph(
     qv = _node_vector(q, graph, "stop probability q", who)
     if np.any(qv <= 0) or np.any(qv >= 1):
         raise GraphError(f"{who}: stop probability q must lie in (0, 1), got values in [{qv.min()}, {qv.max()}]")
+    if np.any(qv < 1e-10):
+        raise GraphError(
+            f"{who}: stop probability q = {qv.min():g} is below 1e-10: the system's condition number grows "
+            "as 1/q and float64 can no longer resolve K"
+        )
     pv = _node_vector(p, graph, "start probability p", who)
     if np.any(pv < 0):
         raise GraphError(f"{who}: start probability p must be non-negative")
@@ -180,3 +192,23 @@ def scale_weights(graph: Graph) -> tuple[Graph, int]:
     out = Graph.__new__(Graph)  # the graph was validated when built: restore without re-checking
     out.__setstate__(state)
     return out, shift
+
+
+def scale_start(system: GraphSystem) -> GraphSystem:
+    """``system`` with its start probabilities times a power of two that puts the largest in [1, 2).
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant
+    >>> s = prepare_graph(Graph(np.array([[0, 1], [1, 0]])), 0, Constant(1.0), Constant(1.0), p=1e-160)
+    >>> t = scale_start(s)
+    >>> t.p_exponent, bool(np.all(t.p == np.ldexp(s.p, t.p_exponent)))
+    (532, True)
+    """
+    top = float(system.p.max()) if system.p.size else 0.0
+    if top <= 0:
+        return system
+    shift = 1 - int(np.frexp(top)[1])
+    if shift == 0:
+        return system
+    return replace(system, p=np.ldexp(system.p, shift), p_exponent=system.p_exponent + shift)

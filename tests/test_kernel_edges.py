@@ -8,9 +8,11 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mgkflow import ConvergenceError, Graph, GraphError, MarginalizedGraphKernel
-from mgkflow.kernels import KroneckerDelta, SquareExponential
+from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
 from mgkflow.mgk import DegenerateKernelWarning
 
 NK = KroneckerDelta(0.4, "l")
@@ -160,4 +162,90 @@ def test_convergence_error_advice_mentions_weight_spread_not_scale():
     g = labeled(60, 6)
     k = kern(max_iter=2)
     with pytest.raises(ConvergenceError, match="scale of all weights of a graph does not matter"):
+        k([g])
+
+
+# ---------------------------------------------------------------------- property-based fuzzing
+def _fuzz_graph(rng: np.random.Generator) -> Graph:
+    n = int(rng.integers(1, 7))
+    upper = np.triu(rng.random((n, n)) < rng.uniform(0, 1), 1)
+    scale = 10.0 ** rng.uniform(-300, 300) if rng.random() < 0.3 else 1.0
+    spread = 10.0 ** rng.uniform(-3, 3, (n, n)) if rng.random() < 0.3 else rng.uniform(0.5, 2, (n, n))
+    A = np.where(upper, spread * scale, 0.0)
+    E = np.triu(rng.uniform(0, 3, (n, n)), 1)
+    return Graph(A + A.T, node_labels={"l": rng.integers(0, 3, n), "x": rng.normal(size=n)}, edge_labels={"e": E + E.T})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_fuzz_kernel_api(seed):
+    """Random graphs (weights from 1e-300 to 1e300), kernels, q, p, lmin, normalize, gradients:
+    a finite, symmetric, positive semi-definite result or an mgkflow error, never a warning."""
+    rng = np.random.default_rng(seed)
+    X = [_fuzz_graph(rng) for _ in range(int(rng.integers(1, 4)))]
+    nk = [Constant(1.0), KroneckerDelta(float(rng.uniform(0.01, 1)), "l"), SquareExponential(1.0, "x") * NK][
+        int(rng.integers(0, 3))
+    ]
+    ek = [Constant(float(rng.choice([0.0, 0.5, 1.0]))), SquareExponential(float(10 ** rng.uniform(-1, 2)), "e")][
+        int(rng.integers(0, 2))
+    ]
+    q = float(10 ** rng.uniform(-6, -0.01))
+    p = 1.0 if rng.random() < 0.6 else float(10 ** rng.uniform(-200, 200))
+    normalize, lmin, grad = bool(rng.random() < 0.5), int(rng.random() < 0.3), bool(rng.random() < 0.4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", DegenerateKernelWarning)
+        k = MarginalizedGraphKernel(nk, ek, q=q, p=p, normalize=normalize, lmin=lmin, backend="cpu")
+        try:
+            out = k(X, eval_gradient=grad)
+        except GraphError as exc:  # K(G, G) = 0 with lmin=1 or p overflow: named, clear
+            assert "cannot be normalized" in str(exc) or "overflow" in str(exc)
+            return
+    K = out[0] if grad else out
+    assert np.all(np.isfinite(K)) and np.array_equal(K, K.T)
+    if grad:
+        assert np.all(np.isfinite(out[1]))
+    ev = np.linalg.eigvalsh(K)
+    assert ev.min() >= -1e-8 * max(abs(ev).max(), 1e-300)
+    if normalize:
+        np.testing.assert_allclose(np.diag(K), 1.0, rtol=1e-12)
+
+
+def test_scalar_p_scales_k_exactly_and_cancels_when_normalized():
+    X = [labeled(4, 11), labeled(6, 12)]
+    ref = kern()(X)
+    for p in (1e-200, 1e-100, 3.0, 1e100):
+        np.testing.assert_allclose(kern(p=p)(X, normalize=True), kern()(X, normalize=True), rtol=1e-14)
+    np.testing.assert_allclose(kern(p=1e-100)(X), ref * 1e-200, rtol=1e-13)
+    np.testing.assert_allclose(kern(p=1e100)(X), ref * 1e200, rtol=1e-13)
+    K, dK = kern(p=1e-100)(X, eval_gradient=True)
+    np.testing.assert_allclose(dK, kern()(X, eval_gradient=True)[1] * 1e-200, rtol=1e-13)
+    # a vector p of tiny values: scaled inside the solver, no underflow
+    tiny = kern(p=lambda g: np.full(g.n_nodes, 1e-160))
+    np.testing.assert_allclose(tiny(X, normalize=True), kern()(X, normalize=True), rtol=1e-12)
+    with pytest.raises(GraphError, match="cannot be normalized"):
+        kern(p=0.0)(X, normalize=True)
+
+
+def test_lmin1_noise_is_zero_for_graphs_without_walks():
+    bare = Graph(np.zeros((3, 3)), node_labels={"l": [0, 1, 0]}, edge_labels={"e": np.zeros((3, 3))})
+    k = kern(lmin=1, q=0.9)
+    K, dK = k([bare, labeled(4, 13)], eval_gradient=True)
+    assert K[0, 0] == 0.0 and K[0, 1] == 0.0 and K[1, 1] > 0
+    assert np.all(dK[0] == 0.0)
+    zero_edges = MarginalizedGraphKernel(NK, Constant(0.0), q=0.3, lmin=1, backend="cpu")
+    assert np.all(zero_edges([labeled(4, 14), labeled(5, 15)]) == 0.0)
+
+
+def test_q_below_the_float64_floor_is_an_error():
+    with pytest.raises(ValueError, match=r"q = 1e-12 is below 1e-10"):
+        kern(q=1e-12)
+    with pytest.raises(GraphError, match=r"graph 0: stop probability q = 1e-12 is below 1e-10"):
+        kern(q=lambda g: np.full(g.n_nodes, 1e-12))([labeled(3, 1)])
+
+
+def test_node_kernel_underflow_is_named():
+    g = Graph(np.array([[0, 1.0], [1.0, 0]]), node_labels={"x": [0.0, 100.0]})
+    k = MarginalizedGraphKernel(SquareExponential(1e-3, "x"), q=0.1, backend="cpu")
+    with pytest.raises(GraphError, match="underflows float64"):
         k([g])
