@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
 import math
 import numbers
 import time
 import warnings
+from collections import namedtuple
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.gaussian_process.kernels import GenericKernelMixin, Kernel
-from sklearn.gaussian_process.kernels import Hyperparameter as SkHyperparameter
+
+try:
+    from sklearn.gaussian_process.kernels import GenericKernelMixin, Kernel
+    from sklearn.gaussian_process.kernels import Hyperparameter as SkHyperparameter
+except ImportError:  # scikit-learn is needed only to combine the kernel with its estimators
+
+    class GenericKernelMixin:  # type: ignore[no-redef]
+        @property
+        def requires_vector_input(self) -> bool:
+            return False
+
+    class Kernel:  # type: ignore[no-redef]
+        def get_params(self, deep: bool = True) -> dict:
+            names = [n for n in inspect.signature(type(self).__init__).parameters if n != "self"]
+            return {n: getattr(self, n) for n in names}
+
+    class SkHyperparameter(namedtuple("Hyperparameter", "name value_type bounds n_elements fixed")):  # type: ignore[no-redef]
+        __slots__ = ()
+
+        def __new__(cls, name, value_type, bounds, n_elements=1, fixed=None):
+            if fixed is None:
+                fixed = isinstance(bounds, str) and bounds == "fixed"
+            return super().__new__(cls, name, value_type, bounds, n_elements, fixed)
 
 from .errors import ConvergenceError, ConvergenceWarning, GraphError
 from .gradient import length0_term, log_space, normalized_gradient
@@ -453,10 +477,13 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         return self
 
     def clone_with_theta(self, theta) -> MarginalizedGraphKernel:
-        """A copy of the kernel (no backend, no caches) with hyperparameters ``exp(theta)``."""
-        from sklearn.base import clone
+        """A copy of the kernel (no backend, no caches) with hyperparameters ``exp(theta)``.
 
-        cloned = clone(self)
+        The copy is what :func:`sklearn.base.clone` makes: the class called with deep copies of
+        the constructor parameters.
+        """
+        params = self.get_params(deep=False)
+        cloned = type(self)(**{k: copy.deepcopy(v) for k, v in params.items()})
         cloned.theta = theta
         return cloned
 

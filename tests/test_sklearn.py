@@ -7,15 +7,18 @@ import pickle
 
 import numpy as np
 import pytest
-from sklearn.base import clone
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import ConstantKernel as C
-from sklearn.gaussian_process.kernels import WhiteKernel
-from sklearn.kernel_ridge import KernelRidge
-from sklearn.svm import SVC
 
-from mgkflow import Graph, GraphError, MarginalizedGraphKernel, datasets
-from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
+pytest.importorskip("sklearn")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: E402
+from sklearn.gaussian_process.kernels import ConstantKernel as C  # noqa: E402
+from sklearn.gaussian_process.kernels import WhiteKernel  # noqa: E402
+from sklearn.kernel_ridge import KernelRidge  # noqa: E402
+from sklearn.svm import SVC  # noqa: E402
+
+from mgkflow import Graph, GraphError, MarginalizedGraphKernel, datasets  # noqa: E402
+from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential  # noqa: E402
 
 NK = KroneckerDelta(0.4, "l")
 EK = SquareExponential(0.8, "e")
