@@ -3,12 +3,13 @@
 The data flow is load -> reorder -> pack -> solve -> report:
 :mod:`mgkflow.datasets` (load), :mod:`mgkflow.reorder`, :mod:`mgkflow.format` (pack),
 :mod:`mgkflow.cpu_solver` / :mod:`mgkflow.gpu` (solve), :mod:`mgkflow.pipeline` and
-:mod:`mgkflow.report`.
+:mod:`mgkflow.report`. :class:`MarginalizedGraphKernel` is a scikit-learn kernel on graphs
+(Gaussian processes, kernel ridge, SVMs), with analytic gradients (docs/gradients.md).
 """
 
 from .errors import ConvergenceError, ConvergenceWarning, GraphError, KernelRangeError
 from .graph import Graph
-from .mgk import MarginalizedGraphKernel, SolveStats, gpu_available
+from .mgk import DegenerateKernelWarning, MarginalizedGraphKernel, SolveStats, gpu_available
 
 __version__ = "0.1.0"
 
@@ -20,5 +21,6 @@ __all__ = [
     "KernelRangeError",
     "ConvergenceError",
     "ConvergenceWarning",
+    "DegenerateKernelWarning",
     "gpu_available",
 ]

@@ -1,20 +1,61 @@
-"""The public kernel API: :class:`MarginalizedGraphKernel`."""
+"""The public kernel API: :class:`MarginalizedGraphKernel`, a scikit-learn kernel on graphs."""
 
 from __future__ import annotations
 
+import copy
+import inspect
+import math
+import numbers
 import time
 import warnings
+from collections import namedtuple
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+try:
+    from sklearn.gaussian_process.kernels import GenericKernelMixin, Kernel
+    from sklearn.gaussian_process.kernels import Hyperparameter as SkHyperparameter
+except ImportError:  # scikit-learn is needed only to combine the kernel with its estimators
+
+    class GenericKernelMixin:  # type: ignore[no-redef]
+        @property
+        def requires_vector_input(self) -> bool:
+            return False
+
+    class Kernel:  # type: ignore[no-redef]
+        def get_params(self, deep: bool = True) -> dict:
+            names = [n for n in inspect.signature(type(self).__init__).parameters if n != "self"]
+            return {n: getattr(self, n) for n in names}
+
+    class SkHyperparameter(namedtuple("Hyperparameter", "name value_type bounds n_elements fixed")):  # type: ignore[no-redef]
+        __slots__ = ()
+
+        def __new__(cls, name, value_type, bounds, n_elements=1, fixed=None):
+            if fixed is None:
+                fixed = isinstance(bounds, str) and bounds == "fixed"
+            return super().__new__(cls, name, value_type, bounds, n_elements, fixed)
+
 from .errors import ConvergenceError, ConvergenceWarning, GraphError
+from .gradient import length0_term, log_space, normalized_gradient
 from .graph import Graph
 from .kernels import BaseKernel, Constant, check_edge_kernel, check_node_kernel
-from .system import GraphSystem, NodeProbability, prepare_graph
+from .system import GraphSystem, NodeProbability, prepare_graph, scale_start
 
-__all__ = ["MarginalizedGraphKernel", "SolveStats", "gpu_available"]
+__all__ = ["MarginalizedGraphKernel", "SolveStats", "gpu_available", "DegenerateKernelWarning"]
+
+
+#: With lmin=1, values below this fraction of the all-walks kernel are rounding noise (returned as 0).
+LMIN_RESOLUTION = 1e-13
+#: Smallest stop probability: the system's condition number grows as 1/q, and below this float64
+#: no longer resolves K to about 1e-6.
+Q_MIN = 1e-10
+
+
+class DegenerateKernelWarning(UserWarning):
+    """The requested kernel is constant for mathematical reasons (e.g. a normalized kernel
+    without any label field): the values are right but carry no information."""
 
 
 @dataclass
@@ -31,8 +72,14 @@ class SolveStats:
         Number of distinct pairs solved (upper triangle for symmetric calls,
         plus diagonal solves needed for normalization).
     iterations, residual, converged : ndarray
-        Per entry of the returned matrix: CG iterations (0 = direct solve),
-        final relative residual and convergence flag (mirrored for symmetric calls).
+        Per entry of the returned matrix: CG iterations, final relative residual
+        ||b - M x|| / ||b|| and convergence flag (mirrored for symmetric calls).
+        Iterations 0 means the CPU backend solved the pair directly (sparse LU, used for
+        product graphs of up to 2,500 nodes): no CG ran, and the entry counts as converged
+        when the LU solution's backward error is at float64 rounding level, so its relative
+        residual may exceed ``rtol`` on ill-conditioned systems (tiny q) while the value is
+        exact to the conditioning. For gradient calls the figures are the worse of the two
+        solves (M x = b and M y = p_x).
     seconds : float
         Wall time of the solve.
     """
@@ -61,6 +108,7 @@ class SolveStats:
             "cg_iter_min": int(it.min()) if it.size else 0,
             "cg_iter_median": float(np.median(it)) if it.size else 0.0,
             "cg_iter_max": int(it.max()) if it.size else 0,
+            "direct_solves": int((it == 0).sum()),  # cg_iter 0 = solved directly by sparse LU
             "residual_max": float(self.residual.max()) if self.residual.size else 0.0,
             "not_converged": int((~self.converged).sum()),
             **self.extra,
@@ -79,10 +127,74 @@ def gpu_available() -> bool:
         return False
 
 
-class MarginalizedGraphKernel:
-    """The marginalized graph kernel between labeled graphs (DESIGN §1).
+def _same_graphs(X, Y) -> bool:
+    """True when Y is X, or holds the very same Graph objects in the same order."""
+    if Y is X:
+        return True
+    try:
+        if len(X) != len(Y):
+            return False
+        return all(a is b for a, b in zip(X, Y, strict=True))
+    except TypeError:
+        return False
 
-    K(G, G') = p_x^T (D_x V_x^-1 - A_x ∘ E_x)^-1 D_x q_x.
+
+def _check_probability_param(value, what: str, name: str, lo_open: bool) -> None:
+    """Validate a start/stop probability parameter at construction (naming it)."""
+    if isinstance(value, bool):
+        raise TypeError(
+            f"{what} {name} must be a number, a vector, a node label field name or a callable, got {value!r}"
+        )
+    if isinstance(value, numbers.Real):
+        try:
+            v = float(value)
+        except OverflowError:
+            v = math.inf if value > 0 else -math.inf
+        if name == "q":
+            if not (0.0 < v < 1.0):
+                raise ValueError(f"{what} {name} must lie in (0, 1), got {value!r:.40}")
+            if v < Q_MIN:
+                raise ValueError(
+                    f"{what} {name} = {v:g} is below {Q_MIN:g}: the product-graph system's condition number "
+                    "grows as 1/q and float64 can no longer resolve K; use q >= 1e-10"
+                )
+        elif not (v >= 0.0) or not math.isfinite(v):
+            raise ValueError(f"{what} {name} must be non-negative and finite, got {value!r:.40}")
+        return
+    if isinstance(value, str) or callable(value):
+        return
+    if isinstance(value, np.ndarray | list | tuple):
+        try:
+            arr = np.asarray(value)
+        except ValueError as exc:
+            raise TypeError(f"{what} {name} must be a numeric vector, got a ragged sequence") from exc
+        if arr.dtype.kind not in "biuf" or arr.ndim != 1:
+            raise TypeError(
+                f"{what} {name} must be a 1-D numeric vector (or a number, a field name or a callable), "
+                f"got {value!r:.60}"
+            )
+        return
+    raise TypeError(
+        f"{what} {name} must be a number, a vector, a node label field name or a callable, got {value!r:.60}"
+    )
+
+
+class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
+    """The marginalized graph kernel between labeled graphs, as a scikit-learn kernel.
+
+    K(G, G') = p_xᵀ (D_x V_x⁻¹ − A_x ∘ E_x)⁻¹ D_x q_x (conventions: docs/gradients.md).
+
+    It is a :class:`sklearn.gaussian_process.kernels.Kernel` on graph inputs
+    (``requires_vector_input`` is False): ``kern(X)``, ``kern(X, Y)``,
+    ``kern(X, eval_gradient=True)``, ``kern.diag(X)``, ``theta``/``bounds`` (log space),
+    ``hyperparameters``, ``get_params``/``set_params``, ``clone_with_theta``,
+    :func:`sklearn.base.clone`, and composition with sklearn kernels (``C(1.0) * kern +
+    WhiteKernel()``) all work with ``X`` a list (or object array) of :class:`~mgkflow.Graph`.
+
+    Hyperparameters (θ holds the non-fixed ones, as logarithms): every hyperparameter of the
+    node kernel (named ``node_kernel__<name>``, e.g. ``node_kernel__0.h``) and of the edge
+    kernel (``edge_kernel__<name>``) in the order of their ``hyperparameters``, then ``q`` when
+    q is a scalar (bounds ``q_bounds``). Set them with ``set_params(**{"node_kernel__0.h": 0.3})``.
 
     Parameters
     ----------
@@ -94,7 +206,8 @@ class MarginalizedGraphKernel:
         Stop probability: a scalar in (0, 1), a node label field name, or
         ``f(graph) -> array``. Default 0.05.
     p : float, str or callable
-        Start probability (default 1 for every node).
+        Start probability (default 1 for every node). Not a hyperparameter: a uniform p only
+        scales K.
     backend : {"auto", "cpu", "gpu"}
         "auto" uses the GPU when the GPU stage and a CUDA device are present.
     rtol : float, optional
@@ -111,17 +224,36 @@ class MarginalizedGraphKernel:
     gpu_options : dict, optional
         Keyword options of :class:`mgkflow.gpu.GPUBackend` (e.g. ``{"xmv": "octile"}``,
         ``{"wide": False}``), used when the GPU backend runs; an error with ``backend="cpu"``.
+    q_bounds : (float, float) or "fixed"
+        Bounds of q as a hyperparameter (scalar q only), within (0, 1). Default (1e-4, 0.5).
+    lmin : {0, 1}
+        Shortest walk counted: 1 leaves out the walks of length 0 (single node pairs), i.e.
+        subtracts p_xᵀ V_x q_x. A graph without edges then has K(G, G) = 0.
+    normalize : bool
+        Return K(G, G') / sqrt(K(G, G) K(G', G')) from every call (and ones from ``diag``);
+        the call argument ``normalize`` overrides it for one call.
+
+    Attributes
+    ----------
+    last_stats : SolveStats or None
+        Statistics of the last call.
 
     Examples
     --------
     >>> import networkx as nx
     >>> from mgkflow import Graph
-    >>> gs = [Graph.from_networkx(nx.cycle_graph(n)) for n in (4, 5, 6)]
-    >>> kern = MarginalizedGraphKernel(q=0.05, backend="cpu")
+    >>> from mgkflow.kernels import KroneckerDelta
+    >>> gs = [Graph(nx.to_numpy_array(nx.cycle_graph(n)), node_labels={"l": np.arange(n) % 3}) for n in (4, 5, 6)]
+    >>> kern = MarginalizedGraphKernel(KroneckerDelta(0.5, "l"), q=0.05, backend="cpu")
     >>> K = kern(gs)
     >>> K.shape, bool(np.allclose(K, K.T))
     ((3, 3), True)
     >>> bool(np.allclose(kern(gs, normalize=True).diagonal(), 1.0))
+    True
+    >>> K, dK = kern(gs, eval_gradient=True)  # θ = [log h, log q]; the edge kernel's c is fixed
+    >>> [(h.name, h.fixed) for h in kern.hyperparameters], dK.shape
+    ([('node_kernel__h', False), ('edge_kernel__c', True), ('q', False)], (3, 3, 2))
+    >>> bool(np.allclose(kern.diag(gs), np.diag(K)))
     True
     """
 
@@ -137,48 +269,267 @@ class MarginalizedGraphKernel:
         on_nonconvergence: str = "raise",
         progress: bool = False,
         gpu_options: dict | None = None,
+        q_bounds: tuple[float, float] | str = (1e-4, 0.5),
+        lmin: int = 0,
+        normalize: bool = False,
     ) -> None:
-        self.node_kernel = check_node_kernel(node_kernel if node_kernel is not None else Constant(1.0))
-        self.edge_kernel = check_edge_kernel(edge_kernel if edge_kernel is not None else Constant(1.0))
-        if isinstance(q, int | float) and not (0.0 < float(q) < 1.0):
-            raise ValueError(f"stop probability q must lie in (0, 1), got {q}")
-        if isinstance(p, int | float) and float(p) < 0:
-            raise ValueError(f"start probability p must be non-negative, got {p}")
-        if backend not in ("auto", "cpu", "gpu"):
-            raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', got {backend!r}")
-        if on_nonconvergence not in ("raise", "warn"):
-            raise ValueError(f"on_nonconvergence must be 'raise' or 'warn', got {on_nonconvergence!r}")
-        if rtol is not None and not (0 < rtol < 1):
-            raise ValueError(f"rtol must lie in (0, 1), got {rtol}")
-        if max_iter < 1:
-            raise ValueError(f"max_iter must be >= 1, got {max_iter}")
-        if gpu_options and backend == "cpu":
-            raise ValueError("gpu_options apply to the GPU backend; backend='cpu' was asked for")
-        self.gpu_options = dict(gpu_options or {})
+        # scikit-learn's clone needs every parameter stored as given (the same object)
+        self.node_kernel = node_kernel if node_kernel is not None else Constant(1.0)
+        self.edge_kernel = edge_kernel if edge_kernel is not None else Constant(1.0)
         self.q = q
         self.p = p
         self.backend = backend
         self.rtol = rtol
-        self.max_iter = int(max_iter)
+        self.max_iter = max_iter
         self.on_nonconvergence = on_nonconvergence
         self.progress = progress
+        self.gpu_options = gpu_options
+        self.q_bounds = q_bounds
+        self.lmin = lmin
+        self.normalize = normalize
         self.last_stats: SolveStats | None = None
         self._backend_obj = None
+        self._backend_key = None
+        self._oracle_obj = None
         self._systems: dict = {}  # prepared systems of the last call, by argument
+        self._validate()
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self) -> None:
+        check_node_kernel(self.node_kernel)
+        check_edge_kernel(self.edge_kernel)
+        _check_probability_param(self.q, "stop probability", "q", lo_open=True)
+        _check_probability_param(self.p, "start probability", "p", lo_open=False)
+        if not isinstance(self.backend, str) or self.backend not in ("auto", "cpu", "gpu"):
+            raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', got {self.backend!r}")
+        if not isinstance(self.on_nonconvergence, str) or self.on_nonconvergence not in ("raise", "warn"):
+            raise ValueError(f"on_nonconvergence must be 'raise' or 'warn', got {self.on_nonconvergence!r}")
+        if self.rtol is not None:
+            if isinstance(self.rtol, bool) or not isinstance(self.rtol, numbers.Real):
+                raise TypeError(f"rtol must be a number in (0, 1) or None, got {self.rtol!r}")
+            if not (0 < float(self.rtol) < 1):
+                raise ValueError(f"rtol must lie in (0, 1), got {self.rtol}")
+        mi = self.max_iter
+        if isinstance(mi, bool) or not isinstance(mi, numbers.Real):
+            raise TypeError(f"max_iter must be an integer >= 1, got {mi!r}")
+        if isinstance(mi, numbers.Integral):
+            if mi < 1:
+                raise ValueError(f"max_iter must be >= 1, got {mi}")
+        elif not (math.isfinite(float(mi)) and float(mi).is_integer() and mi >= 1):
+            raise ValueError(f"max_iter must be a finite integer >= 1, got {mi!r}")
+        if int(mi) > 2**62:
+            raise ValueError(f"max_iter must be at most 2**62, got {mi}")
+        go = self.gpu_options
+        if go is not None and not isinstance(go, dict):
+            raise TypeError(f"gpu_options must be a dict of GPUBackend options or None, got {go!r:.60}")
+        if go and self.backend == "cpu":
+            raise ValueError("gpu_options apply to the GPU backend; backend='cpu' was asked for")
+        if go and not all(isinstance(k, str) for k in go):
+            raise TypeError(f"gpu_options keys must be option names (str), got {list(go)!r:.60}")
+        qb = self.q_bounds
+        if isinstance(qb, str):
+            if qb != "fixed":
+                raise ValueError(f"q_bounds must be a (low, high) pair in (0, 1) or 'fixed', got {qb!r}")
+        else:
+            try:
+                lo, hi = (float(v) for v in qb)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise ValueError(f"q_bounds must be a (low, high) pair in (0, 1) or 'fixed', got {qb!r:.60}") from exc
+            if not (0 < lo <= hi < 1):
+                raise ValueError(f"q_bounds must satisfy 0 < low <= high < 1, got ({lo}, {hi})")
+        if isinstance(self.lmin, bool) or self.lmin not in (0, 1):
+            raise ValueError(f"lmin must be 0 or 1, got {self.lmin!r}")
+        if not isinstance(self.normalize, bool | np.bool_):
+            raise TypeError(f"normalize must be True or False, got {self.normalize!r}")
+
+    @property
+    def _max_iter(self) -> int:
+        return int(self.max_iter)
+
+    @property
+    def _scalar_q(self) -> bool:
+        return isinstance(self.q, numbers.Real) and not isinstance(self.q, bool)
+
+    @property
+    def _scalar_p(self) -> bool:
+        return isinstance(self.p, numbers.Real) and not isinstance(self.p, bool)
+
+    def _p_scale(self, normalize: bool) -> float:
+        """The factor p of a scalar start probability p (K = p² K with p = 1).
+
+        Graphs are prepared with p = 1 and K, dK are multiplied by p twice at the end, so a
+        tiny or huge p never enters the solver; normalized, p cancels (unless it is 0).
+        """
+        if not self._scalar_p:
+            return 1.0
+        p = float(self.p)
+        if normalize:
+            return 1.0 if p > 0 else 0.0
+        return p
+
+    # ------------------------------------------------------------------ scikit-learn parameters
+    def _hyper_entries(self) -> list[tuple[str, object, float]]:
+        """(name, bounds, value) of every hyperparameter, fixed ones included, in backend order."""
+        out = []
+        for prefix, k in (("node_kernel", self.node_kernel), ("edge_kernel", self.edge_kernel)):
+            out.extend((f"{prefix}__{h.name}", h.bounds, h.value) for h in k.hyperparameters)
+        if self._scalar_q:
+            out.append(("q", self.q_bounds, float(self.q)))
+        return out
+
+    @property
+    def hyperparameters(self) -> list:
+        """scikit-learn Hyperparameter records (fixed ones included)."""
+        return [SkHyperparameter(name, "numeric", bounds) for name, bounds, _ in self._hyper_entries()]
+
+    def _free(self) -> np.ndarray:
+        return np.array([not (isinstance(b, str) and b == "fixed") for _, b, _ in self._hyper_entries()], dtype=bool)
+
+    @property
+    def theta(self) -> np.ndarray:
+        """Logarithms of the non-fixed hyperparameter values."""
+        entries = [e for e, free in zip(self._hyper_entries(), self._free(), strict=True) if free]
+        vals = np.array([v for _, _, v in entries], dtype=np.float64)
+        if np.any(vals <= 0):
+            name = entries[int(np.flatnonzero(vals <= 0)[0])][0]
+            raise ValueError(
+                f"hyperparameter {name} is 0, which has no logarithm: give it a positive value or "
+                "bounds='fixed'"
+            )
+        return np.log(vals)
+
+    @theta.setter
+    def theta(self, theta) -> None:
+        theta = np.asarray(theta, dtype=np.float64).ravel()
+        free = self._free()
+        if theta.size != int(free.sum()):
+            raise ValueError(f"theta has {theta.size} entries; this kernel has {int(free.sum())} free hyperparameters")
+        entries = self._hyper_entries()
+        values = np.array([v for _, _, v in entries], dtype=np.float64)
+        new = np.exp(theta)
+        # exp(log(b)) can land one rounding step outside a bound b (e.g. h = 1 + 2e-16 > 1):
+        # snap values within 1e-12 (relative) of a bound onto it
+        lohi = np.array([b for (_, b, _), f in zip(entries, free, strict=True) if f], dtype=np.float64).reshape(-1, 2)
+        for k in range(2):
+            near = np.abs(new - lohi[:, k]) <= 1e-12 * lohi[:, k]
+            new[near] = lohi[near, k]
+        values[free] = new
+        self._set_values(values)
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """Logarithms of the bounds of the non-fixed hyperparameters, shape (n_dims, 2)."""
+        b = [bounds for (_, bounds, _), free in zip(self._hyper_entries(), self._free(), strict=True) if free]
+        return np.log(np.array(b, dtype=np.float64).reshape(-1, 2))
+
+    @property
+    def n_dims(self) -> int:
+        return int(self._free().sum())
+
+    def _set_values(self, values) -> None:
+        nn = len(self.node_kernel.hyperparameters)
+        ne = len(self.edge_kernel.hyperparameters)
+        values = [float(v) for v in values]
+        if nn:
+            self.node_kernel = self.node_kernel.with_values(values[:nn])
+        if ne:
+            self.edge_kernel = self.edge_kernel.with_values(values[nn : nn + ne])
+        if self._scalar_q:
+            self.q = values[nn + ne]
+        self._validate()
+
+    def get_params(self, deep: bool = True) -> dict:
+        """Constructor parameters; with ``deep``, also every base-kernel hyperparameter value
+        (``node_kernel__<name>``, ``edge_kernel__<name>``)."""
+        params = super().get_params(deep=False)
+        if deep:
+            for name, _, value in self._hyper_entries():
+                if name != "q":
+                    params[name] = value
+        return params
+
+    def set_params(self, **params) -> MarginalizedGraphKernel:
+        """Set constructor parameters and/or base-kernel hyperparameters by name."""
+        if not params:
+            return self
+        plain = super().get_params(deep=False)
+        entries = self._hyper_entries()
+        names = [n for n, _, _ in entries]
+        updates = {}
+        for key, value in params.items():
+            if key in plain:
+                setattr(self, key, value)
+            elif key in names:
+                updates[key] = value
+            else:
+                raise ValueError(
+                    f"invalid parameter {key!r} for MarginalizedGraphKernel; valid: {sorted(plain) + names[:-1]}"
+                )
+        if updates:
+            entries = self._hyper_entries()  # after plain updates (new kernels or q)
+            values = [updates.get(n, v) for n, _, v in entries]
+            if len(values) != len(entries) or any(k not in [n for n, _, _ in entries] for k in updates):
+                raise ValueError("set_params: hyperparameter names changed along with the kernels; set them apart")
+            self._set_values(values)
+        else:
+            self._validate()
+        self._backend_obj = None  # backend options may have changed
+        return self
+
+    def clone_with_theta(self, theta) -> MarginalizedGraphKernel:
+        """A copy of the kernel (no backend, no caches) with hyperparameters ``exp(theta)``.
+
+        The copy is what :func:`sklearn.base.clone` makes: the class called with deep copies of
+        the constructor parameters.
+        """
+        params = self.get_params(deep=False)
+        cloned = type(self)(**{k: copy.deepcopy(v) for k, v in params.items()})
+        cloned.theta = theta
+        return cloned
+
+    def is_stationary(self) -> bool:
+        return False
+
+    def __eq__(self, other) -> bool:
+        if type(self) is not type(other):
+            return False
+        a, b = self.get_params(deep=False), other.get_params(deep=False)
+        for key in a:
+            x, y = a[key], b[key]
+            if isinstance(x, BaseKernel) or isinstance(y, BaseKernel):
+                if not (
+                    isinstance(x, BaseKernel)
+                    and isinstance(y, BaseKernel)
+                    and x.structure == y.structure
+                    and x.hyperparameters == y.hyperparameters
+                ):
+                    return False
+            elif x is not y:
+                try:
+                    if not bool(np.all(x == y)):
+                        return False
+                except (TypeError, ValueError):
+                    return False
+        return True
+
+    __hash__ = None  # mutable (set_params), like every scikit-learn kernel
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict:
         # no device state and no caches travel: each process builds its own backend
         state = self.__dict__.copy()
         state["_backend_obj"] = None
+        state["_backend_key"] = None
+        state["_oracle_obj"] = None
         state["_systems"] = {}
         state["last_stats"] = None
         return state
 
     # ------------------------------------------------------------------ backend
     def _get_backend(self):
-        if self._backend_obj is not None:
-            return self._backend_obj
+        key = (self.backend, self.rtol, self._max_iter, repr(self.gpu_options))
+        if self._backend_obj is not None and self._backend_key in (None, key):
+            return self._backend_obj  # (None: set from outside, e.g. by the benchmarks)
         name = self.backend
         if name == "auto":
             name = "gpu" if gpu_available() else "cpu"
@@ -189,27 +540,39 @@ class MarginalizedGraphKernel:
                 raise RuntimeError(
                     "backend='gpu' needs PyCUDA and a CUDA device (pip install mgkflow[gpu])"
                 ) from exc
-            kw = {"max_iter": self.max_iter, **self.gpu_options}
+            kw = {"max_iter": self._max_iter, **dict(self.gpu_options or {})}
             if self.rtol is not None:
                 kw["rtol"] = self.rtol
             self._backend_obj = GPUBackend(**kw)
         else:
             from .cpu_solver import CPUBackend
 
-            self._backend_obj = CPUBackend(rtol=self.rtol or 1e-12, max_iter=self.max_iter)
+            self._backend_obj = CPUBackend(rtol=self.rtol or 1e-12, max_iter=self._max_iter)
+        self._backend_key = key
         return self._backend_obj
+
+    def _oracle(self):
+        """The exact CPU backend, for what the chosen backend does not implement."""
+        from .cpu_solver import CPUBackend
+
+        if self._oracle_obj is None or self._oracle_obj.max_iter != self._max_iter:
+            self._oracle_obj = CPUBackend(rtol=self.rtol or 1e-12, max_iter=self._max_iter)
+        return self._oracle_obj
 
     def _prepare(self, graphs: Sequence[Graph], what: str) -> list[GraphSystem]:
         if isinstance(graphs, Graph):
             raise TypeError(f"{what} must be a sequence of Graph objects, not a single Graph")
+        if graphs is None or isinstance(graphs, str | bytes) or not hasattr(graphs, "__iter__"):
+            raise TypeError(f"{what} must be a sequence of mgkflow.Graph objects, got {graphs!r:.60}")
         graphs = list(graphs)
         if not graphs:
             raise ValueError(f"{what} is empty")
-        # Graphs are immutable, so a graph's system depends only on the kernels, p and q:
-        # reuse the previous call's systems (repeated calls on the same graphs, e.g. in
-        # hyperparameter searches or benchmarks) unless p or q is a callable or a vector.
-        cacheable = all(isinstance(v, int | float | str) for v in (self.p, self.q))
-        key = (repr(self.node_kernel), repr(self.edge_kernel), repr(self.p), repr(self.q))
+        # Graphs are immutable, so a graph's system depends only on the label fields the
+        # kernels read, p and q: reuse the previous call's systems (repeated calls on the
+        # same graphs, hyperparameter searches, benchmarks) unless p or q is a callable or a vector.
+        p = 1.0 if self._scalar_p else self.p  # a scalar p is applied to the results (_p_scale)
+        cacheable = all(isinstance(v, int | float | str) for v in (p, self.q))
+        key = (self.node_kernel.fields, self.edge_kernel.fields, repr(p), repr(self.q))
         old = self._systems.get(what, {}) if cacheable else {}
         new: dict = {}
         out = []
@@ -219,7 +582,7 @@ class MarginalizedGraphKernel:
                 sys_ = hit[2]
             else:
                 try:
-                    sys_ = prepare_graph(g, i, self.node_kernel, self.edge_kernel, p=self.p, q=self.q)
+                    sys_ = scale_start(prepare_graph(g, i, self.node_kernel, self.edge_kernel, p=p, q=self.q))
                 except (GraphError, TypeError) as exc:
                     # name the argument too: "graph 3" alone is ambiguous in kern(X, Y)
                     raise type(exc)(f"in {what}: {exc}") from exc
@@ -229,14 +592,110 @@ class MarginalizedGraphKernel:
             self._systems[what] = new
         return out
 
-    @staticmethod
-    def _check_diagonal(diag: np.ndarray, systems: Sequence[GraphSystem], what: str) -> None:
+    def _check_diagonal(self, diag: np.ndarray, systems: Sequence[GraphSystem], what: str) -> None:
         bad = np.flatnonzero(~(diag > 0))
         if bad.size:
             s = systems[int(bad[0])]
+            why = "(are all start probabilities p zero?)"
+            if self.lmin == 1:
+                why = "(with lmin=1 a graph without edges, or whose start nodes have none, has K(G, G) = 0)"
+            raise GraphError(f"in {what}: {s.name}: K(G, G) = {diag[bad[0]]}, so the kernel cannot be normalized {why}")
+
+    def _warn_degenerate(self) -> None:
+        if self.node_kernel.fields or self.edge_kernel.fields:
+            return
+        if not (isinstance(self.p, numbers.Real) and self._scalar_q):
+            return
+        warnings.warn(
+            "normalized marginalized graph kernel with label-free node and edge kernels and uniform p "
+            "and q: it is exactly 1 between any two graphs without isolated nodes (the solution x is "
+            "constant over the product graph, so K(G, G') = n n' c and normalizing cancels n n'). "
+            "Give the kernels label fields, use non-uniform p or q, or use the raw kernel.",
+            DegenerateKernelWarning,
+            stacklevel=3,
+        )
+
+    # ------------------------------------------------------------------ solves
+    def _p_factor(self, xs, ys, pairs, raw: bool) -> tuple[float, np.ndarray | None]:
+        """(p, exponents): K = p² · 2**-exponent · (K of the prepared systems), per pair.
+
+        A scalar p is left out of the systems (p = 1) and each graph's vector p is stored times
+        a power of two (:class:`~mgkflow.system.GraphSystem`); a raw result is scaled back, a
+        normalized one needs no scaling (every factor cancels).
+        """
+        scale = self._p_scale(not raw)
+        if not raw:
+            return scale, None
+        pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        ex = np.array([xs[i].p_exponent for i in pr[:, 0]], dtype=np.int64) + np.array(
+            [ys[j].p_exponent for j in pr[:, 1]], dtype=np.int64
+        )
+        return scale, (ex if np.any(ex) else None)
+
+    def _solve(self, xs, ys, pairs, gradient: bool = False, raw: bool = True):
+        """Values (and dK/dh in the backend layout) of ``pairs``, lmin applied, start probabilities
+        scaled back (``raw``) or left as prepared (normalized results, where they cancel).
+
+        Returns values, gradient or None, iterations, residuals, converged.
+        """
+        backend = self._get_backend()
+        wrt_q = self._scalar_q
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(pairs), desc=f"MGK {backend.name}", unit="pair")
+        update = None if bar is None else bar.update
+        try:
+            if gradient:
+                solver = getattr(backend, "solve_gradient", None) or self._oracle().solve_gradient
+                vals, grads, its, res, conv = solver(
+                    xs, ys, pairs, self.node_kernel, self.edge_kernel, wrt_q=wrt_q, progress=update
+                )
+            else:
+                vals, its, res, conv = backend.solve(xs, ys, pairs, self.node_kernel, self.edge_kernel, update)
+                grads = None
+        finally:
+            if bar is not None:
+                bar.close()
+        vals = np.asarray(vals, dtype=np.float64)
+        if grads is not None:
+            grads = np.array(grads, dtype=np.float64)
+        if self.lmin == 1:
+            # K - p_xᵀ V_x q_x: the difference is known to about 1e-16 K, so values below
+            # LMIN_RESOLUTION K (e.g. graphs without edges, exactly 0) are returned as 0
+            ne = len(self.edge_kernel.hyperparameters)
+            full = vals.copy()
+            vals = vals.copy()
+            with np.errstate(all="ignore"):  # non-finite results are reported by _check_finite
+                for t, (i, j) in enumerate(np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist()):
+                    v0, g0 = length0_term(xs[i], ys[j], self.node_kernel, ne, wrt_q and grads is not None)
+                    vals[t] -= v0
+                    if grads is not None:
+                        grads[t] -= g0
+                tiny = vals <= LMIN_RESOLUTION * np.abs(full)
+            vals[tiny] = 0.0
+            if grads is not None:
+                grads[tiny] = 0.0
+        pscale, ex = self._p_factor(xs, ys, pairs, raw)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # reported by _check_finite
+            if ex is not None:
+                vals = np.ldexp(vals, -ex)
+                if grads is not None:
+                    grads = np.ldexp(grads, -ex[:, None])
+            if pscale != 1.0:
+                vals = vals * pscale * pscale
+                if grads is not None:
+                    grads = grads * pscale * pscale
+        return vals, grads, its, res, conv
+
+    def _check_finite(self, K: np.ndarray, xs, ys) -> None:
+        bad = ~np.isfinite(K)
+        if bad.any():
+            i, j = (int(v) for v in np.argwhere(bad)[0])
             raise GraphError(
-                f"in {what}: {s.name}: K(G, G) = {diag[bad[0]]}, so the kernel cannot be normalized "
-                "(are all start probabilities p zero?)"
+                f"K({xs[i].name}, {ys[j].name}) = {K[i, j]}: the kernel value overflows float64 "
+                "(start probabilities p too large? K grows as p squared)"
             )
 
     # ------------------------------------------------------------------ call
@@ -244,32 +703,61 @@ class MarginalizedGraphKernel:
         self,
         X: Sequence[Graph],
         Y: Sequence[Graph] | None = None,
-        normalize: bool = False,
-    ) -> np.ndarray:
-        """Compute the kernel matrix.
+        eval_gradient: bool = False,
+        normalize: bool | None = None,
+        nodal: bool = False,
+    ):
+        """Compute the kernel matrix (and its gradient).
 
         Parameters
         ----------
         X : sequence of Graph
         Y : sequence of Graph, optional
-            If given, return the (len(X), len(Y)) cross matrix; else the
-            symmetric Gram matrix of X (upper triangle solved, mirrored).
-        normalize : bool
-            Return K(G,G') / sqrt(K(G,G) K(G',G')).
+            If given, return the (len(X), len(Y)) cross matrix; else the symmetric Gram
+            matrix of X (upper triangle solved, mirrored). ``Y`` holding the same graphs as
+            ``X`` (``kern(X, X)``) is noticed and solved as a Gram matrix.
+        eval_gradient : bool
+            Also return dK of shape (N, N, n_dims): dK[i, j, k] = ∂K_ij/∂θ_k with θ the
+            logarithms of the free hyperparameters (scikit-learn's convention). Needs Y None
+            (or the same graphs as X).
+        normalize : bool, optional
+            Return K(G,G') / sqrt(K(G,G) K(G',G')); default: the ``normalize`` parameter.
+        nodal : bool
+            Return the node-pair similarities: a (Σ nodes of X) × (Σ nodes of Y) matrix whose
+            block of the pair (G, G') holds p_i p'_i' x_ii' (lmin=1: minus p_i p'_i' v_ii' q_i q'_i'),
+            so each block sums to K(G, G'). Normalized: divided by the square roots of the
+            nodes' self-similarities.
 
         Returns
         -------
-        ndarray of float64
+        K : ndarray of float64
+        dK : ndarray of float64 (only with ``eval_gradient``)
         """
+        normalize = self.normalize if normalize is None else normalize
+        if not isinstance(normalize, bool | np.bool_):
+            raise TypeError(f"normalize must be True or False, got {normalize!r}")
+        if not isinstance(nodal, bool | np.bool_):
+            raise TypeError(f"nodal must be True or False, got {nodal!r}")
+        if Y is not None and _same_graphs(X, Y):
+            Y = None
+        if eval_gradient and Y is not None:
+            raise ValueError("eval_gradient=True needs Y=None (the gradient of a Gram matrix)")
+        if eval_gradient and nodal:
+            raise ValueError("eval_gradient is not available with nodal=True")
         xs = self._prepare(X, "X")
         ys = None if Y is None else self._prepare(Y, "Y")
-        backend = self._get_backend()
+        if normalize:
+            self._warn_degenerate()
+        if nodal:
+            return self._nodal(xs, ys, normalize)
+        raw = not normalize
         t0 = time.perf_counter()
+        N = len(xs)
+        dK = None
         if ys is None:
-            N = len(xs)
             iu, ju = np.triu_indices(N)
-            pairs = np.stack([iu, ju], axis=1)  # (n_pairs, 2) int array
-            vals, its, res, conv = self._run(backend, xs, xs, pairs)
+            pairs = np.stack([iu, ju], axis=1)
+            vals, grads, its, res, conv = self._solve(xs, xs, pairs, gradient=eval_gradient, raw=raw)
             K = np.empty((N, N))
             K[iu, ju] = vals
             K[ju, iu] = vals
@@ -278,65 +766,217 @@ class MarginalizedGraphKernel:
                 M[iu, ju] = a
                 M[ju, iu] = a
             npairs = len(pairs)
+            self._record(K.shape, npairs, I, R, C, t0)
+            self._check_finite(K, xs, xs)
+            if grads is not None:
+                dK = np.empty((N, N, grads.shape[1]))
+                dK[iu, ju] = grads
+                dK[ju, iu] = grads
+                free = self._free()
+                if not np.all(np.isfinite(dK[:, :, free])):
+                    i, j = (int(v) for v in np.argwhere(~np.isfinite(dK[:, :, free]).all(axis=2))[0])
+                    raise GraphError(
+                        f"the derivatives of K({xs[i].name}, {xs[j].name}) overflow float64 "
+                        "(start probabilities p too large?)"
+                    )
             if normalize:
-                self._check_diagonal(np.diag(K), xs, "X")
-                dx = np.sqrt(np.diag(K))
-                K = K / np.outer(dx, dx)
+                kd = np.diag(K).copy()
+                self._check_diagonal(kd, xs, "X")
+                dkd = None if dK is None else dK[np.arange(N), np.arange(N)].copy()
+                K, dK = normalized_gradient(K, dK, kd, dkd, kd, dkd)
         else:
-            N, Mn = len(xs), len(ys)
+            Mn = len(ys)
             ii, jj = np.meshgrid(np.arange(N), np.arange(Mn), indexing="ij")
             pairs = np.stack([ii.ravel(), jj.ravel()], axis=1)
-            vals, its, res, conv = self._run(backend, xs, ys, pairs)
+            vals, _, its, res, conv = self._solve(xs, ys, pairs, raw=raw)
             K = vals.reshape(N, Mn)
             I, R, C = its.reshape(N, Mn), res.reshape(N, Mn), conv.reshape(N, Mn)
             npairs = len(pairs)
             if normalize:
-                dpairs = np.repeat(np.arange(N)[:, None], 2, axis=1)
-                dxv, itx, rx, cx = self._run(backend, xs, xs, dpairs)
-                dpairs = np.repeat(np.arange(Mn)[:, None], 2, axis=1)
-                dyv, ity, ry, cy = self._run(backend, ys, ys, dpairs)
+                dxv, _, _, rx, cx = self._solve(xs, xs, np.repeat(np.arange(N)[:, None], 2, axis=1), raw=raw)
+                dyv, _, _, ry, cy = self._solve(ys, ys, np.repeat(np.arange(Mn)[:, None], 2, axis=1), raw=raw)
                 npairs += N + Mn
+                self._record(K.shape, npairs, I, R, C, t0)
                 self._check_convergence(np.concatenate([cx, cy]), np.concatenate([rx, ry]))
+                self._check_finite(K, xs, ys)
+                self._check_finite(dxv[:, None], xs, xs)
+                self._check_finite(dyv[:, None], ys, ys)
                 self._check_diagonal(dxv, xs, "X")
                 self._check_diagonal(dyv, ys, "Y")
-                K = K / np.sqrt(np.outer(dxv, dyv))
-        seconds = time.perf_counter() - t0
+                K, _ = normalized_gradient(K, None, dxv, None, dyv, None)
+            else:
+                self._record(K.shape, npairs, I, R, C, t0)
+                self._check_finite(K, xs, ys)
+        self._check_convergence(C, R)
+        if eval_gradient:
+            free = self._free()
+            values = np.array([v for _, _, v in self._hyper_entries()], dtype=np.float64)
+            return K, log_space(dK[:, :, free], values[free])
+        return K
+
+    def _record(self, shape, npairs, I, R, C, t0) -> None:
+        backend = self._get_backend()
         self.last_stats = SolveStats(
             backend=backend.name,
-            shape=K.shape,
+            shape=shape,
             pairs=npairs,
             iterations=I,
             residual=R,
             converged=C,
-            seconds=seconds,
+            seconds=time.perf_counter() - t0,
             extra=dict(getattr(backend, "last_extra", {}) or {}),
         )
-        self._check_convergence(C, R)
-        return K
 
-    def _run(self, backend, xs, ys, pairs):
-        if self.progress:
-            from tqdm.auto import tqdm
+    def diag(self, X: Sequence[Graph], nodal: bool = False) -> np.ndarray:
+        """K(G, G) for every graph of X, solving only those N pairs (ones when normalized).
 
-            with tqdm(total=len(pairs), desc=f"MGK {backend.name}", unit="pair") as bar:
-                return backend.solve(xs, ys, pairs, self.node_kernel, self.edge_kernel, bar.update)
-        return backend.solve(xs, ys, pairs, self.node_kernel, self.edge_kernel, None)
+        With ``nodal=True``: the self-similarity p_i² x_ii of every node of every graph of X
+        (length Σ nodes), the diagonal of ``kern(X, nodal=True)``.
 
+        Examples
+        --------
+        >>> import networkx as nx
+        >>> from mgkflow import Graph
+        >>> gs = [Graph.from_networkx(nx.path_graph(n)) for n in (2, 3)]
+        >>> kern = MarginalizedGraphKernel(q=0.1, backend="cpu")
+        >>> bool(np.allclose(kern.diag(gs), np.diag(kern(gs))))
+        True
+        >>> kern.diag(gs, nodal=True).shape
+        (5,)
+        """
+        xs = self._prepare(X, "X")
+        N = len(xs)
+        if nodal:
+            blocks = self._nodal_blocks(xs, xs, np.repeat(np.arange(N)[:, None], 2, axis=1), raw=not self.normalize)
+            r = np.concatenate([np.diag(b) for b in blocks])
+            if self.normalize:
+                if not np.all(r > 0):
+                    k = int(np.flatnonzero(~(r > 0))[0])
+                    raise GraphError(
+                        f"in X: node {k} (counted over all graphs) has self-similarity {r[k]}: cannot normalize"
+                    )
+                return np.ones_like(r)
+            return r
+        if self.normalize:
+            for s in xs:
+                if self._p_scale(True) == 0 or not np.any(s.p > 0) or (self.lmin == 1 and s.graph.nnz == 0):
+                    self._check_diagonal(np.zeros(1), [s], "X")
+            return np.ones(N)
+        t0 = time.perf_counter()
+        vals, _, its, res, conv = self._solve(xs, xs, np.repeat(np.arange(N)[:, None], 2, axis=1))
+        self._record((N,), N, its, res, conv, t0)
+        self._check_finite(vals[:, None], xs, xs)
+        self._check_convergence(conv, res)
+        return vals
+
+    # ------------------------------------------------------------------ nodal
+    def _nodal_blocks(self, xs, ys, pairs, raw: bool = True) -> list[np.ndarray]:
+        backend = self._get_backend()
+        solver = getattr(backend, "solve_nodal", None) or self._oracle().solve_nodal
+        blocks, its, res, conv = solver(xs, ys, pairs, self.node_kernel, self.edge_kernel, None)
+        self._check_convergence(np.asarray(conv), np.asarray(res))
+        pscale, ex = self._p_factor(xs, ys, pairs, raw)
+        out = []
+        for t, (i, j) in enumerate(np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist()):
+            b = np.asarray(blocks[t], dtype=np.float64)
+            if self.lmin == 1:
+                s1, s2 = xs[i], ys[j]
+                V = np.broadcast_to(
+                    self.node_kernel(
+                        {k: v[:, None] for k, v in s1.graph.node_labels.items()},
+                        {k: v[None, :] for k, v in s2.graph.node_labels.items()},
+                    ),
+                    b.shape,
+                )
+                b = b - np.outer(s1.p * s1.q, s2.p * s2.q) * V
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                if ex is not None:
+                    b = np.ldexp(b, -int(ex[t]))
+                if pscale != 1.0:
+                    b = b * pscale * pscale
+            if not np.all(np.isfinite(b)):
+                raise GraphError(
+                    f"nodal similarities of ({xs[i].name}, {ys[j].name}) overflow float64 "
+                    "(start probabilities p too large?)"
+                )
+            out.append(b)
+        return out
+
+    def _nodal(self, xs, ys, normalize: bool) -> np.ndarray:
+        t0 = time.perf_counter()
+        sym = ys is None
+        ys_ = xs if sym else ys
+        N, Mn = len(xs), len(ys_)
+        ox = np.concatenate([[0], np.cumsum([s.n for s in xs])])
+        oy = np.concatenate([[0], np.cumsum([s.n for s in ys_])])
+        if sym:
+            iu, ju = np.triu_indices(N)
+            pairs = np.stack([iu, ju], axis=1)
+        else:
+            ii, jj = np.meshgrid(np.arange(N), np.arange(Mn), indexing="ij")
+            pairs = np.stack([ii.ravel(), jj.ravel()], axis=1)
+        raw = not normalize
+        blocks = self._nodal_blocks(xs, ys_, pairs, raw)
+        R = np.empty((ox[-1], oy[-1]))
+        for (i, j), b in zip(pairs.tolist(), blocks, strict=True):
+            if sym and i == j:
+                b = 0.5 * (b + b.T)  # a graph with itself: x is symmetric up to rounding
+            R[ox[i] : ox[i + 1], oy[j] : oy[j + 1]] = b
+            if sym and i != j:
+                R[ox[j] : ox[j + 1], oy[i] : oy[i + 1]] = b.T
+        npairs = len(pairs)
+        if normalize:
+            if sym:
+                rx = ry = np.diag(R).copy()
+            else:
+                dp = np.repeat(np.arange(N)[:, None], 2, axis=1)
+                rx = np.concatenate([np.diag(b) for b in self._nodal_blocks(xs, xs, dp, raw)])
+                dp = np.repeat(np.arange(Mn)[:, None], 2, axis=1)
+                ry = np.concatenate([np.diag(b) for b in self._nodal_blocks(ys_, ys_, dp, raw)])
+                npairs += N + Mn
+            for r, what in ((rx, "X"), (ry, "Y")):
+                if not np.all(r > 0):
+                    k = int(np.flatnonzero(~(r > 0))[0])
+                    raise GraphError(
+                        f"in {what}: node {k} (counted over all graphs) has self-similarity {r[k]}, so the "
+                        "nodal similarities cannot be normalized"
+                    )
+            R = R / np.sqrt(rx)[:, None] / np.sqrt(ry)[None, :]
+        shape = R.shape
+        self.last_stats = SolveStats(
+            backend="cpu" if not hasattr(self._get_backend(), "solve_nodal") else self._get_backend().name,
+            shape=shape,
+            pairs=npairs,
+            iterations=np.zeros(0, dtype=np.int64),
+            residual=np.zeros(0),
+            converged=np.ones(0, dtype=bool),
+            seconds=time.perf_counter() - t0,
+        )
+        return R
+
+    # ------------------------------------------------------------------ convergence
     def _check_convergence(self, conv: np.ndarray, res: np.ndarray) -> None:
         bad = int((~conv).sum())
         if not bad:
             return
         msg = (
-            f"{bad} of {conv.size} kernel entries did not converge within max_iter={self.max_iter} "
-            f"(worst relative residual {res[~conv].max():.3g}); raise max_iter or q, "
-            "or pass on_nonconvergence='warn' to get the values with flags in last_stats"
+            f"{bad} of {conv.size} kernel entries did not converge within max_iter={self._max_iter} "
+            f"(worst relative residual {res[~conv].max():.3g}). The solver's difficulty grows as 1/q "
+            "and with the spread of edge weights within a graph (the scale of all weights of a graph "
+            "does not matter): raise max_iter or q, or pass on_nonconvergence='warn' to get the values "
+            "with flags in last_stats"
         )
         if self.on_nonconvergence == "raise":
             raise ConvergenceError(msg)
         warnings.warn(msg, ConvergenceWarning, stacklevel=3)
 
     def __repr__(self) -> str:
+        extra = ""
+        if self.lmin:
+            extra += f", lmin={self.lmin}"
+        if self.normalize:
+            extra += ", normalize=True"
         return (
             f"MarginalizedGraphKernel(node_kernel={self.node_kernel!r}, edge_kernel={self.edge_kernel!r}, "
-            f"q={self.q!r}, p={self.p!r}, backend={self.backend!r})"
+            f"q={self.q!r}, p={self.p!r}, backend={self.backend!r}{extra})"
         )

@@ -8,7 +8,7 @@ probabilities and returns a :class:`GraphSystem` with p, q and d; every backend
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Union
 
 import numpy as np
@@ -21,19 +21,36 @@ from .kernels import BaseKernel
 #: callable ``f(graph) -> array of length n``, or one vector (graphs of its length only).
 NodeProbability = Union[float, str, Callable[[Graph], Any]]
 
-__all__ = ["GraphSystem", "prepare_graph", "NodeProbability"]
+__all__ = ["GraphSystem", "prepare_graph", "scale_weights", "scale_start", "NodeProbability"]
 
 
 @dataclass(frozen=True)
 class GraphSystem:
     """A validated graph with its start probabilities ``p``, stop probabilities ``q``
-    and degrees ``d = rowsum(A) / (1 - q)`` (isolated nodes count rowsum 1)."""
+    and degrees ``d = rowsum(A) / (1 - q)`` (isolated nodes count rowsum 1).
+
+    ``graph`` is the input graph with its edge weights multiplied by ``2**weight_exponent``,
+    an exact power of two chosen so that the largest weight lies in [1, 2). K does not change
+    when every weight of a graph is multiplied by one constant (D_x, A_x and b scale alike,
+    x does not), and a power of two changes no digit of any weight, so every backend that
+    reads ``graph.adjacency`` gets the same values as without scaling while weights of
+    1e-150 or 1e150 no longer under- or overflow in the degree products. Graphs whose
+    largest weight already lies in [1, 2) (unweighted graphs) are kept as they are.
+
+    ``p_exponent`` is 0 from :func:`prepare_graph`. :func:`scale_start` returns the system with
+    ``p`` times ``2**p_exponent`` (largest entry in [1, 2)); the kernel computed from such
+    systems is K(G, G') · 2**(p_exponent + p_exponent'), which the caller scales back (raw K) or
+    not at all (normalized K, where the factors cancel exactly), so start probabilities of 1e-160
+    lose no digits to subnormal products.
+    """
 
     graph: Graph
     index: int | None
     p: np.ndarray
     q: np.ndarray
     d: np.ndarray
+    weight_exponent: int = 0
+    p_exponent: int = 0
 
     @property
     def n(self) -> int:
@@ -44,6 +61,21 @@ class GraphSystem:
         return describe_graph(self.index, self.graph.title)
 
 
+def _real_array(value: Any, what: str, who: str, origin: str) -> np.ndarray:
+    """``value`` as a float64 array; a clear error for complex, non-numeric or ragged input."""
+    src = f" {origin}" if origin else ""
+    try:
+        raw = np.asarray(value)
+    except ValueError as exc:  # ragged nested sequences
+        raise GraphError(f"{who}: {what}{src} is not a numeric vector ({exc})") from exc
+    if raw.dtype.kind == "c":
+        raise GraphError(f"{who}: {what}{src} holds complex values; probabilities must be real")
+    if raw.dtype.kind not in "biuf":
+        raise GraphError(f"{who}: {what}{src} must be numeric, got dtype {raw.dtype} ({value!r:.60})")
+    with np.errstate(over="ignore"):
+        return raw.astype(np.float64)
+
+
 def _node_vector(value: NodeProbability, graph: Graph, what: str, who: str) -> np.ndarray:
     n = graph.n_nodes
     if isinstance(value, str):
@@ -51,11 +83,11 @@ def _node_vector(value: NodeProbability, graph: Graph, what: str, who: str) -> n
             raise GraphError(f"{who}: {what} reads node label field '{value}', which the graph lacks")
         arr = np.asarray(graph.node_labels[value], dtype=np.float64)
     elif callable(value):
-        arr = np.asarray(value(graph), dtype=np.float64)
+        arr = _real_array(value(graph), what, who, "returned by the callable")
         if arr.ndim == 0:
             arr = np.full(n, float(arr))
     elif isinstance(value, np.ndarray | list | tuple):
-        arr = np.asarray(value, dtype=np.float64)  # one vector for graphs of its length
+        arr = _real_array(value, what, who, "")  # one vector for graphs of its length
     else:
         try:
             arr = np.full(n, float(value))
@@ -88,9 +120,12 @@ def prepare_graph(
     --------
     >>> import numpy as np
     >>> from mgkflow.kernels import Constant
-    >>> g = Graph(np.array([[0, 2], [2, 0]]))
+    >>> g = Graph(np.array([[0, 1.5], [1.5, 0]]))
     >>> prepare_graph(g, 0, Constant(1.0), Constant(1.0), q=0.5).d
-    array([4., 4.])
+    array([3., 3.])
+    >>> s = prepare_graph(Graph(np.array([[0, 6.0], [6.0, 0]])), 0, Constant(1.0), Constant(1.0), q=0.5)
+    >>> s.weight_exponent, s.d  # weights 6 stored as 1.5 = 6 * 2**-2
+    (-2, array([3., 3.]))
     """
     if not isinstance(graph, Graph):
         raise TypeError(
@@ -113,10 +148,67 @@ def prepare_graph(
     qv = _node_vector(q, graph, "stop probability q", who)
     if np.any(qv <= 0) or np.any(qv >= 1):
         raise GraphError(f"{who}: stop probability q must lie in (0, 1), got values in [{qv.min()}, {qv.max()}]")
+    if np.any(qv < 1e-10):
+        raise GraphError(
+            f"{who}: stop probability q = {qv.min():g} is below 1e-10: the system's condition number grows "
+            "as 1/q and float64 can no longer resolve K"
+        )
     pv = _node_vector(p, graph, "start probability p", who)
     if np.any(pv < 0):
         raise GraphError(f"{who}: start probability p must be non-negative")
+    graph, shift = scale_weights(graph)
     rowsum = graph.degree_sum()
+    if not np.all(np.isfinite(rowsum)):
+        raise GraphError(f"{who}: the weights of a node's edges sum beyond the float64 range")
     rowsum = np.where(rowsum > 0, rowsum, 1.0)
     d = rowsum / (1.0 - qv)
-    return GraphSystem(graph=graph, index=index, p=pv, q=qv, d=d)
+    return GraphSystem(graph=graph, index=index, p=pv, q=qv, d=d, weight_exponent=shift)
+
+
+def scale_weights(graph: Graph) -> tuple[Graph, int]:
+    """Return ``graph`` with its weights times ``2**shift`` (largest weight in [1, 2)) and ``shift``.
+
+    The kernel is invariant under scaling all weights of one graph (see
+    :class:`GraphSystem`); scaling by a power of two changes no significant digit.
+
+    Examples
+    --------
+    >>> g = Graph(np.array([[0, 3e100], [3e100, 0]]))
+    >>> h, shift = scale_weights(g)
+    >>> shift, float(h.adjacency.data[0]) == float(np.ldexp(3e100, shift))
+    (-333, True)
+    >>> scale_weights(Graph(np.array([[0, 1], [1, 0]])))[1]
+    0
+    """
+    data = graph.adjacency.data
+    if data.size == 0:
+        return graph, 0
+    _, exp = np.frexp(data.max())  # max = m * 2**exp with m in [0.5, 1)
+    shift = 1 - int(exp)  # max * 2**shift in [1, 2)
+    if shift == 0:
+        return graph, 0
+    state = graph.__getstate__()
+    state["data"] = np.ldexp(state["data"], shift)  # exact (2**shift itself may not be a float)
+    out = Graph.__new__(Graph)  # the graph was validated when built: restore without re-checking
+    out.__setstate__(state)
+    return out, shift
+
+
+def scale_start(system: GraphSystem) -> GraphSystem:
+    """``system`` with its start probabilities times a power of two that puts the largest in [1, 2).
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant
+    >>> s = prepare_graph(Graph(np.array([[0, 1], [1, 0]])), 0, Constant(1.0), Constant(1.0), p=1e-160)
+    >>> t = scale_start(s)
+    >>> t.p_exponent, bool(np.all(t.p == np.ldexp(s.p, t.p_exponent)))
+    (532, True)
+    """
+    top = float(system.p.max()) if system.p.size else 0.0
+    if top <= 0:
+        return system
+    shift = 1 - int(np.frexp(top)[1])
+    if shift == 0:
+        return system
+    return replace(system, p=np.ldexp(system.p, shift), p_exponent=system.p_exponent + shift)
