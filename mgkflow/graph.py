@@ -394,13 +394,57 @@ class Graph:
         )
 
     @classmethod
-    def from_smiles(cls, smiles: str, title: str | None = None) -> Graph:
+    def from_rdkit(
+        cls, mol: Any, title: str | None = None, conformer: bool | None = None, extended: bool = True
+    ) -> Graph:
+        """Build a molecular graph from an RDKit molecule (needs RDKit, ``pip install mgkflow[chem]``).
+
+        Heavy atoms are nodes, bonds between them unit-weight edges. Node label
+        fields: ``element`` (atomic number), ``charge`` (formal charge),
+        ``aromatic`` (0/1), ``hybridization`` (RDKit enum value) and, with
+        ``extended`` (default), ``hydrogens`` (attached hydrogen count). Edge
+        label fields: ``bond_order`` (1, 1.5, 2, 3), ``conjugated`` (0/1),
+        ``in_ring`` (0/1) and, with ``extended``, ``aromatic`` (0/1). See
+        :mod:`mgkflow.io_chem` for the exact conventions.
+
+        Parameters
+        ----------
+        mol : rdkit.Chem.Mol
+            The molecule.
+        title : str, optional
+            Defaults to the molecule's ``_Name`` property (the SDF title line) if set.
+        conformer : bool or None
+            Use the conformer: ``coords`` = heavy-atom positions and edge field
+            ``distance`` = bond length (Å). None: only for a 3-D conformer; True:
+            any conformer (error if none); False: never.
+        extended : bool
+            Add ``hydrogens`` and edge ``aromatic`` (False: exactly the drugs set's fields).
+
+        Examples
+        --------
+        >>> from rdkit import Chem  # doctest: +SKIP
+        >>> g = Graph.from_rdkit(Chem.MolFromSmiles("c1ccccc1O"), title="phenol")  # doctest: +SKIP
+        >>> g.node_labels["hydrogens"].tolist()  # doctest: +SKIP
+        [1, 1, 1, 1, 1, 0, 1]
+        """
+        from .io_chem import graph_arrays_from_mol
+
+        arrays = graph_arrays_from_mol(mol, extended=extended, conformer=conformer)
+        if title is None and mol.HasProp("_Name"):
+            title = mol.GetProp("_Name").strip() or None
+        return cls.from_csr(**arrays, title=title)
+
+    @classmethod
+    def from_smiles(cls, smiles: str, title: str | None = None, extended: bool = False) -> Graph:
         """Build a molecular graph from a SMILES string (needs RDKit, ``pip install mgkflow[chem]``).
 
-        Heavy atoms are nodes with labels ``element`` (atomic number), ``charge``
-        (formal charge), ``aromatic`` (0/1) and ``hybridization`` (RDKit enum value);
-        bonds are unit-weight edges with labels ``bond_order`` (1, 1.5, 2, 3),
-        ``conjugated`` (0/1) and ``in_ring`` (0/1).
+        The graph of :meth:`from_rdkit` for ``Chem.MolFromSmiles(smiles)``, by
+        default with exactly the drugs set's fields: heavy atoms are nodes with
+        labels ``element`` (atomic number), ``charge`` (formal charge),
+        ``aromatic`` (0/1) and ``hybridization`` (RDKit enum value); bonds are
+        unit-weight edges with labels ``bond_order`` (1, 1.5, 2, 3),
+        ``conjugated`` (0/1) and ``in_ring`` (0/1). ``extended=True`` adds
+        ``hydrogens`` (node) and ``aromatic`` (edge).
 
         Examples
         --------
@@ -410,7 +454,7 @@ class Graph:
         """
         from .io_chem import graph_arrays_from_smiles
 
-        return cls.from_csr(**graph_arrays_from_smiles(smiles), title=title or smiles)
+        return cls.from_csr(**graph_arrays_from_smiles(smiles, extended=extended), title=title or smiles)
 
     @classmethod
     def from_pdb(
