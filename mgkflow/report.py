@@ -8,8 +8,6 @@ of a sample graph under each ordering with the 8x8 tile grid drawn).
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ import numpy as np
 
 from .format.count import TILE
 from .graph import Graph
+from .io._files import atomic_write
 from .pipeline import Load, Pack, Pipeline, Reorder, Solve
 
 __all__ = ["ComparisonResult", "compare_orderings", "write_report", "atomic_write"]
@@ -184,21 +183,6 @@ def _empty_state():
     from .pipeline import PipelineState
 
     return PipelineState()
-
-
-def atomic_write(path: Path, write: Callable[[str], Any]) -> None:
-    """Call ``write(tmp_path)`` then rename onto ``path``, so no half-written file is left."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_report(result: ComparisonResult, out_dir: str | Path, plots: bool = True) -> list[Path]:
