@@ -313,7 +313,8 @@ def check_outputs(args: Any) -> None:
 
     writers = _gram_writers()
     if args.out.suffix not in writers:
-        raise SystemExit(f"mgkflow gram: --out must end in {', '.join(writers)}, got {args.out}")
+        print(f"mgkflow gram: error: --out must end in {', '.join(writers)}, got {args.out}", file=sys.stderr)
+        raise SystemExit(2)
     check_writable(args.out, "--out")
     if args.stats is not None:
         check_writable(args.stats, "--stats")

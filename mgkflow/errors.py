@@ -15,6 +15,8 @@ __all__ = [
     "GraphError",
     "FileFormatError",
     "OutputPathError",
+    "ParameterError",
+    "ParameterTypeError",
     "KernelRangeError",
     "ConvergenceError",
     "ConvergenceWarning",
@@ -61,6 +63,14 @@ class FileFormatError(GraphError):
 
 class OutputPathError(MgkflowError, OSError):
     """An output path cannot be written (a directory, under a file, too long, no permission)."""
+
+
+class ParameterError(MgkflowError, ValueError):
+    """A parameter (q, p, a kernel value, an option) has a value mgkflow cannot use; the message names it."""
+
+
+class ParameterTypeError(MgkflowError, TypeError):
+    """A parameter has a type mgkflow cannot use (e.g. text where a number is needed); the message names it."""
 
 
 class KernelRangeError(MgkflowError, ValueError):

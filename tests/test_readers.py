@@ -355,3 +355,9 @@ def test_unwritable_outputs_are_clean_errors(tmp_path):
     save_gram(long_ok, np.eye(2))
     assert long_ok.exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     assert not (f / "K.npz").exists() and f.read_text() == "x"
+
+
+def test_tu_without_any_edge(tmp_path):
+    d = _write_tu(tmp_path / "E", name="E", edge_labels=False, extra={"A": ""})
+    gs = read_tu(d)  # found by the fuzz suite: an empty DS_A.txt gave a numpy reshape error
+    assert [g.n_edges for g in gs.graphs] == [0, 0] and [g.n_nodes for g in gs.graphs] == [3, 2]

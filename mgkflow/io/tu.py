@@ -72,6 +72,8 @@ def _rows(path: Path, kind: str, width: int | None = None) -> list[list[str]]:
 
 
 def _ints(path: Path, rows: list[list[str]], kind: str) -> np.ndarray:
+    if not rows:
+        return np.zeros((0, 1), dtype=np.int64)
     try:
         return np.asarray([[int(f) for f in r] for r in rows], dtype=np.int64).reshape(len(rows), -1)
     except (ValueError, OverflowError):
@@ -87,7 +89,7 @@ def _ints(path: Path, rows: list[list[str]], kind: str) -> np.ndarray:
 
 
 def _floats(path: Path, rows: list[list[str]], kind: str) -> np.ndarray:
-    out = np.empty((len(rows), len(rows[0]) if rows else 0), dtype=np.float64)
+    out = np.empty((len(rows), len(rows[0]) if rows else 1), dtype=np.float64)
     for k, r in enumerate(rows, start=1):
         if len(r) != out.shape[1]:
             raise FileFormatError(f"{kind}: expected {out.shape[1]} values, got {len(r)}", path=path, line=k)
@@ -176,7 +178,7 @@ def read(
         raise FileFormatError(
             f"graph {g} has no nodes (graph ids must be 1..G without gaps)", path=f("graph_indicator")
         )
-    edges = _ints(f("A"), _rows(f("A"), "adjacency", 2), "node number")
+    edges = _ints(f("A"), _rows(f("A"), "adjacency", 2), "node number").reshape(-1, 2)
     if len(edges) and (edges.min() < 1 or edges.max() > n_total):
         k = int(np.argmax((edges < 1).any(axis=1) | (edges > n_total).any(axis=1))) + 1
         raise FileFormatError(f"node number {edges[k - 1].tolist()} outside 1..{n_total}", path=f("A"), line=k)
