@@ -358,7 +358,7 @@ def cmd_gram(args: Any) -> int:
         args,
         f"wrote {args.out}: {K.shape[0]}x{K.shape[1]} Gram matrix of {src.name} in "
         f"{time.perf_counter() - t0:.1f} s ({s.loc['solve', 'backend']} backend, "
-        f"{s.loc['solve', 'pairs']} pairs, {s.loc['solve', 'pairs_per_s']:.0f} pairs/s, "
+        f"{int(s.loc['solve', 'pairs'])} pairs, {s.loc['solve', 'pairs_per_s']:.0f} pairs/s, "
         f"CG iterations median {s.loc['solve', 'cg_iter_median']:.0f}; 0 means a direct solve)",
     )
     return 0
