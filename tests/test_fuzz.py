@@ -70,6 +70,11 @@ def test_fuzz_cli(case):
     _assert_ok(fuzz.run_cli_case(case), f"run_cli_case({fuzz._py(case)})")
 
 
+@pytest.mark.parametrize("name", sorted(fuzz.known_cases()))
+def test_known_rough_inputs(name):
+    _assert_ok(fuzz.known_cases()[name](), f"known_cases()[{name!r}]()")
+
+
 # ---------------------------------------------------------------------- the checker itself
 def test_checker_flags_what_it_must():
     import numpy as np
