@@ -49,6 +49,13 @@ def test_fuzz_api(case):
     _assert_ok(fuzz.run_api_case(case), f"run_api_case({fuzz._py(case)})")
 
 
+@seed(16)
+@_settings(100)
+@given(S["valid_wide"])
+def test_fuzz_api_valid_inputs(case):
+    _assert_ok(fuzz.run_api_case(case), f"run_api_case({fuzz._py(case)})")
+
+
 @seed(13)
 @_settings(40)
 @given(S["valid_api"])

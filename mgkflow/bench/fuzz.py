@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import io
 import os
+import pickle
 import signal
 import sys
 import tempfile
@@ -238,6 +239,17 @@ def _graph(spec: dict[str, Any], scale: float = 1.0) -> Any:
     return Graph(A, node_labels=spec.get("node_labels") or None, edge_labels=labels or None, title=spec.get("title"))
 
 
+def _same_graph(a: Any, b: Any) -> bool:
+    eq = np.array_equal
+    return (
+        eq(a.adjacency.indptr, b.adjacency.indptr) and eq(a.adjacency.indices, b.adjacency.indices)
+        and eq(a.adjacency.data, b.adjacency.data) and a.title == b.title
+        and all(eq(v, b.node_labels[k]) and v.dtype == b.node_labels[k].dtype for k, v in a.node_labels.items())
+        and all(eq(v, b.edge_labels[k]) and v.dtype == b.edge_labels[k].dtype for k, v in a.edge_labels.items())
+        and set(a.node_labels) == set(b.node_labels) and set(a.edge_labels) == set(b.edge_labels)
+    )
+
+
 def run_api_case(spec: dict[str, Any]) -> Outcome:
     """Build the graphs and kernel of ``spec`` and compute K (symmetric, or cross when ``spec["cross"]``)."""
 
@@ -245,6 +257,9 @@ def run_api_case(spec: dict[str, Any]) -> Outcome:
         from mgkflow import MarginalizedGraphKernel
 
         graphs = [_graph(g) for g in spec["graphs"]]
+        for g in graphs:
+            if not _same_graph(g, pickle.loads(pickle.dumps(g))):
+                return Outcome("bad", "pickle@graph.py", repr(g))
         kern = MarginalizedGraphKernel(
             node_kernel=_kernel(spec.get("node_kernel")), edge_kernel=_kernel(spec.get("edge_kernel")),
             q=spec.get("q", 0.05), p=spec.get("p", 1.0), backend="cpu", **spec.get("options", {}),
@@ -448,7 +463,30 @@ def strategies() -> dict[str, Any]:
         {"graphs": st.lists(graph(valid=True), min_size=1, max_size=3), "node_kernel": valid_kernel,
          "edge_kernel": valid_ekernel, "q": st.sampled_from([0.05, 0.3])}
     )
-    return {"api": api, "valid_api": valid_api, "file": _file_strategy(st), "cli": _cli_strategy(st)}
+    # valid graphs and parameters over wide (but legal) ranges: a Gram matrix is expected
+    wide_w = st.one_of(st.floats(1e-6, 1e6), st.sampled_from([1e-12, 1e12]))
+
+    @st.composite
+    def wide_graph(draw):
+        spec = draw(graph(valid=True))
+        spec["edges"] = [(i, j, draw(wide_w)) for i, j, _ in spec["edges"]]
+        return spec
+
+    wide_kernel = st.one_of(
+        st.tuples(st.just("delta"), st.just("a"), st.floats(0.001, 1.0)),
+        st.tuples(st.just("const"), st.floats(1e-3, 1.0)),
+    )
+    wide_ekernel = st.one_of(
+        st.tuples(st.just("sqexp"), st.just("e"), st.floats(0.01, 100.0)),
+        st.tuples(st.just("const"), st.floats(1e-3, 1.0)),
+    )
+    valid_wide = st.fixed_dictionaries(
+        {"graphs": st.lists(wide_graph(), min_size=1, max_size=3), "node_kernel": wide_kernel,
+         "edge_kernel": wide_ekernel, "q": st.floats(1e-3, 0.99), "p": st.floats(0.01, 100.0),
+         "normalize": st.booleans(), "cross": st.booleans()}
+    )
+    return {"api": api, "valid_api": valid_api, "valid_wide": valid_wide, "file": _file_strategy(st),
+            "cli": _cli_strategy(st)}
 
 
 _SMILES = ["CCO", "c1ccccc1", "C1CC", "[Na+].[Cl-]", "[H][H]", "C(", "xyz", "CC(=O)O", "", "N#N", "[2H]O"]
@@ -681,6 +719,7 @@ def run(examples: int = 200, seed: int = 0) -> Tally:
         body()
 
     prop("api", s["api"], run_api_case, lambda c: f"run_api_case({_py(c)})")
+    prop("api-valid", s["valid_wide"], run_api_case, lambda c: f"run_api_case({_py(c)})")
     prop("scale", s["valid_api"], run_scale_case, lambda c: f"run_scale_case({_py(c)})")
     prop("file", s["file"], lambda c: run_file_case(*c), lambda c: f"run_file_case({_py(c[0])}, {_py(c[1])})")
     prop("cli", s["cli"], run_cli_case, lambda c: f"run_cli_case({_py(c)})")
