@@ -377,3 +377,14 @@ def test_edgeless_graph_with_sparse_edge_labels():
     assert g.n_edges == 0 and g.edge_labels["e"].shape == (0,)
     with pytest.raises(GraphError, match=r"'e' has shape \(2, 2\)"):
         Graph(np.zeros((3, 3)), edge_labels={"e": sp.csr_array((2, 2))})
+
+
+def test_vector_labels_pickle_and_networkx_lists():
+    import pickle
+
+    G = nx.path_graph(3)
+    nx.set_node_attributes(G, {0: [0.0, 1.0], 1: [1.0, 2.0], 2: [2.0, 3.0]}, "pos")
+    g = Graph.from_networkx(G, node_labels=["pos"])
+    assert g.node_labels["pos"].shape == (3, 2)
+    h = pickle.loads(pickle.dumps(g))
+    np.testing.assert_array_equal(h.node_labels["pos"], g.node_labels["pos"])
