@@ -231,7 +231,7 @@ def test_tu_dataset_fields_and_properties(tmp_path):
     assert g1.node_labels["label"].tolist() == [0, 1, 0] and g1.node_labels["label"].dtype == np.int64
     np.testing.assert_array_equal(g1.node_labels["attributes"], [[0.5, 1.0], [1.5, 2.0], [2.5, 3.0]])
     assert g1.edge_labels["label"].tolist() == [1, 1, 2, 2]
-    assert g1.edge_labels["attributes"].shape == (4, 1)
+    assert g1.edge_labels["attributes"].tolist() == [0.5, 0.5, 1.5, 1.5]  # one value per line: a scalar field
     assert gs.properties["label"].tolist() == [1, -1]
     nk, ek = default_kernels(gs)
     assert (nk, ek) == (KroneckerDelta(0.5, "label"), KroneckerDelta(0.5, "label")) or (

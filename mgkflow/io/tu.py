@@ -16,9 +16,9 @@ row per line, nodes numbered 1..N over the whole dataset:
 
 Conventions: an edge may be listed once or in both directions (each undirected
 edge appears once in the graph; both directions must carry the same labels);
-edge weights are 1. One value per line gives a scalar field, several (one
-count for every line) a vector field of shape (n, d) (``attributes`` is always
-a vector field, so that d = 1 and d > 1 read alike). Node and edge labels are
+edge weights are 1. One value per line gives a scalar field (usable with
+``SquareExponential`` / ``KroneckerDelta`` as is), several (one count for every
+line) a vector field of shape (n, d). Node and edge labels are
 integers; label files holding other text are encoded with the shared
 :class:`~mgkflow.io.CategoryEncoder`. Self loops are an error unless
 ``self_loops="drop"``. Ids are ``"DS-g"`` (g the 1-based graph number).
@@ -208,6 +208,8 @@ def read(
                 node_values[field] = _floats(f(suffix), _rows(f(suffix), "node attributes"), "node attribute")
                 if len(node_values[field]) != n_total:
                     raise FileFormatError(f"{len(node_values[field])} lines, expected {n_total}", path=f(suffix))
+                if node_values[field].shape[1] == 1:
+                    node_values[field] = node_values[field][:, 0]  # one attribute: a scalar field
     for field, suffix, kind in (("label", "edge_labels", "label"), ("attributes", "edge_attributes", "attr")):
         if f(suffix).is_file() and (efields is None or field in efields):
             if kind == "label":
@@ -216,6 +218,8 @@ def read(
                 edge_values[field] = _floats(f(suffix), _rows(f(suffix), "edge attributes"), "edge attribute")
                 if len(edge_values[field]) != len(edges):
                     raise FileFormatError(f"{len(edge_values[field])} lines, expected {len(edges)}", path=f(suffix))
+                if edge_values[field].shape[1] == 1:
+                    edge_values[field] = edge_values[field][:, 0]  # one attribute: a scalar field
     for want, have, kind in ((nfields, node_values, "node"), (efields, edge_values, "edge")):
         for field in want or []:
             if field not in have:
