@@ -262,15 +262,12 @@ def load_source(args: Any, name: str) -> Source:
         raise ValueError(
             f"unknown dataset {name!r} and no such file or directory; datasets: {', '.join(known)}"
         )
-    from .io import default_kernels, read_graphs
+    from .io import default_kernels, detect_format, read_graphs
 
-    fmt = getattr(args, "format", None)
     options: dict[str, Any] = {}
     if n is not None:
         options["n_graphs"] = n
-    from .io import detect_format
-
-    fmt = fmt or detect_format(name)
+    fmt = getattr(args, "format", None) or detect_format(name)
     if fmt in ("graphml", "gml", "tu"):
         if getattr(args, "node_labels", None) is not None:
             options["node_labels"] = args.node_labels
