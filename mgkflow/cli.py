@@ -115,8 +115,9 @@ def _add_source_options(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group(
         "reading a file or directory",
-        "SOURCE may be a file (.smi/.csv SMILES, .sdf, .graphml, .gml) or a directory (TU dataset, "
-        "or GraphML/GML files); see mgkflow.io. Molecules get the drugs set's fields and kernels.",
+        "SOURCE may be a file (.smi/.csv SMILES, .sdf, .graphml, .gml, .pdb) or a directory (TU dataset, "
+        "or GraphML/GML/PDB files); see mgkflow.io. Molecules get the drugs set's fields and kernels, "
+        "PDB files the proteins set's.",
     )
     g.add_argument("--format", choices=available_formats(), default=None, help="file format (default: from the name)")
     g.add_argument("--node-labels", type=_field_list, default=None, metavar="A,B",
@@ -125,6 +126,7 @@ def _add_source_options(p: argparse.ArgumentParser) -> None:
                    help="edge label fields to read (GraphML/GML/TU; default: all)")
     g.add_argument("--weight", default="weight", help="GraphML/GML edge attribute holding weights (default weight)")
     g.add_argument("--skip-bad", action="store_true", help="skip unreadable molecules (SMILES/SDF) instead of failing")
+    g.add_argument("--cutoff", type=float, default=6.0, help="PDB files: contact distance in Angstrom (default 6)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -275,6 +277,8 @@ def load_source(args: Any, name: str) -> Source:
             options["edge_labels"] = args.edge_labels
     if fmt in ("graphml", "gml"):
         options["weight"] = getattr(args, "weight", "weight")
+    if fmt == "pdb":
+        options["cutoff"] = getattr(args, "cutoff", 6.0)
     if fmt in ("smiles", "sdf") and getattr(args, "skip_bad", False):
         options["on_error"] = "skip"
     gs = read_graphs(name, format=fmt, **options)

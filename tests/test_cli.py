@@ -249,3 +249,16 @@ def _umask() -> int:
     old = os.umask(0)
     os.umask(old)
     return old
+
+
+def test_gram_on_a_pdb_directory(tmp_path):
+    d = tmp_path / "prot"
+    d.mkdir()
+    for name, n in (("p1", 3), ("p2", 4)):
+        lines = [f"ATOM  {i + 1:>5}  CA  GLY A{i + 1:>4}    {1.5 * i:8.3f}{0.0:8.3f}{0.0:8.3f}  1.00  0.00           C"
+                 for i in range(n)]
+        (d / f"{name}.pdb").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "K.npz"
+    assert main(["gram", str(d), "--cutoff", "4", "--backend", "cpu", "--out", str(out), "-q"]) == 0
+    z = load_gram_npz(out)
+    assert z.ids == ["p1", "p2"] and z.params["edge_kernel"] == "SquareExponential(1.0, 'distance')"

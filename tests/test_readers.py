@@ -361,3 +361,27 @@ def test_tu_without_any_edge(tmp_path):
     d = _write_tu(tmp_path / "E", name="E", edge_labels=False, extra={"A": ""})
     gs = read_tu(d)  # found by the fuzz suite: an empty DS_A.txt gave a numpy reshape error
     assert [g.n_edges for g in gs.graphs] == [0, 0] and [g.n_nodes for g in gs.graphs] == [3, 2]
+
+
+# ---------------------------------------------------------------------- PDB
+def _pdb_line(serial, x, element="C", name=" CA "):
+    return (f"ATOM  {serial:>5} {name} GLY A{serial:>4}    {x:8.3f}{0.0:8.3f}{0.0:8.3f}  1.00  0.00"
+            f"          {element:>2}")
+
+
+def test_pdb_directory_reads_file_by_file(tmp_path):
+    d = tmp_path / "prot"
+    d.mkdir()
+    (d / "a.pdb").write_text("\n".join(_pdb_line(i + 1, 1.5 * i) for i in range(3)) + "\n")
+    (d / "b.pdb").write_text("\n".join(_pdb_line(i + 1, 2.0 * i, "N", " N  ") for i in range(4)) + "\n")
+    assert detect_format(d) == "pdb"
+    gs = read_graphs(d, cutoff=2.5)
+    assert gs.format == "pdb" and gs.ids == ["a", "b"]
+    assert [g.n_edges for g in gs.graphs] == [2, 3]
+    assert gs.graphs[1].node_labels["element"].tolist() == [7] * 4
+    nk, ek = default_kernels(gs)
+    assert (repr(nk), repr(ek)) == ("KroneckerDelta(0.5, 'element')", "SquareExponential(1.0, 'distance')")
+    (d / "c.pdb").write_text("HEADER nothing\n")
+    with pytest.raises(FileFormatError, match=r"^PDB file .*c.pdb has no ATOM/HETATM") as info:
+        read_graphs(d)
+    assert info.value.path.endswith("c.pdb")

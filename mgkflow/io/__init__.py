@@ -10,6 +10,7 @@ format      files                                     reader
 ``graphml`` ``.graphml .xml``                         :func:`read_graphml` (networkx)
 ``gml``     ``.gml``                                  :func:`read_gml` (networkx)
 ``tu``      a directory with ``DS_A.txt``, ...        :func:`read_tu`
+``pdb``     ``.pdb .ent`` (``.gz`` too)               :func:`read_pdb` (contact graphs)
 =========== ========================================= =====================================
 
 :func:`read_graphs` picks the reader from the extension (or directory) and
@@ -60,6 +61,7 @@ __all__ = [
     "read_graphml",
     "read_gml",
     "read_tu",
+    "read_pdb",
     "default_kernels",
     "save_gram",
     "load_gram_npz",
@@ -77,7 +79,10 @@ FORMATS: dict[str, str] = {
     "graphml": "mgkflow.io.graphml",
     "gml": "mgkflow.io.gml",
     "tu": "mgkflow.io.tu",
+    "pdb": "mgkflow.io.pdb",
 }
+#: Formats read one graph per file, so that a directory of such files is a dataset.
+PER_FILE_FORMATS = ("graphml", "gml", "pdb")
 #: Formats whose graphs are molecules (the drugs set's label fields and default kernels).
 MOLECULE_FORMATS = ("smiles", "sdf")
 
@@ -88,7 +93,7 @@ def available_formats() -> list[str]:
     Examples
     --------
     >>> available_formats()
-    ['smiles', 'sdf', 'graphml', 'gml', 'tu']
+    ['smiles', 'sdf', 'graphml', 'gml', 'tu', 'pdb']
     """
     return list(FORMATS)
 
@@ -114,8 +119,8 @@ def _by_extension(name: str) -> str | None:
 def detect_format(path: Any) -> str:
     """The format :func:`read_graphs` would use for ``path`` (a file or a directory).
 
-    A directory holding ``*_A.txt`` is a TU dataset; a directory of GraphML (or
-    GML) files is read file by file. Files go by extension.
+    A directory holding ``*_A.txt`` is a TU dataset; a directory of GraphML, GML
+    or PDB files is read file by file. Files go by extension.
 
     Examples
     --------
@@ -126,12 +131,12 @@ def detect_format(path: Any) -> str:
     if p.is_dir():
         if any(p.glob("*_A.txt")):
             return "tu"
-        kinds = {f for f in (_by_extension(c.name) for c in p.iterdir() if c.is_file()) if f in ("graphml", "gml")}
+        kinds = {f for f in (_by_extension(c.name) for c in p.iterdir() if c.is_file()) if f in PER_FILE_FORMATS}
         if len(kinds) == 1:
             return kinds.pop()
         if kinds:
             raise FileFormatError(f"directory mixes graph file formats {sorted(kinds)}; pass format=...", path=p)
-        raise FileFormatError("directory holds no TU dataset (*_A.txt) and no GraphML/GML files", path=p)
+        raise FileFormatError("directory holds no TU dataset (*_A.txt) and no GraphML/GML/PDB files", path=p)
     fmt = _by_extension(p.name)
     if fmt is None:
         exts = sorted({e for f in FORMATS for e in _module(f).EXTENSIONS})
@@ -148,7 +153,7 @@ def read_graphs(path: Any, format: str | None = None, **options: Any) -> GraphSe
     Parameters
     ----------
     path : str or os.PathLike
-        A SMILES/SDF/GraphML/GML file, a TU dataset directory or a directory of GraphML/GML files.
+        A SMILES/SDF/GraphML/GML/PDB file, a TU dataset directory or a directory of GraphML/GML/PDB files.
     format : str, optional
         One of :func:`available_formats`; default: :func:`detect_format`.
     **options
@@ -166,7 +171,7 @@ def read_graphs(path: Any, format: str | None = None, **options: Any) -> GraphSe
     fmt = format or detect_format(path)
     mod = _module(fmt)
     p = Path(path)
-    if fmt in ("graphml", "gml") and p.is_dir():
+    if fmt in PER_FILE_FORMATS and p.is_dir():
         files = sorted(c for c in p.iterdir() if c.is_file() and _by_extension(c.name) == fmt)
         if not files:
             raise FileFormatError(f"no {fmt} files in the directory", path=p)
@@ -215,6 +220,14 @@ def read_tu(directory: Any, **options: Any) -> GraphSet:
     return _module("tu").read(directory, **options)
 
 
+def read_pdb(paths: Any, **options: Any) -> GraphSet:
+    """Read PDB file(s) as protein contact graphs (see :mod:`mgkflow.io.pdb`).
+
+    Options: ``cutoff`` (Å, default 6), ``chain``, ``n_graphs``.
+    """
+    return _module("pdb").read(paths, **options)
+
+
 def default_kernels(graphs: GraphSet | Sequence[Any]) -> tuple[BaseKernel, BaseKernel]:
     """Sensible (node_kernel, edge_kernel) for graphs read from a file.
 
@@ -223,6 +236,7 @@ def default_kernels(graphs: GraphSet | Sequence[Any]) -> tuple[BaseKernel, BaseK
     ================== ============================================ =============================================
     molecules          ``KroneckerDelta(0.5, "element")``           ``KroneckerDelta(0.5, "bond_order")``
     (SMILES, SDF)      (the drugs set's kernels)
+    proteins (PDB)     ``KroneckerDelta(0.5, "element")``           ``SquareExponential(1.0, "distance")``
     others             ``KroneckerDelta(0.5, "label")`` if every     ``KroneckerDelta(0.5, "label")`` likewise,
                        graph has an integer field ``label``, else   else ``Constant(1.0)``
                        ``Constant(1.0)``
@@ -236,11 +250,13 @@ def default_kernels(graphs: GraphSet | Sequence[Any]) -> tuple[BaseKernel, BaseK
     >>> default_kernels([g])
     (KroneckerDelta(0.5, 'label'), Constant(1.0))
     """
-    from ..kernels import Constant, KroneckerDelta
+    from ..kernels import Constant, KroneckerDelta, SquareExponential
 
     if isinstance(graphs, GraphSet):
         if graphs.format in MOLECULE_FORMATS:
             return KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond_order")
+        if graphs.format == "pdb":
+            return KroneckerDelta(0.5, "element"), SquareExponential(1.0, "distance")
         graphs = graphs.graphs
 
     def has_int(kind: str) -> bool:
