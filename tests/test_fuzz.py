@@ -43,7 +43,7 @@ def _assert_ok(outcome: fuzz.Outcome, repro: str) -> None:
 
 
 @seed(12)
-@_settings(250)
+@_settings(400)
 @given(S["api"])
 def test_fuzz_api(case):
     _assert_ok(fuzz.run_api_case(case), f"run_api_case({fuzz._py(case)})")
@@ -64,14 +64,14 @@ def test_fuzz_scale_invariance(case):
 
 
 @seed(14)
-@_settings(250)
+@_settings(400)
 @given(S["file"])
 def test_fuzz_files(case):
     _assert_ok(fuzz.run_file_case(*case), f"run_file_case({fuzz._py(case[0])}, {fuzz._py(case[1])})")
 
 
 @seed(15)
-@_settings(60)
+@_settings(100)
 @given(S["cli"])
 def test_fuzz_cli(case):
     _assert_ok(fuzz.run_cli_case(case), f"run_cli_case({fuzz._py(case)})")

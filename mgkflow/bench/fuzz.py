@@ -305,10 +305,9 @@ def run_scale_case(spec: dict[str, Any], scales: tuple[float, ...] = SCALES) -> 
 
 # ---------------------------------------------------------------------- file cases
 def run_file_case(fmt: str, files: dict[str, bytes], options: dict[str, Any] | None = None) -> Outcome:
-    """Write ``files`` (name -> content) into a fresh directory and read them with mgkflow.io / from_pdb."""
+    """Write ``files`` (name -> content) into a fresh directory and read them with :func:`mgkflow.io.read_graphs`."""
 
     def go() -> Outcome:
-        from mgkflow import Graph
         from mgkflow.io import read_graphs
 
         with tempfile.TemporaryDirectory() as d:
@@ -316,9 +315,6 @@ def run_file_case(fmt: str, files: dict[str, bytes], options: dict[str, Any] | N
             root.mkdir()
             for name, content in files.items():
                 (root / name).write_bytes(content)
-            if fmt == "pdb":
-                Graph.from_pdb(root / next(iter(files)), **(options or {}))
-                return Outcome("result", "graph")
             target = root if fmt == "tu" else root / next(iter(files))
             gs = read_graphs(target, format=fmt, **(options or {}))
             if len(gs.graphs) != len(gs.ids) or len(gs.properties) != len(gs.ids) or not gs.graphs:
