@@ -62,7 +62,7 @@ def _rows(path: Path, kind: str, width: int | None = None) -> list[list[str]]:
     """Comma/whitespace separated fields of every line (blank lines are errors)."""
     out = []
     for k, line in enumerate(read_text(path, f"TU {kind} file").splitlines(), start=1):
-        fields = [f for f in line.replace(",", " ").split()]
+        fields = line.replace(",", " ").split()
         if not fields:
             raise FileFormatError(f"blank line in the {kind} file", path=path, line=k)
         if width is not None and len(fields) != width:
@@ -74,8 +74,8 @@ def _rows(path: Path, kind: str, width: int | None = None) -> list[list[str]]:
 def _ints(path: Path, rows: list[list[str]], kind: str) -> np.ndarray:
     if not rows:
         return np.zeros((0, 1), dtype=np.int64)
-    try:
-        return np.asarray([[int(f) for f in r] for r in rows], dtype=np.int64).reshape(len(rows), -1)
+    try:  # rows of one width (the callers check): numpy parses the text
+        return np.array(rows, dtype=np.int64).reshape(len(rows), -1)
     except (ValueError, OverflowError):
         for k, r in enumerate(rows, start=1):
             for f in r:
@@ -89,7 +89,19 @@ def _ints(path: Path, rows: list[list[str]], kind: str) -> np.ndarray:
 
 
 def _floats(path: Path, rows: list[list[str]], kind: str) -> np.ndarray:
-    out = np.empty((len(rows), len(rows[0]) if rows else 1), dtype=np.float64)
+    width = len(rows[0]) if rows else 1
+    if rows and all(len(r) == width for r in rows):
+        try:  # fast path; the loop below finds the line at fault
+            out = np.array(rows, dtype=np.float64)
+        except (ValueError, OverflowError):
+            pass
+        else:
+            finite = np.isfinite(out).all(axis=1)
+            if finite.all():
+                return out
+            k = int(np.argmin(finite))
+            raise FileFormatError(f"{kind}: {rows[k]} is not finite", path=path, line=k + 1)
+    out = np.empty((len(rows), width), dtype=np.float64)
     for k, r in enumerate(rows, start=1):
         if len(r) != out.shape[1]:
             raise FileFormatError(f"{kind}: expected {out.shape[1]} values, got {len(r)}", path=path, line=k)
@@ -235,7 +247,7 @@ def read(
         if not np.array_equal(vk, vk[first][inverse]):
             bad = int(np.flatnonzero(np.any((vk != vk[first][inverse]).reshape(len(vk), -1), axis=1))[0])
             raise FileFormatError(
-                f"edge {a[bad] + 1}-{b[bad] + 1} is listed twice with different edge {field}s",
+                f"edge {a[bad] + 1}-{b[bad] + 1} is listed twice with different values of edge field {field!r}",
                 path=f("edge_labels" if field == "label" else "edge_attributes"), line=int(lines[bad]) + 1,
             )
     eu, ev = a[first], b[first]
@@ -262,6 +274,7 @@ def read(
     local[order_nodes] = np.arange(n_total) - node_start[indicator[order_nodes] - 1]
     order_edges = np.argsort(eg, kind="stable")
     edge_start = np.concatenate([[0], np.cumsum(np.bincount(eg, minlength=n_graph_ids + 1)[1:])])
+    edge_unique = {k: vals[keep][first] for k, vals in edge_values.items()}  # one value per undirected edge
     graphs, ids = [], []
     for g in range(count):
         nodes = order_nodes[node_start[g] : node_start[g + 1]]
@@ -269,7 +282,7 @@ def read(
         ident = f"{ds}-{g + 1}"
         indptr, indices, data, elabels = csr_from_edges(
             len(nodes), local[eu[sel]], local[ev[sel]],
-            {k: vals[keep][first][sel] for k, vals in edge_values.items()},
+            {k: vals[sel] for k, vals in edge_unique.items()},
         )
         graphs.append(
             Graph.from_csr(
