@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import FileFormatError, GraphError
 from ..graph import Graph
-from ._common import CategoryEncoder, GraphSet, check_path, is_text_value, parse_fields, properties_frame
+from ._common import CategoryEncoder, GraphSet, _text, check_path, is_text_value, parse_fields, properties_frame
 
 __all__ = ["read_networkx_files"]
 
@@ -110,15 +110,11 @@ def read_networkx_files(
         if text_fields:
             G = G.copy()
             for (kind, f) in text_fields:
-                key = f"{kind}:{f}"
-                if kind == "node":
-                    for _, d in G.nodes(data=True):
-                        if f in d:
-                            d[f] = int(encoder.encode(key, [d[f]])[0])
-                else:
-                    for _, _, d in G.edges(data=True):
-                        if f in d:
-                            d[f] = int(encoder.encode(key, [d[f]])[0])
+                table = encoder.tables[f"{kind}:{f}"]
+                attrs = (d for _, d in G.nodes(data=True)) if kind == "node" else (d for *_, d in G.edges(data=True))
+                for d in attrs:
+                    if f in d:
+                        d[f] = table[_text(d[f])]
         ident = _stem(p)
         try:
             g = Graph.from_networkx(G, weight=weight, node_labels=nfields, edge_labels=efields, title=ident)
