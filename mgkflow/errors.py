@@ -1,9 +1,34 @@
-"""Exceptions raised by mgkflow."""
+"""Exceptions raised by mgkflow.
+
+Every exception class defined here derives from :class:`MgkflowError`, and
+also from the built-in class its meaning fits (``ValueError`` for bad input,
+``RuntimeError`` for a solver failure, ``OSError`` for unusable files), so
+``except ValueError`` keeps working and ``except MgkflowError`` catches them all.
+"""
 
 from __future__ import annotations
 
+import os
 
-class GraphError(ValueError):
+__all__ = [
+    "MgkflowError",
+    "GraphError",
+    "FileFormatError",
+    "OutputPathError",
+    "ParameterError",
+    "ParameterTypeError",
+    "KernelRangeError",
+    "ConvergenceError",
+    "ConvergenceWarning",
+    "describe_graph",
+]
+
+
+class MgkflowError(Exception):
+    """Base class of every exception mgkflow raises on purpose."""
+
+
+class GraphError(MgkflowError, ValueError):
     """A graph is not valid input for the marginalized graph kernel.
 
     The message names the graph (its index in the call and/or its title) and,
@@ -11,11 +36,48 @@ class GraphError(ValueError):
     """
 
 
-class KernelRangeError(ValueError):
+class FileFormatError(GraphError):
+    """A graph file cannot be read: the message names the file and, where known, the line.
+
+    Attributes
+    ----------
+    path : str
+        The file (or directory) at fault.
+    line : int or None
+        1-based line number (or record number, where the message says so).
+
+    Examples
+    --------
+    >>> str(FileFormatError("bad SMILES 'C1CC'", path="my.smi", line=3))
+    "my.smi, line 3: bad SMILES 'C1CC'"
+    """
+
+    def __init__(self, message: str, path: str | os.PathLike | None = None, line: int | None = None) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.line = line
+        where = ""
+        if self.path is not None:
+            where = self.path + (f", line {line}" if line is not None else "") + ": "
+        super().__init__(where + message)
+
+
+class OutputPathError(MgkflowError, OSError):
+    """An output path cannot be written (a directory, under a file, too long, no permission)."""
+
+
+class ParameterError(MgkflowError, ValueError):
+    """A parameter (q, p, a kernel value, an option) has a value mgkflow cannot use; the message names it."""
+
+
+class ParameterTypeError(MgkflowError, TypeError):
+    """A parameter has a type mgkflow cannot use (e.g. text where a number is needed); the message names it."""
+
+
+class KernelRangeError(MgkflowError, ValueError):
     """A base kernel can leave the range the marginalized graph kernel needs."""
 
 
-class ConvergenceError(RuntimeError):
+class ConvergenceError(MgkflowError, RuntimeError):
     """The conjugate-gradient solver did not reach its tolerance for some pairs."""
 
 

@@ -20,24 +20,103 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
+_INT64_MAX = np.iinfo(np.int64).max
+_INT64_MIN = np.iinfo(np.int64).min
+_EXACT_FLOAT_INT = 2**53  # integers above this are not all representable as float64
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def _object_labels(values: Any, arr: np.ndarray, name: str, kind: str, who: str) -> np.ndarray:
+    """Convert an object array of python scalars exactly (int64 or float64) or raise."""
+    flat = arr.ravel()
+    if not all(_is_number(v) for v in flat):
+        bad = next(v for v in flat if not _is_number(v))
+        raise GraphError(
+            f"{who}: {kind} label field '{name}' must be numeric (int, float or bool), "
+            f"got {type(bad).__name__} {bad!r}; encode categorical labels as integers"
+        )
+    if all(isinstance(v, (bool, int, np.bool_, np.integer)) for v in flat):
+        big = [v for v in flat if not (_INT64_MIN <= int(v) <= _INT64_MAX)]
+        if big:
+            raise GraphError(
+                f"{who}: {kind} label field '{name}' holds integer {int(big[0])} outside the int64 range; "
+                "encode such labels as smaller integers"
+            )
+        return np.asarray([int(v) for v in flat], dtype=np.int64).reshape(arr.shape)
+    _check_no_inexact_ints(flat, name, kind, who)
+    return np.asarray([float(v) for v in flat], dtype=np.float64).reshape(arr.shape)
+
+
+def _check_no_inexact_ints(flat: Any, name: str, kind: str, who: str) -> None:
+    for v in flat:
+        if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and abs(int(v)) > _EXACT_FLOAT_INT:
+            raise GraphError(
+                f"{who}: {kind} label field '{name}' mixes floats with integer {int(v)} > 2**53, "
+                "which float64 cannot hold exactly (distinct labels would merge); use all integers or all floats"
+            )
+
+
 def _as_label_array(values: Any, name: str, kind: str, size: int, who: str) -> np.ndarray:
-    arr = np.asarray(values)
+    """Validate one label field: shape (size,) int64/float64, or (size, d) float64 vectors."""
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError) as exc:
+        raise GraphError(
+            f"{who}: {kind} label field '{name}' is ragged or not array-like "
+            f"(vector labels need the same length d for every entry): {exc}"
+        ) from exc
+    if arr.ndim == 0 or arr.ndim > 2 or arr.shape[0] != size or (arr.ndim == 2 and arr.shape[1] == 0):
+        raise GraphError(
+            f"{who}: {kind} label field '{name}' has shape {arr.shape}, expected ({size},) "
+            f"or ({size}, d) for vector labels"
+        )
     if arr.dtype == bool:
         arr = arr.astype(np.int64)
-    if arr.ndim != 1 or arr.shape[0] != size:
+    if arr.dtype == object:
+        arr = _object_labels(values, arr, name, kind, who)
+    if arr.dtype.kind == "u" and arr.size and arr.max() > _INT64_MAX:
         raise GraphError(
-            f"{who}: {kind} label field '{name}' has shape {arr.shape}, expected ({size},)"
+            f"{who}: {kind} label field '{name}' holds integer {int(arr.max())} >= 2**63, "
+            "outside the int64 range; encode such labels as smaller integers"
         )
-    if arr.dtype.kind in "iu":
+    if arr.dtype.kind in "fu" and arr.ndim == 1 and not isinstance(values, np.ndarray):
+        # a python list of ints beyond int64, or mixing ints and floats: numpy would round silently
+        arr = _object_labels(values, np.asarray(list(values), dtype=object), name, kind, who)
+    if arr.dtype.kind not in "iuf":
+        raise GraphError(
+            f"{who}: {kind} label field '{name}' must be numeric (int, float or bool), "
+            f"got dtype {arr.dtype}; encode categorical labels as integers"
+        )
+    if arr.ndim == 2:
+        arr = arr.astype(np.float64)  # vector labels (coordinates, descriptors) are real vectors
+    elif arr.dtype.kind in "iu":
         return arr.astype(np.int64)
-    if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)):
-            raise GraphError(f"{who}: {kind} label field '{name}' holds NaN or infinite values")
-        return arr.astype(np.float64)
-    raise GraphError(
-        f"{who}: {kind} label field '{name}' must be numeric (int, float or bool), "
-        f"got dtype {arr.dtype}; encode categorical labels as integers"
-    )
+    if not np.all(np.isfinite(arr)):
+        raise GraphError(f"{who}: {kind} label field '{name}' holds NaN or infinite values")
+    return arr.astype(np.float64)
+
+
+def _as_weights(values: Any, what: str, who: str) -> np.ndarray:
+    """Edge weights as float64, refusing strings, bytes, complex and other non-numbers."""
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError) as exc:
+        raise GraphError(f"{who}: {what} is not a numeric array: {exc}") from exc
+    if arr.dtype == object:
+        bad = [v for v in arr.ravel() if not (v is None or _is_number(v))]
+        if bad:
+            raise GraphError(
+                f"{who}: {what} holds {type(bad[0]).__name__} {bad[0]!r}; expected numbers"
+            )
+        arr = np.asarray([np.nan if v is None else float(v) for v in arr.ravel()], dtype=np.float64).reshape(
+            arr.shape
+        )
+    if arr.dtype.kind not in "biuf":
+        raise GraphError(f"{who}: {what} has dtype {arr.dtype}; expected real numbers (not text or complex)")
+    return arr.astype(np.float64)
 
 
 class Graph:
@@ -51,13 +130,20 @@ class Graph:
     Parameters
     ----------
     adjacency : sparse matrix or array_like, shape (n, n)
-        Symmetric, non-negative, finite weights; zero diagonal.
+        Symmetric (each pair within 1e-12 relative), non-negative, finite real
+        weights (not text, bytes or complex); zero diagonal.
     node_labels : mapping of str to array_like, optional
-        Node label fields, each of length n (int, float or bool).
+        Node label fields, each of length n: int, float or bool scalars (stored as
+        int64 or float64), or real vectors of one length d (shape (n, d), stored as
+        float64: coordinates, descriptors). Integers must fit int64; python ints
+        above 2**53 may not be mixed with floats (they would merge). Strings are
+        refused: encode categorical labels as integers (:mod:`mgkflow.io` does this
+        for files).
     edge_labels : mapping of str to array_like, optional
         Edge label fields as *matrices* with the sparsity of ``adjacency``
-        (sparse or dense, symmetric). Use :meth:`from_csr` to pass arrays
-        aligned with CSR data directly.
+        (sparse or dense, symmetric; dense (n, n, d) for vector labels). Use
+        :meth:`from_csr` to pass arrays aligned with CSR data directly (shape
+        (nnz,) or (nnz, d)).
     coords : array_like, shape (n, d), optional
         Node coordinates (used by geometric orderings).
     title : str, optional
@@ -82,9 +168,14 @@ class Graph:
         title: str | None = None,
     ) -> None:
         who = describe_graph(None, title)
-        coo = sp.coo_array(adjacency, dtype=np.float64) if sp.issparse(adjacency) else None
-        if coo is None:
-            dense = np.asarray(adjacency, dtype=np.float64)
+        if sp.issparse(adjacency):
+            if adjacency.dtype.kind not in "biuf":
+                raise GraphError(
+                    f"{who}: adjacency has dtype {adjacency.dtype}; weights must be real numbers"
+                )
+            coo = sp.coo_array(adjacency, dtype=np.float64)
+        else:
+            dense = _as_weights(adjacency, "adjacency matrix", who)
             if dense.ndim != 2:
                 raise GraphError(f"{who}: adjacency must be a 2-D matrix, got shape {dense.shape}")
             coo = sp.coo_array(dense)
@@ -98,13 +189,21 @@ class Graph:
         labels = {}
         for name, mat in (edge_labels or {}).items():
             if sp.issparse(mat):
-                vals = np.asarray(sp.csr_array(mat)[rows, cols]).ravel()
+                if mat.shape != coo.shape:
+                    raise GraphError(
+                        f"{who}: edge label field '{name}' has shape {mat.shape}, expected {coo.shape}"
+                    )
+                lab = sp.csr_array(mat)
+                vals = np.asarray(lab[rows, cols]).ravel() if len(rows) else np.zeros(0, dtype=lab.dtype)
             else:
-                dense_lab = np.asarray(mat)
-                if dense_lab.shape != coo.shape:
+                try:
+                    dense_lab = np.asarray(mat)
+                except (ValueError, TypeError) as exc:
+                    raise GraphError(f"{who}: edge label field '{name}' is ragged or not array-like: {exc}") from exc
+                if dense_lab.shape[:2] != coo.shape or dense_lab.ndim not in (2, 3):
                     raise GraphError(
                         f"{who}: edge label field '{name}' has shape {dense_lab.shape}, "
-                        f"expected {coo.shape}"
+                        f"expected {coo.shape} (or {coo.shape + ('d',)} for vector labels)"
                     )
                 vals = dense_lab[rows, cols]
             labels[name] = vals
@@ -138,7 +237,7 @@ class Graph:
         who = describe_graph(None, title)
         indptr = np.asarray(indptr, dtype=np.int64).ravel()
         indices = np.asarray(indices, dtype=np.int64).ravel()
-        data = np.asarray(data, dtype=np.float64).ravel()
+        data = _as_weights(data, "CSR data (edge weights)", who).ravel()
         n_nodes = int(n_nodes)
         # scipy does not check CSR arrays on construction; bad ones corrupt memory later
         if n_nodes < 0 or indptr.shape != (n_nodes + 1,):
@@ -228,6 +327,8 @@ class Graph:
         >>> Graph.from_networkx(G, node_labels=["label"]).node_labels["label"]
         array([1, 2, 1])
         """
+        if not all(hasattr(G, a) for a in ("is_directed", "is_multigraph", "nodes", "edges")):
+            raise GraphError(f"from_networkx: expected a networkx.Graph, got {type(G).__name__}")
         if G.is_directed():
             raise GraphError("from_networkx: directed graphs are not supported; call G.to_undirected()")
         if G.is_multigraph():
@@ -253,6 +354,11 @@ class Graph:
             if u == v:
                 raise GraphError(f"{who}: self loop at node {u!r}; self loops are not allowed")
             wt = 1.0 if weight is None else attrs.get(weight, 1.0)
+            if not (wt is None or _is_number(wt)):
+                raise GraphError(
+                    f"{who}: edge weight '{weight}' is not numeric: edge ({u!r}, {v!r}) has "
+                    f"{type(wt).__name__} {wt!r}"
+                )
             i, j = index[u], index[v]
             rows += [i, j]
             cols += [j, i]
@@ -288,13 +394,57 @@ class Graph:
         )
 
     @classmethod
-    def from_smiles(cls, smiles: str, title: str | None = None) -> Graph:
+    def from_rdkit(
+        cls, mol: Any, title: str | None = None, conformer: bool | None = None, extended: bool = True
+    ) -> Graph:
+        """Build a molecular graph from an RDKit molecule (needs RDKit, ``pip install mgkflow[chem]``).
+
+        Heavy atoms are nodes, bonds between them unit-weight edges. Node label
+        fields: ``element`` (atomic number), ``charge`` (formal charge),
+        ``aromatic`` (0/1), ``hybridization`` (RDKit enum value) and, with
+        ``extended`` (default), ``hydrogens`` (attached hydrogen count). Edge
+        label fields: ``bond_order`` (1, 1.5, 2, 3), ``conjugated`` (0/1),
+        ``in_ring`` (0/1) and, with ``extended``, ``aromatic`` (0/1). See
+        :mod:`mgkflow.io_chem` for the exact conventions.
+
+        Parameters
+        ----------
+        mol : rdkit.Chem.Mol
+            The molecule.
+        title : str, optional
+            Defaults to the molecule's ``_Name`` property (the SDF title line) if set.
+        conformer : bool or None
+            Use the conformer: ``coords`` = heavy-atom positions and edge field
+            ``distance`` = bond length (Å). None: only for a 3-D conformer; True:
+            any conformer (error if none); False: never.
+        extended : bool
+            Add ``hydrogens`` and edge ``aromatic`` (False: exactly the drugs set's fields).
+
+        Examples
+        --------
+        >>> from rdkit import Chem  # doctest: +SKIP
+        >>> g = Graph.from_rdkit(Chem.MolFromSmiles("c1ccccc1O"), title="phenol")  # doctest: +SKIP
+        >>> g.node_labels["hydrogens"].tolist()  # doctest: +SKIP
+        [1, 1, 1, 1, 1, 0, 1]
+        """
+        from .io_chem import graph_arrays_from_mol
+
+        arrays = graph_arrays_from_mol(mol, extended=extended, conformer=conformer)
+        if title is None and mol.HasProp("_Name"):
+            title = mol.GetProp("_Name").strip() or None
+        return cls.from_csr(**arrays, title=title)
+
+    @classmethod
+    def from_smiles(cls, smiles: str, title: str | None = None, extended: bool = False) -> Graph:
         """Build a molecular graph from a SMILES string (needs RDKit, ``pip install mgkflow[chem]``).
 
-        Heavy atoms are nodes with labels ``element`` (atomic number), ``charge``
-        (formal charge), ``aromatic`` (0/1) and ``hybridization`` (RDKit enum value);
-        bonds are unit-weight edges with labels ``bond_order`` (1, 1.5, 2, 3),
-        ``conjugated`` (0/1) and ``in_ring`` (0/1).
+        The graph of :meth:`from_rdkit` for ``Chem.MolFromSmiles(smiles)``, by
+        default with exactly the drugs set's fields: heavy atoms are nodes with
+        labels ``element`` (atomic number), ``charge`` (formal charge),
+        ``aromatic`` (0/1) and ``hybridization`` (RDKit enum value); bonds are
+        unit-weight edges with labels ``bond_order`` (1, 1.5, 2, 3),
+        ``conjugated`` (0/1) and ``in_ring`` (0/1). ``extended=True`` adds
+        ``hydrogens`` (node) and ``aromatic`` (edge).
 
         Examples
         --------
@@ -304,7 +454,7 @@ class Graph:
         """
         from .io_chem import graph_arrays_from_smiles
 
-        return cls.from_csr(**graph_arrays_from_smiles(smiles), title=title or smiles)
+        return cls.from_csr(**graph_arrays_from_smiles(smiles, extended=extended), title=title or smiles)
 
     @classmethod
     def from_pdb(
@@ -362,9 +512,16 @@ class Graph:
             )
         adj.indices = adj.indices.astype(np.int64)
         adj.indptr = adj.indptr.astype(np.int64)
-        diff = adj - adj.T
-        if diff.count_nonzero() and np.abs(diff.data).max() > 1e-12 * max(1.0, np.abs(data).max()):
-            raise GraphError(f"{who}: adjacency matrix is not symmetric (graphs are undirected)")
+        # symmetry, relative to each entry pair: |a_ij - a_ji| <= 1e-12 max(a_ij, a_ji)
+        excess = (abs(adj - adj.T) - 1e-12 * adj.maximum(adj.T)).tocoo()
+        bad_sym = excess.data > 0
+        if np.any(bad_sym):
+            k = int(np.flatnonzero(bad_sym)[0])
+            i, j = int(excess.row[k]), int(excess.col[k])
+            raise GraphError(
+                f"{who}: adjacency matrix is not symmetric (graphs are undirected): "
+                f"entry ({i}, {j}) is {float(adj[i, j])!r} but ({j}, {i}) is {float(adj[j, i])!r}"
+            )
         if labels:
             # position of the mirror entry (j, i) of each stored entry (i, j)
             pos = sp.csr_array(
@@ -379,7 +536,7 @@ class Graph:
         nl = {name: _as_label_array(v, name, "node", n, who) for name, v in node_labels.items()}
         xyz = None
         if coords is not None:
-            xyz = np.asarray(coords, dtype=np.float64)
+            xyz = _as_weights(coords, "coords", who)  # real numbers only (no text, complex, ragged)
             if xyz.ndim != 2 or xyz.shape[0] != n:
                 raise GraphError(f"{who}: coords must have shape (n_nodes, d), got {xyz.shape}")
             if not np.all(np.isfinite(xyz)):
@@ -524,13 +681,13 @@ class Graph:
 
         G = nx.Graph(name=self._title or "")
         for i in range(self.n_nodes):
-            attrs = {k: v[i].item() for k, v in self._node_labels.items()}
+            attrs = {k: v[i].tolist() for k, v in self._node_labels.items()}
             if self._coords is not None:
                 attrs["coords"] = tuple(self._coords[i])
             G.add_node(i, **attrs)
         rows, cols = self.coo()
         for k in np.flatnonzero(rows < cols):
-            attrs = {f: v[k].item() for f, v in self._edge_labels.items()}
+            attrs = {f: v[k].tolist() for f, v in self._edge_labels.items()}
             G.add_edge(int(rows[k]), int(cols[k]), weight=float(self._adj.data[k]), **attrs)
         return G
 

@@ -64,6 +64,9 @@ _ALIASES = {
 }
 _RESIDUE_LOOKUP = dict(RESIDUE_CODES)
 _RESIDUE_LOOKUP.update({a: RESIDUE_CODES[r] for a, r in _ALIASES.items()})
+#: Largest coordinate magnitude (Å) accepted: squared distances stay finite in float64.
+MAX_COORD = 1e150
+
 _WATERS = {"HOH", "WAT", "SOL", "H2O", "DOD", "TIP", "TIP3", "TIP4", "TIP5", "SPC", "T3P", "T4P"}
 
 
@@ -177,6 +180,12 @@ def parse_pdb_atoms(path: Any, chain: str | None = None) -> dict[str, Any]:
     coords = np.asarray(xyz, dtype=np.float64)
     if not np.all(np.isfinite(coords)):
         raise GraphError(f"PDB file {path!s} holds NaN or infinite coordinates")
+    if np.abs(coords).max() > MAX_COORD:
+        k = int(np.argmax(np.abs(coords).max(axis=1)))
+        raise GraphError(
+            f"PDB file {path!s}: atom {k + 1} ({names[k]!r}) has coordinates {coords[k].tolist()} beyond "
+            f"±{MAX_COORD:g} Å (squared distances would overflow)"
+        )
     return {
         "coords": coords,
         "element": np.asarray(elements, dtype=np.int64),
@@ -191,6 +200,9 @@ def contact_edges(coords: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.nda
     """Pairs ``i < j`` of points closer than ``cutoff`` and their distances (sorted by (i, j))."""
     from scipy.spatial import cKDTree
 
+    coords = np.asarray(coords, dtype=np.float64)
+    if coords.size and not (np.all(np.isfinite(coords)) and np.abs(coords).max() <= MAX_COORD):
+        raise GraphError(f"contact graph: coordinates must be finite and within ±{MAX_COORD:g}")
     pairs = cKDTree(coords).query_pairs(cutoff, output_type="ndarray")
     if len(pairs) == 0:
         empty = np.zeros(0, dtype=np.int64)

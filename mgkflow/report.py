@@ -8,8 +8,6 @@ of a sample graph under each ordering with the 8x8 tile grid drawn).
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ import numpy as np
 
 from .format.count import TILE
 from .graph import Graph
+from .io._files import atomic_write
 from .pipeline import Load, Pack, Pipeline, Reorder, Solve
 
 __all__ = ["ComparisonResult", "compare_orderings", "write_report", "atomic_write"]
@@ -45,6 +44,33 @@ class ComparisonResult:
     samples: dict[str, dict[str, Graph]] = field(default_factory=dict)
 
 
+def _load_for_compare(
+    name: str, n_graphs: int | None, labeled: bool
+) -> tuple[list[Graph], Any, Any]:
+    """Graphs and default (node, edge) kernels of a built-in dataset or a file/directory."""
+    from pathlib import Path
+
+    from . import datasets as ds
+
+    known = {d.name: d for d in ds.list_datasets()}
+    key = name.strip().lower()
+    if key in known:
+        kwargs: dict[str, Any] = {}
+        if n_graphs is not None:
+            kwargs["n_graphs"] = min(n_graphs, known[key].n_graphs)
+        if key in ("nws", "ba"):
+            kwargs["labeled"] = labeled
+        nk, ek = ds.default_kernels(key, labeled=labeled or key not in ("nws", "ba"))
+        return ds.load(key, **kwargs), nk, ek
+    if not (Path(name).exists() or any(c in name for c in "/\\.")):
+        raise ValueError(f"unknown dataset(s) [{name!r}]; choose from {sorted(known)} or give a file/directory")
+    from .io import default_kernels, read_graphs
+
+    gs = read_graphs(name, **({"n_graphs": n_graphs} if n_graphs is not None else {}))
+    nk, ek = default_kernels(gs)
+    return gs.graphs, nk, ek
+
+
 def compare_orderings(
     datasets: Sequence[str],
     orderings: Sequence[str],
@@ -54,6 +80,7 @@ def compare_orderings(
     backend: str = "auto",
     q: float = 0.05,
     seed: int = 0,
+    repeat: int = 1,
     progress: bool = True,
     log: Callable[[str], Any] | None = None,
 ) -> ComparisonResult:
@@ -62,11 +89,13 @@ def compare_orderings(
     Parameters
     ----------
     datasets : sequence of str
-        Dataset names from :func:`mgkflow.datasets.list_datasets`.
+        Dataset names from :func:`mgkflow.datasets.list_datasets`, or files/directories
+        read with :func:`mgkflow.io.read_graphs` (their default kernels:
+        :func:`mgkflow.io.default_kernels`).
     orderings : sequence of str
         Ordering names from :func:`mgkflow.reorder.available_methods`.
     n_graphs : int, optional
-        Take the first ``n_graphs`` graphs of each dataset (default: all).
+        Take the first ``n_graphs`` graphs of each dataset (default: all; at most the dataset's size).
     labeled : bool
         Labeled variants of the synthetic sets (nws, ba).
     solve : bool
@@ -75,14 +104,21 @@ def compare_orderings(
         Solver backend and stop probability (when ``solve``).
     seed : int
         Seed of the seeded orderings (random, pbr, tsp).
+    repeat : int
+        Solves per (dataset, ordering) when ``solve``: ``solve_seconds`` is their
+        median, ``solve_seconds_min``/``_max`` the spread (single solves are noisy).
     progress : bool
-        Show a progress bar over graphs.
+        Show a progress bar (on stderr) over reorder steps and solves.
     log : callable, optional
-        Called with one line of text after each (dataset, ordering).
+        Called with one line of text after each (dataset, ordering), printed above the bar.
 
     Returns
     -------
     ComparisonResult
+        With ``solve``, ``summary`` also has ``cg_iter_same_all_orderings``: True
+        where every ordering of the dataset needed exactly the same CG iterations
+        for every pair (always so on the CPU, whose solver does not see the
+        ordering): solver-time differences are then timing noise.
 
     Examples
     --------
@@ -90,49 +126,49 @@ def compare_orderings(
     >>> list(r.summary["ordering"])
     ['natural', 'rcm']
     """
+    import sys
+
     import pandas as pd
 
-    from . import datasets as ds
     from .reorder import available_methods
 
     known = set(available_methods())
     bad = [o for o in orderings if o not in known]
     if bad:
         raise ValueError(f"unknown ordering(s) {bad}; choose from {sorted(known)}")
-    known_ds = {d.name if hasattr(d, "name") else d["name"] for d in ds.list_datasets()}
-    bad = [d for d in datasets if d not in known_ds]
-    if bad:
-        raise ValueError(f"unknown dataset(s) {bad}; choose from {sorted(known_ds)}")
     if not orderings or not datasets:
         raise ValueError("need at least one dataset and one ordering")
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+    loaded = {name: _load_for_compare(name, n_graphs, labeled) for name in datasets}
 
     bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        steps = sum(len(g) for g, _, _ in loaded.values()) * len(orderings)
+        steps += len(datasets) * len(orderings) * repeat if solve else 0
+        bar = tqdm(total=steps, unit="step", desc="compare", file=sys.stderr)
+
+    def stage(text: str) -> None:
+        if bar is not None:
+            bar.set_description(text, refresh=True)
+
     rows, hist_rows = [], []
+    iterations: dict[tuple[str, str], np.ndarray] = {}
     samples: dict[str, dict[str, Graph]] = {}
     for name in datasets:
-        kwargs: dict[str, Any] = {}
-        if n_graphs is not None:
-            kwargs["n_graphs"] = n_graphs
-        if name in ("nws", "ba"):
-            kwargs["labeled"] = labeled
-        loaded, load_stats = Load(name, **kwargs).run(_empty_state())
-        graphs = list(loaded.graphs)
-        if progress and bar is None:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(graphs) * len(orderings) * len(datasets), unit="graph", desc="reorder")
+        graphs, nk, ek = loaded[name]
+        nodes_total = int(sum(g.n_nodes for g in graphs))
         samples[name] = {}
         for ordering in orderings:
             opts = {"seed": seed} if ordering in ("random", "pbr", "tsp") else {}
+            stage(f"{name} {ordering}: reorder")
             stages = [
                 Load(graphs),
                 Reorder(ordering, progress=bar.update if bar is not None else None, **opts),
                 Pack(build=False),
             ]
-            if solve:
-                # the dataset's recommended kernels (labeled variants where the data are labeled)
-                nk, ek = ds.default_kernels(name, labeled=labeled or name not in ("nws", "ba"))
-                stages.append(Solve(node_kernel=nk, edge_kernel=ek, q=q, backend=backend))
             res = Pipeline(stages).run()
             by = {st.stage: st for st in res.stage_stats}
             pack, reo = by["pack"].figures, by["reorder"].figures
@@ -141,7 +177,7 @@ def compare_orderings(
                 "dataset": name,
                 "ordering": ordering,
                 "graphs": len(graphs),
-                "nodes": load_stats.figures["nodes_total"],
+                "nodes": nodes_total,
                 "octiles": pack["octiles"],
                 "nnz": pack["nnz"],
                 "nnz_per_octile": pack["nnz_per_octile"],
@@ -151,16 +187,28 @@ def compare_orderings(
                 "density_histogram": " ".join(map(str, hist.tolist())),
             }
             if solve:
-                sol = by["solve"].figures
+                times, sol, gram = [], None, None
+                for r in range(repeat):
+                    stage(f"{name} {ordering}: solve {r + 1}/{repeat}")
+                    step = Solve(node_kernel=nk, edge_kernel=ek, q=q, backend=backend)
+                    state, st = step.run(res.state)
+                    sol, gram = st.figures, state.gram
+                    times.append(sol["solve_seconds"])
+                    iterations[(name, ordering)] = np.asarray(step.kernel.last_stats.iterations)
+                    if bar is not None:
+                        bar.update(1)
                 # gram_trace is the same under every ordering (K is permutation invariant)
                 row.update(
                     backend=sol["backend"],
-                    solve_seconds=sol["solve_seconds"],
+                    solve_seconds=float(np.median(times)),
+                    solve_seconds_min=float(np.min(times)),
+                    solve_seconds_max=float(np.max(times)),
+                    solve_repeats=repeat,
                     pairs=sol["pairs"],
-                    pairs_per_s=sol["pairs_per_s"],
+                    pairs_per_s=sol["pairs"] / float(np.median(times)) if np.median(times) > 0 else float("inf"),
                     cg_iter_median=sol["cg_iter_median"],
                     cg_iter_max=sol["cg_iter_max"],
-                    gram_trace=float(np.trace(res.gram)),
+                    gram_trace=float(np.trace(gram)),
                 )
             rows.append(row)
             for k in range(1, TILE * TILE + 1):
@@ -169,36 +217,28 @@ def compare_orderings(
             if log is not None:
                 msg = f"{name:>9} {ordering:>8}: {row['octiles']:>7} octiles, {row['reorder_seconds']:.2f} s reorder"
                 if solve:
-                    msg += f", {row['solve_seconds']:.2f} s solve ({row['backend']})"
-                if bar is not None:  # print above the progress bar, not through it
-                    with bar.external_write_mode():
+                    msg += f", {row['solve_seconds']:.2f} s solve (median of {repeat}, {row['backend']})"
+                if bar is not None:  # print above the progress bar (it is on stderr), not through it
+                    with bar.external_write_mode(file=sys.stderr):
                         log(msg)
                 else:
                     log(msg)
     if bar is not None:
         bar.close()
-    return ComparisonResult(pd.DataFrame(rows), pd.DataFrame(hist_rows), samples)
+    summary = pd.DataFrame(rows)
+    if solve:
+        same = {}
+        for name in datasets:
+            its = [iterations[(name, o)] for o in orderings]
+            same[name] = all(a.shape == its[0].shape and np.array_equal(a, its[0]) for a in its)
+        summary["cg_iter_same_all_orderings"] = summary["dataset"].map(same)
+    return ComparisonResult(summary, pd.DataFrame(hist_rows), samples)
 
 
 def _empty_state():
     from .pipeline import PipelineState
 
     return PipelineState()
-
-
-def atomic_write(path: Path, write: Callable[[str], Any]) -> None:
-    """Call ``write(tmp_path)`` then rename onto ``path``, so no half-written file is left."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_report(result: ComparisonResult, out_dir: str | Path, plots: bool = True) -> list[Path]:
@@ -266,9 +306,17 @@ def _plots(result: ComparisonResult, out: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
         for ax, name in zip(axes[0], names):
             sub = df[df["dataset"] == name]
-            ax.bar(sub["ordering"], sub["solve_seconds"], color="tab:green")
-            ax.set_title(f"{name}: solver ({sub['backend'].iloc[0]})")
-            ax.set_ylabel("seconds")
+            err = None
+            if "solve_seconds_min" in sub.columns:
+                err = np.vstack([sub["solve_seconds"] - sub["solve_seconds_min"],
+                                 sub["solve_seconds_max"] - sub["solve_seconds"]])
+            ax.bar(sub["ordering"], sub["solve_seconds"], yerr=err, capsize=3, color="tab:green")
+            reps = int(sub["solve_repeats"].iloc[0]) if "solve_repeats" in sub.columns else 1
+            ax.set_title(f"{name}: solver ({sub['backend'].iloc[0]}), median of {reps}", fontsize=9)
+            if "cg_iter_same_all_orderings" in sub.columns and bool(sub["cg_iter_same_all_orderings"].iloc[0]):
+                ax.text(0.5, 0.98, "CG iterations identical across orderings:\ndifferences are timing noise",
+                        transform=ax.transAxes, ha="center", va="top", fontsize=7, color="0.3")
+            ax.set_ylabel("seconds (bars: min-max)")
             ax.tick_params(axis="x", rotation=45)
         fig.tight_layout()
         written.append(_save(fig, out / "solve_time.png"))

@@ -1,4 +1,4 @@
-"""Invalid input gives a clear error naming the graph and the field (DESIGN §1.3)."""
+"""Invalid input gives a clear error naming the graph and the field (docs/design.md §1.3)."""
 
 from __future__ import annotations
 

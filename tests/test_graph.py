@@ -254,3 +254,137 @@ def test_graph_pickles_and_deepcopies():
     assert np.array_equal(h.node_labels["label"], g.node_labels["label"])
     assert not h.adjacency.data.flags.writeable
     assert copy.deepcopy(g) is g
+
+
+# ---------------------------------------------------------------------- vector labels
+def test_vector_node_and_edge_labels():
+    A = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=float)
+    xyz = [[0.0, 0.0], [1.0, 0.5], [2, 1]]  # ints mixed in a vector field are stored as floats
+    E = np.zeros((3, 3, 2))
+    E[0, 1] = E[1, 0] = (1.0, 2.0)
+    E[1, 2] = E[2, 1] = (3.0, 4.0)
+    g = Graph(A, node_labels={"pos": xyz, "kind": [1, 2, 1]}, edge_labels={"v": E}, title="vec")
+    assert g.node_labels["pos"].shape == (3, 2) and g.node_labels["pos"].dtype == np.float64
+    assert g.node_labels["kind"].dtype == np.int64  # 1-D behaviour unchanged
+    np.testing.assert_array_equal(g.edge_labels["v"], [[1, 2], [1, 2], [3, 4], [3, 4]])
+    h = g.permute([2, 1, 0])
+    np.testing.assert_array_equal(h.node_labels["pos"], np.asarray(xyz, dtype=float)[[2, 1, 0]])
+    np.testing.assert_array_equal(h.edge_labels["v"], [[3, 4], [3, 4], [1, 2], [1, 2]])
+    csr = Graph.from_csr([0, 1, 2], [1, 0], [1.0, 1.0], 2, edge_labels={"v": [[0.5, 1.0], [0.5, 1.0]]})
+    assert csr.edge_labels["v"].shape == (2, 2)
+    assert g.to_networkx().nodes[1]["pos"] == [1.0, 0.5]
+
+
+@pytest.mark.parametrize(
+    "values, match",
+    [
+        ([[1.0, 2.0], [3.0]], "'pos' is ragged"),
+        ([["a", "b"], ["c", "d"]], "'pos' must be numeric"),
+        (np.zeros((2, 0)), r"'pos' has shape \(2, 0\)"),
+        (np.zeros((2, 2, 2)), r"'pos' has shape \(2, 2, 2\)"),
+        ([[1.0, np.nan], [0.0, 0.0]], "'pos' holds NaN"),
+    ],
+)
+def test_bad_vector_labels_name_the_field(values, match):
+    with pytest.raises(GraphError, match=match):
+        Graph(np.array([[0, 1], [1, 0]]), node_labels={"pos": values})
+
+
+def test_edge_vector_label_must_be_symmetric():
+    E = np.zeros((2, 2, 2))
+    E[0, 1] = (1.0, 2.0)
+    E[1, 0] = (1.0, 3.0)
+    with pytest.raises(GraphError, match="'v' is not symmetric"):
+        Graph(np.array([[0, 1], [1, 0]]), edge_labels={"v": E})
+
+
+# ---------------------------------------------------------------------- fuzz findings
+EDGE2 = np.array([[0.0, 1.0], [1.0, 0.0]])
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [np.array([2**63, 1], dtype=np.uint64), [2**63, 1], [2**70, 0], [-(2**63) - 1, 0]],
+)
+def test_labels_outside_int64_are_rejected_not_wrapped(labels):
+    with pytest.raises(GraphError, match="'x' holds integer .* outside the int64 range"):
+        Graph(EDGE2, node_labels={"x": labels})
+
+
+def test_uint64_labels_within_int64_are_kept_exactly():
+    g = Graph(EDGE2, node_labels={"x": np.array([2**63 - 1, 7], dtype=np.uint64)})
+    assert g.node_labels["x"].tolist() == [2**63 - 1, 7]
+    g = Graph(EDGE2, node_labels={"x": [2**62 + 1, 2**62]})  # python ints stay exact
+    assert g.node_labels["x"].tolist() == [2**62 + 1, 2**62]
+
+
+@pytest.mark.parametrize("labels", [[2**53 + 1, 0.5], [2**53 + 1, float(2**53)]])
+def test_big_ints_mixed_with_floats_do_not_merge(labels):
+    with pytest.raises(GraphError, match=r"mixes floats with integer 9007199254740993 > 2\*\*53"):
+        Graph(EDGE2, node_labels={"x": labels})
+    G = nx.path_graph(2)
+    nx.set_node_attributes(G, dict(enumerate(labels)), "x")
+    with pytest.raises(GraphError, match="mixes floats"):
+        Graph.from_networkx(G, node_labels=["x"])
+
+
+def test_small_ints_mixed_with_floats_are_fine():
+    np.testing.assert_array_equal(Graph(EDGE2, node_labels={"x": [1, 0.5]}).node_labels["x"], [1.0, 0.5])
+
+
+def test_asymmetry_is_checked_per_entry_not_against_the_largest_weight():
+    A = np.zeros((4, 4))
+    A[0, 1] = A[1, 0] = 1e13
+    A[2, 3] = 1.0  # (3, 2) is missing
+    with pytest.raises(GraphError, match=r"not symmetric.*entry \(2, 3\) is 1.0 but \(3, 2\) is 0.0"):
+        Graph(A)
+    A = np.zeros((2, 2))
+    A[0, 1] = 1e13
+    with pytest.raises(GraphError, match="not symmetric"):
+        Graph(sp.csr_array(A))
+    B = np.array([[0.0, 1e13], [1e13 * (1 + 1e-15), 0.0]])  # rounding-level difference is accepted
+    assert Graph(B).n_edges == 1
+
+
+@pytest.mark.parametrize(
+    "adj",
+    [np.array([["0", "1.5"], ["1.5", "0"]]), np.array([[b"0", b"1"], [b"1", b"0"]]),
+     np.array([[0, 1j], [1j, 0]]), np.array([[0, "1"], [1, 0]], dtype=object)],
+)
+def test_text_or_complex_weights_are_rejected(adj):
+    with pytest.raises(GraphError, match="adjacency matrix (has dtype|holds)"):
+        Graph(adj)
+
+
+def test_text_weights_rejected_in_csr_and_networkx():
+    with pytest.raises(GraphError, match="CSR data"):
+        Graph.from_csr([0, 1, 2], [1, 0], ["1.5", "1.5"], 2)
+    for w in ("1.5", b"1"):
+        G = nx.path_graph(2)
+        G.edges[0, 1]["weight"] = w
+        with pytest.raises(GraphError, match=r"edge weight 'weight' is not numeric: edge \(0, 1\)"):
+            Graph.from_networkx(G)
+
+
+@pytest.mark.parametrize("obj", [{}, [], None, "graph"])
+def test_from_networkx_rejects_non_graphs(obj):
+    with pytest.raises(GraphError, match="expected a networkx.Graph"):
+        Graph.from_networkx(obj)
+
+
+def test_edgeless_graph_with_sparse_edge_labels():
+    g = Graph(np.zeros((3, 3)), edge_labels={"e": sp.csr_array((3, 3))})
+    assert g.n_edges == 0 and g.edge_labels["e"].shape == (0,)
+    with pytest.raises(GraphError, match=r"'e' has shape \(2, 2\)"):
+        Graph(np.zeros((3, 3)), edge_labels={"e": sp.csr_array((2, 2))})
+
+
+def test_vector_labels_pickle_and_networkx_lists():
+    import pickle
+
+    G = nx.path_graph(3)
+    nx.set_node_attributes(G, {0: [0.0, 1.0], 1: [1.0, 2.0], 2: [2.0, 3.0]}, "pos")
+    g = Graph.from_networkx(G, node_labels=["pos"])
+    assert g.node_labels["pos"].shape == (3, 2)
+    h = pickle.loads(pickle.dumps(g))
+    np.testing.assert_array_equal(h.node_labels["pos"], g.node_labels["pos"])

@@ -223,3 +223,12 @@ def test_pdb_errors(tmp_path):
     for cutoff in (0, -1.0, float("nan"), float("inf"), "abc"):
         with pytest.raises(GraphError, match="cutoff"):
             Graph.from_pdb(good, cutoff=cutoff)
+
+
+@pytest.mark.parametrize("value", ["   1e308", "  -1e200", "   1e151"])
+def test_pdb_huge_coordinates_give_graph_error(tmp_path, value):
+    line = f"ATOM      1  N   GLY A   1    {value}   0.000   0.000  1.00  0.00           N"
+    path = tmp_path / "huge.pdb"
+    path.write_text(line + "\n" + _atom(2, " CA", "GLY", "A", 1, (0.0, 0.0, 0.0), "C") + "\n")
+    with pytest.raises(GraphError, match=r"huge.pdb: atom 1 \('N'\) has coordinates .* beyond"):
+        Graph.from_pdb(path)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import importlib
 import sys
 
-from . import SUITES
+from . import SUITES as _SUITES
+
+#: The suites of :mod:`mgkflow.bench` plus ``fuzz`` (property-based fuzzing, needs hypothesis).
+SUITES = {**_SUITES, "fuzz": "mgkflow.bench.fuzz"}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m mgkflow.bench {" + ",".join(SUITES) + "} [options]")
+        print("usage: python -m mgkflow.bench SUITE [options]   (also: mgkflow bench SUITE [options])")
         print("       python -m mgkflow.bench SUITE --help")
+        print("SUITE is one of: " + ", ".join(SUITES))
         return 0 if argv else 2
     suite, rest = argv[0], argv[1:]
     if suite not in SUITES:

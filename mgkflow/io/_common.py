@@ -1,0 +1,183 @@
+"""Shared pieces of the file readers: the GraphSet record and the categorical-label encoder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import FileFormatError
+from ..graph import Graph
+
+__all__ = [
+    "GraphSet", "CategoryEncoder", "is_text_value", "parse_fields", "properties_frame", "check_path", "read_text",
+]
+
+
+def is_text_value(v: Any) -> bool:
+    """True for str and bytes values (categorical labels to encode)."""
+    return isinstance(v, (str, bytes, np.str_, np.bytes_))
+
+
+@dataclass
+class CategoryEncoder:
+    """Integer codes for categorical (text) label values, one table per label field.
+
+    A reader fits the encoder on *all* graphs of one call before building any
+    graph, so one value gets one code across the whole call. Within a field,
+    new values get the next free codes in sorted order (codes start at 0), so
+    the codes do not depend on the order of graphs. Pass the same encoder to a
+    later call (``encoder=gs.encoder``) to keep the codes of a training set for a
+    test set: known values keep their codes, unseen ones are appended.
+
+    Tables are keyed ``"node:FIELD"`` and ``"edge:FIELD"``.
+
+    Examples
+    --------
+    >>> enc = CategoryEncoder()
+    >>> enc.fit("node:element", ["O", "C", "N", "C"])
+    >>> enc.encode("node:element", ["C", "N", "O"]).tolist()
+    [0, 1, 2]
+    >>> enc.fit("node:element", ["Cl"])
+    >>> enc.encode("node:element", ["Cl"]).tolist(), enc.decode("node:element", [3])
+    ([3], ['Cl'])
+    """
+
+    tables: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def fit(self, key: str, values: Iterable[Any]) -> None:
+        """Give every value not yet known a code (sorted order, after the existing codes)."""
+        table = self.tables.setdefault(key, {})
+        new = sorted({_text(v) for v in values} - set(table))
+        for v in new:
+            table[v] = len(table)
+
+    def encode(self, key: str, values: Sequence[Any]) -> np.ndarray:
+        """Codes of ``values`` (int64); every value must have been fitted."""
+        table = self.tables.get(key, {})
+        try:
+            return np.fromiter((table[_text(v)] for v in values), dtype=np.int64, count=len(values))
+        except KeyError as exc:
+            raise KeyError(f"{key}: value {exc.args[0]!r} was not fitted") from None
+
+    def decode(self, key: str, codes: Iterable[int]) -> list[str]:
+        """The values of ``codes``."""
+        inverse = {c: v for v, c in self.tables.get(key, {}).items()}
+        return [inverse[int(c)] for c in codes]
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, (bytes, np.bytes_)):
+        return bytes(v).decode("utf-8", "replace")
+    return str(v)
+
+
+@dataclass
+class GraphSet:
+    """Graphs read from a file or directory, with their identifiers and properties.
+
+    Attributes
+    ----------
+    graphs : list of Graph
+        The graphs, in file order.
+    ids : list of str
+        One identifier per graph (names/titles from the file, else positions);
+        also each graph's ``title``.
+    properties : pandas.DataFrame
+        One row per graph (index: ``ids``): SMILES-file columns, SDF data fields,
+        TU graph labels/attributes, GraphML graph attributes. Numeric columns are numeric.
+    format : str
+        The reader that produced the set ("smiles", "sdf", "graphml", "gml", "tu").
+    source : str
+        The path read.
+    encoder : CategoryEncoder
+        Codes given to text labels (see :class:`CategoryEncoder`).
+    skipped : list of (int, str)
+        Lines or records skipped with ``on_error="skip"``: (line or record number, reason).
+    """
+
+    graphs: list[Graph]
+    ids: list[str]
+    properties: Any
+    format: str
+    source: str
+    encoder: CategoryEncoder = field(default_factory=CategoryEncoder)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def head(self, n: int) -> GraphSet:
+        """The first ``n`` graphs (with their ids and property rows)."""
+        return GraphSet(
+            self.graphs[:n], self.ids[:n], self.properties.iloc[:n], self.format, self.source,
+            self.encoder, self.skipped,
+        )
+
+    def __repr__(self) -> str:
+        cols = list(self.properties.columns)
+        return f"<GraphSet {self.format} '{self.source}': {len(self.graphs)} graphs, properties {cols}>"
+
+
+def properties_frame(rows: list[dict[str, Any]], ids: list[str]) -> Any:
+    """A DataFrame of per-graph properties; columns whose values all parse as numbers become numeric."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows, index=pd.Index(ids, name="id"))
+    for col in df.columns:
+        if not (pd.api.types.is_numeric_dtype(df[col]) or pd.api.types.is_bool_dtype(df[col])):
+            try:
+                df[col] = pd.to_numeric(df[col])
+            except (ValueError, TypeError):
+                pass
+    return df
+
+
+def parse_fields(spec: str | Sequence[str] | None) -> list[str] | None:
+    """``"a,b"`` or ``["a", "b"]`` -> ``["a", "b"]``; None stays None (meaning: all fields)."""
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        return [s.strip() for s in spec.split(",") if s.strip()]
+    return [str(s) for s in spec]
+
+
+def check_path(path: Any, what: str, directory: bool = False) -> Path:
+    """``path`` as a Path that exists (a directory if ``directory``), else FileFormatError."""
+    try:
+        p = Path(os.fspath(path))
+    except TypeError as exc:
+        raise FileFormatError(f"{what}: expected a path, got {type(path).__name__}") from exc
+    if not p.exists():
+        raise FileFormatError(f"{what}: no such file or directory", path=p)
+    if directory and not p.is_dir():
+        raise FileFormatError(f"{what}: expected a directory", path=p)
+    if not directory and p.is_dir():
+        raise FileFormatError(f"{what}: expected a file, got a directory", path=p)
+    return p
+
+
+def read_text(path: Path, what: str) -> str:
+    """The text of a (possibly gzip-compressed) file; FileFormatError if unreadable or binary."""
+    import gzip
+
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FileFormatError(f"{what}: cannot read: {exc.strerror or exc}", path=path) from exc
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise FileFormatError(f"{what}: looks gzipped but cannot be decompressed: {exc}", path=path) from exc
+    if b"\x00" in raw[:65536]:
+        raise FileFormatError(f"{what}: not a text file (NUL bytes)", path=path)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise FileFormatError(f"{what}: not UTF-8 text ({exc.reason})", path=path, line=line) from exc

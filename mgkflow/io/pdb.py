@@ -1,0 +1,60 @@
+"""PDB files (own parser, :mod:`mgkflow.io_pdb`): one protein contact graph per file.
+
+Each file (plain or gzip) becomes :meth:`mgkflow.Graph.from_pdb` with the given
+``cutoff`` (Å) and ``chain``: heavy atoms with ``element`` and ``residue``
+labels, edges between atoms closer than the cutoff with weight
+``(1 - (r/cutoff)**2)**2`` and label ``distance``. Ids are the file names
+without extension; a directory of PDB files is read file by file (sorted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import FileFormatError, GraphError
+from ..graph import Graph
+from ._common import CategoryEncoder, GraphSet, check_path, properties_frame
+
+__all__ = ["read", "NAME", "EXTENSIONS"]
+
+NAME = "pdb"
+EXTENSIONS = (".pdb", ".ent", ".pdb.gz", ".ent.gz")
+
+
+def _stem(p: Path) -> str:
+    name = p.name
+    for suffix in (".gz", ".pdb", ".ent"):
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+    return name or p.name
+
+
+def read(
+    paths: Any,
+    cutoff: float = 6.0,
+    chain: str | None = None,
+    encoder: CategoryEncoder | None = None,
+    n_graphs: int | None = None,
+) -> GraphSet:
+    """Read one or several PDB files (see the module docstring)."""
+    if isinstance(paths, (str, Path)) or not isinstance(paths, Sequence):
+        paths = [paths]
+    files = [check_path(p, "PDB file") for p in paths][: n_graphs if n_graphs is not None else None]
+    if not files:
+        raise FileFormatError("no PDB files given")
+    graphs, ids = [], []
+    for p in files:
+        try:
+            g = Graph.from_pdb(p, cutoff=cutoff, chain=chain, title=_stem(p))
+        except GraphError as exc:
+            if isinstance(exc, FileFormatError):
+                raise
+            err = FileFormatError(str(exc))  # the message names the file already
+            err.path = str(p)
+            raise err from None
+        graphs.append(g)
+        ids.append(_stem(p))
+    source = str(files[0]) if len(files) == 1 else str(files[0].parent)
+    return GraphSet(graphs, ids, properties_frame([{} for _ in ids], ids), NAME, source, encoder or CategoryEncoder())
