@@ -559,3 +559,36 @@ def test_rational_quadratic_in_the_graph_kernel():
     K_rq = MarginalizedGraphKernel(edge_kernel=RationalQuadratic(0.8, 1e6, "length"), q=0.1, backend="cpu")(gs)
     K_se = MarginalizedGraphKernel(edge_kernel=SquareExponential(0.8, "length"), q=0.1, backend="cpu")(gs)
     np.testing.assert_allclose(K_rq, K_se, rtol=1e-5)
+
+
+def test_vector_kernels_in_the_graph_kernel():
+    """With Graph accepting (n, d) label fields, the CPU backend evaluates the vector kernels."""
+    import networkx as nx
+
+    from mgkflow import Graph
+
+    rng = np.random.default_rng(3)
+    try:
+        gs = [
+            Graph(nx.to_numpy_array(nx.cycle_graph(n)), node_labels={"xyz": rng.random((n, 3)), "el": np.arange(n) % 2})
+            for n in (4, 5, 6)
+        ]
+    except GraphError:
+        pytest.skip("this Graph does not accept vector label fields yet")
+    vse = VectorSquareExponential(0.8, "xyz", dim=3)
+    K = MarginalizedGraphKernel(node_kernel=KroneckerDelta(0.5, "el") * vse, q=0.1, backend="cpu")(gs, normalize=True)
+    assert np.allclose(np.diag(K), 1.0) and np.all((K > 0) & (K <= 1 + 1e-12))
+    # one graph against itself with the component fields as separate scalar kernels: the same value
+    g = gs[0]
+    xyz = g.node_labels["xyz"]
+    labels = {f"c{k}": xyz[:, k] for k in range(3)} | {"el": np.arange(4) % 2}
+    split = Graph(nx.to_numpy_array(nx.cycle_graph(4)), node_labels=labels)
+    prod = KroneckerDelta(0.5, "el")
+    for k in range(3):
+        prod = prod * SquareExponential(0.8, f"c{k}")
+    a = MarginalizedGraphKernel(node_kernel=KroneckerDelta(0.5, "el") * vse, q=0.1, backend="cpu")([g])
+    b = MarginalizedGraphKernel(node_kernel=prod, q=0.1, backend="cpu")([split])
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+    cos = 0.5 * Constant(1.0) + 0.5 * CosineSimilarity("xyz", dim=3)
+    K = MarginalizedGraphKernel(node_kernel=cos, q=0.1, backend="cpu")(gs)
+    assert np.all(np.isfinite(K)) and np.allclose(K, K.T)

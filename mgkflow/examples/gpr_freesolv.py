@@ -561,10 +561,14 @@ def run(cfg: RunConfig) -> pd.DataFrame:
 
     log("")
     log(f"{'model':22s} {'RMSE':>16s} {'MAE':>16s} {'R2':>14s}  fit s")
+
+    def pm(mean: float, sd: float, width: int) -> str:
+        return f"{mean:{width}.3f} ± {sd:5.3f}" if np.isfinite(sd) else f"{mean:{width}.3f}        "
+
     for r in summary.itertuples():
         log(
-            f"{r.model:22s} {r.rmse_mean:8.3f} ± {r.rmse_sd:5.3f} {r.mae_mean:8.3f} ± {r.mae_sd:5.3f} "
-            f"{r.r2_mean:6.3f} ± {r.r2_sd:5.3f}  {r.fit_seconds:.1f}"
+            f"{r.model:22s} {pm(r.rmse_mean, r.rmse_sd, 8)} {pm(r.mae_mean, r.mae_sd, 8)} "
+            f"{pm(r.r2_mean, r.r2_sd, 6)}  {r.fit_seconds:.1f}"
         )
     log(f"wrote {cfg.out}/{name}_{{folds,predictions,summary}}.csv and {name}_parity.png")
     return summary
