@@ -84,7 +84,7 @@ GRID: tuple[tuple[float, float, float], ...] = tuple(
     (hn, he, q) for hn in (0.2, 0.5, 0.8) for he in (0.5, 0.9) for q in (0.01, 0.05, 0.2)
 )
 #: Ridge penalties of the fallback mode (on normalized kernels, targets centred).
-ALPHAS: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0)
+ALPHAS: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 
 
 # ---------------------------------------------------------------------- kernels
