@@ -503,7 +503,9 @@ def run(cfg: RunConfig) -> pd.DataFrame:
         t0 = time.perf_counter()
         for i, (hn, he, q) in enumerate(cfg.grid):
             kern = normalized_mgk(hn, he, q, backend=cfg.backend)
-            grams.append(kern(data.graphs, normalize=True))
+            X_all = np.empty(len(data), dtype=object)
+            X_all[:] = data.graphs
+            grams.append(kern(X_all) if isinstance(kern, Normalized) else kern(data.graphs, normalize=True))
             log(f"  Gram {i + 1}/{len(cfg.grid)} (h_node={hn}, h_edge={he}, q={q}): {time.perf_counter() - t0:.1f} s")
         gram_seconds = time.perf_counter() - t0
 
