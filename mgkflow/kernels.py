@@ -40,7 +40,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from .errors import KernelRangeError
+from .errors import GraphError, KernelRangeError
 
 __all__ = [
     "Hyperparameter",
@@ -48,6 +48,12 @@ __all__ = [
     "Constant",
     "KroneckerDelta",
     "SquareExponential",
+    "RationalQuadratic",
+    "VectorSquareExponential",
+    "CosineSimilarity",
+    "vector_component",
+    "vector_dims",
+    "c_fields",
     "Product",
     "Sum",
     "tensor_product",
@@ -592,3 +598,366 @@ def check_edge_kernel(kernel: BaseKernel) -> BaseKernel:
             "needs edge kernel values in [0, 1]"
         )
     return kernel
+
+
+# ---------------------------------------------------------------------- more base kernels
+class RationalQuadratic(BaseKernel):
+    """k(a, b) = (1 + (a - b)^2 / (2 alpha l^2))^(-alpha) on the numeric label field ``field``.
+
+    A scale mixture of square exponentials: small ``alpha`` gives heavy tails, and
+    ``alpha -> inf`` tends to ``SquareExponential(l)``. Values lie in (0, 1].
+
+    Parameters
+    ----------
+    length_scale, alpha : float
+        Positive, in [1e-6, 1e6].
+    field : str
+        Numeric label field.
+    length_scale_bounds, alpha_bounds : (float, float) or "fixed"
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> k = RationalQuadratic(1.0, 1.0, "length")
+    >>> k({"length": np.array([1.0, 1.0])}, {"length": np.array([1.0, 3.0])})
+    array([1.        , 0.33333333])
+    >>> [h.name for h in k.hyperparameters]
+    ['length_scale', 'alpha']
+    """
+
+    RANGE = (1e-6, 1e6)
+
+    def __init__(
+        self,
+        length_scale: float,
+        alpha: float,
+        field: str,
+        length_scale_bounds: Bounds = (1e-2, 1e2),
+        alpha_bounds: Bounds = (1e-2, 1e2),
+    ) -> None:
+        lo, hi = self.RANGE
+        who = f"RationalQuadratic(length_scale, alpha, {field!r})"
+        ls = _as_float(length_scale, who)
+        al = _as_float(alpha, who)
+        for name, v in (("length_scale", ls), ("alpha", al)):
+            if not (lo <= v <= hi):
+                raise KernelRangeError(f"{who} needs {lo:g} <= {name} <= {hi:g}, got {name}={v}")
+        _check_field(field, "RationalQuadratic")
+        self.length_scale = ls
+        self.alpha = al
+        self.field = field
+        self.length_scale_bounds = _check_bounds(length_scale_bounds, f"{who} length_scale", lo, hi)
+        self.alpha_bounds = _check_bounds(alpha_bounds, f"{who} alpha", lo, hi)
+        self.fields = (field,)
+
+    def _x(self, x, y):
+        # x = d^2 / (2 alpha l^2) >= 0
+        d = _numeric(x, self.field, self) - _numeric(y, self.field, self)
+        return d * d / (2.0 * self.alpha * self.length_scale**2)
+
+    def __call__(self, x, y):
+        return np.exp(-self.alpha * np.log1p(self._x(x, y)))
+
+    def gradient(self, x, y):
+        u = self._x(x, y)
+        k = np.exp(-self.alpha * np.log1p(u))
+        # dk/dl = 2 alpha u k / ((1 + u) l);  dk/dalpha = k (u / (1 + u) - log(1 + u))
+        return [2.0 * self.alpha * u * k / ((1.0 + u) * self.length_scale), k * (u / (1.0 + u) - np.log1p(u))]
+
+    def _u(self, lhs, rhs, p):
+        a, b = f"(float)({lhs(self.field)})", f"(float)({rhs(self.field)})"
+        return f"({p(0)} * ({a} - {b}) * ({a} - {b}))"
+
+    def c_expr(self, lhs, rhs, par=None):
+        # device values: 0 = 1 / (2 alpha l^2), 1 = alpha, 2 = 2 alpha / l
+        p = self._par(par)
+        return f"expf(-({p(1)}) * log1pf({self._u(lhs, rhs, p)}))"
+
+    def c_grad(self, lhs, rhs, par=None):
+        p = self._par(par)
+        u = self._u(lhs, rhs, p)
+        k = self.c_expr(lhs, rhs, p)
+        return [
+            f"({p(2)} * {u} * {k} / (1.0f + {u}))",
+            f"({k} * ({u} / (1.0f + {u}) - log1pf({u})))",
+        ]
+
+    @property
+    def hyperparameters(self):
+        return (
+            Hyperparameter("length_scale", self.length_scale, self.length_scale_bounds),
+            Hyperparameter("alpha", self.alpha, self.alpha_bounds),
+        )
+
+    def with_values(self, values):
+        ls, al = values
+        return RationalQuadratic(float(ls), float(al), self.field, self.length_scale_bounds, self.alpha_bounds)
+
+    def device_values(self):
+        return [1.0 / (2.0 * self.alpha * self.length_scale**2), self.alpha, 2.0 * self.alpha / self.length_scale]
+
+    @property
+    def range(self):
+        return Range(0.0, 1.0, lo_open=True)
+
+    def __repr__(self):
+        return f"RationalQuadratic({self.length_scale!r}, {self.alpha!r}, {self.field!r})"
+
+
+def vector_component(field: str, k: int) -> str:
+    """Name under which the C expressions ask for component ``k`` of vector field ``field``.
+
+    Vector kernels write ``lhs(vector_component(field, k))`` for k = 0 .. dim - 1, i.e.
+    ``lhs("coords[0]")``, ``lhs("coords[1]")``, ... The caller maps each name to a C
+    expression of a scalar (for instance a register loaded from column k of the field's
+    (size, dim) array). :func:`c_fields` lists every name a kernel's C expressions use.
+
+    Examples
+    --------
+    >>> vector_component("coords", 2)
+    'coords[2]'
+    """
+    return f"{field}[{int(k)}]"
+
+
+class VectorSquareExponential(BaseKernel):
+    """k(a, b) = exp(-|a - b|^2 / (2 l^2)) on a vector label field of fixed dimension ``dim``.
+
+    Vector fields are float arrays of shape (size, dim) (one row per node or edge), e.g.
+    3-D coordinates or a descriptor. The numpy form reduces over the last axis (so
+    ``x[field]`` of shape (n, 1, dim) against (1, m, dim) gives (n, m)); the C form
+    unrolls the ``dim`` components, asking for them as ``lhs(vector_component(field, k))``.
+    Values lie in (0, 1].
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> k = VectorSquareExponential(1.0, "xyz", dim=2)
+    >>> k({"xyz": np.array([[0.0, 0.0], [1.0, 1.0]])}, {"xyz": np.array([[0.0, 0.0], [0.0, 0.0]])})
+    array([1.        , 0.36787944])
+    >>> k.c_expr(lambda f: "a." + f, lambda f: "b." + f).count("a.xyz[1]")
+    2
+    """
+
+    LENGTH_SCALE_RANGE = SquareExponential.LENGTH_SCALE_RANGE
+
+    def __init__(self, length_scale: float, field: str, dim: int, length_scale_bounds: Bounds = (1e-2, 1e2)) -> None:
+        who = f"VectorSquareExponential(length_scale, {field!r})"
+        ls = _as_float(length_scale, who)
+        lo, hi = self.LENGTH_SCALE_RANGE
+        if not (lo <= ls <= hi):
+            raise KernelRangeError(f"{who} needs {lo:g} <= length_scale <= {hi:g}, got {ls}")
+        _check_field(field, "VectorSquareExponential")
+        self.length_scale = ls
+        self.field = field
+        self.dim = _check_dim(dim, "VectorSquareExponential")
+        self.length_scale_bounds = _check_bounds(length_scale_bounds, who, lo, hi)
+        self.fields = (field,)
+
+    def _d2(self, x, y):
+        d = _vector(x, self.field, self.dim, self) - _vector(y, self.field, self.dim, self)
+        return np.sum(d * d, axis=-1)
+
+    def __call__(self, x, y):
+        return np.exp(-0.5 * self._d2(x, y) / self.length_scale**2)
+
+    def gradient(self, x, y):
+        d2 = self._d2(x, y)
+        return [np.exp(-0.5 * d2 / self.length_scale**2) * d2 / self.length_scale**3]
+
+    def _d2_c(self, lhs, rhs):
+        terms = []
+        for k in range(self.dim):
+            a = f"(float)({lhs(vector_component(self.field, k))})"
+            b = f"(float)({rhs(vector_component(self.field, k))})"
+            terms.append(f"({a} - {b}) * ({a} - {b})")
+        return "(" + " + ".join(terms) + ")"
+
+    def c_expr(self, lhs, rhs, par=None):
+        # same device values as SquareExponential: 0 = -log2(e) / (2 l^2), 1 = 1 / l^3
+        return f"exp2f({self._par(par)(0)} * {self._d2_c(lhs, rhs)})"
+
+    def c_grad(self, lhs, rhs, par=None):
+        return [f"({self.c_expr(lhs, rhs, par)} * {self._d2_c(lhs, rhs)} * {self._par(par)(1)})"]
+
+    @property
+    def hyperparameters(self):
+        return (Hyperparameter("length_scale", self.length_scale, self.length_scale_bounds),)
+
+    def with_values(self, values):
+        (ls,) = values
+        return VectorSquareExponential(float(ls), self.field, self.dim, self.length_scale_bounds)
+
+    def device_values(self):
+        return [-0.5 * math.log2(math.e) / self.length_scale**2, 1.0 / self.length_scale**3]
+
+    @property
+    def range(self):
+        return Range(0.0, 1.0, lo_open=True)
+
+    def __repr__(self):
+        return f"VectorSquareExponential({self.length_scale!r}, {self.field!r}, dim={self.dim})"
+
+
+class CosineSimilarity(BaseKernel):
+    """k(a, b) = a·b / (|a| |b|) on a vector field of non-negative entries (values in [0, 1]).
+
+    Vector fields as in :class:`VectorSquareExponential`. A zero vector has similarity 0
+    with everything, itself included (the feature map a / |a| extended by 0 -> 0, so the
+    kernel stays positive semi-definite). Negative entries are rejected when evaluated in
+    numpy (they would leave [0, 1]); the C form clamps to [0, 1] against rounding only.
+    No hyperparameters. As a node kernel (values must be > 0) mix it with a constant,
+    e.g. ``0.5 * Constant(1.0) + 0.5 * CosineSimilarity("fp", dim=8)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> k = CosineSimilarity("fp", dim=2)
+    >>> k({"fp": np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])}, {"fp": np.array([[0.0, 2.0]])})
+    array([0.        , 0.70710678, 0.        ])
+    >>> str(k.range)
+    '[0, 1]'
+    """
+
+    def __init__(self, field: str, dim: int) -> None:
+        _check_field(field, "CosineSimilarity")
+        self.field = field
+        self.dim = _check_dim(dim, "CosineSimilarity")
+        self.fields = (field,)
+
+    def __call__(self, x, y):
+        a = _vector(x, self.field, self.dim, self)
+        b = _vector(y, self.field, self.dim, self)
+        for v in (a, b):
+            if np.any(v < 0):
+                raise GraphError(f"{self!r}: vector label field '{self.field}' has negative entries")
+        na = np.sqrt(np.sum(a * a, axis=-1))
+        nb = np.sqrt(np.sum(b * b, axis=-1))
+        den = na * nb
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cos = np.where(den > 0, np.sum(a * b, axis=-1) / np.where(den > 0, den, 1.0), 0.0)
+        return np.minimum(cos, 1.0)
+
+    def gradient(self, x, y):
+        return []
+
+    def _sum(self, f):
+        return "(" + " + ".join(f(k) for k in range(self.dim)) + ")"
+
+    def c_expr(self, lhs, rhs, par=None):
+        def comp(side, k):
+            return f"(float)({side(vector_component(self.field, k))})"
+
+        dot = self._sum(lambda k: f"{comp(lhs, k)} * {comp(rhs, k)}")
+        n2 = f"({self._sum(lambda k: f'{comp(lhs, k)} * {comp(lhs, k)}')} * " + (
+            f"{self._sum(lambda k: f'{comp(rhs, k)} * {comp(rhs, k)}')})"
+        )
+        return f"(({n2} > 0.0f) ? fminf({dot} / sqrtf({n2}), 1.0f) : 0.0f)"
+
+    def c_grad(self, lhs, rhs, par=None):
+        return []
+
+    @property
+    def hyperparameters(self):
+        return ()
+
+    def with_values(self, values):
+        if len(list(values)):
+            raise ValueError(f"{self!r} has no hyperparameters, got {list(values)}")
+        return CosineSimilarity(self.field, self.dim)
+
+    def device_values(self):
+        return []
+
+    @property
+    def range(self):
+        return Range(0.0, 1.0)
+
+    def __repr__(self):
+        return f"CosineSimilarity({self.field!r}, dim={self.dim})"
+
+
+def _check_field(field: Any, kind: str) -> None:
+    if not isinstance(field, str) or not field:
+        raise TypeError(f"{kind}: field must be a non-empty label field name")
+
+
+def _check_dim(dim: Any, kind: str) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
+        raise TypeError(f"{kind}: dim must be a positive int (the vector field's length), got {dim!r}")
+    return int(dim)
+
+
+def _numeric(x: Mapping[str, Any], field: str, kernel: BaseKernel) -> np.ndarray:
+    try:
+        a = np.asarray(x[field])
+    except ValueError as exc:
+        raise GraphError(f"{kernel!r}: label field '{field}' is ragged: {exc}") from exc
+    if a.dtype.kind not in "biuf":
+        raise GraphError(f"{kernel!r}: label field '{field}' must be numeric, got dtype {a.dtype}")
+    return a.astype(np.float64, copy=False)
+
+
+def _vector(x: Mapping[str, Any], field: str, dim: int, kernel: BaseKernel) -> np.ndarray:
+    """The vector field ``field`` of ``x`` as float64 (..., dim), or a clear GraphError."""
+    a = _numeric(x, field, kernel)
+    if a.ndim == 0 or a.shape[-1] != dim:
+        raise GraphError(
+            f"{kernel!r}: vector label field '{field}' must have {dim} components in its last axis, got shape {a.shape}"
+        )
+    if not np.all(np.isfinite(a)):
+        raise GraphError(f"{kernel!r}: vector label field '{field}' holds NaN or infinite values")
+    return a
+
+
+def vector_dims(kernel: BaseKernel) -> dict[str, int]:
+    """The vector label fields a kernel reads, with their dimension (scalar fields are left out).
+
+    Raises ``ValueError`` when one field is read with two different dimensions.
+
+    Examples
+    --------
+    >>> vector_dims(KroneckerDelta(0.5, "element") * VectorSquareExponential(1.0, "xyz", dim=3))
+    {'xyz': 3}
+    """
+    out: dict[str, int] = {}
+    leaves = _leaves(kernel)
+    for k in leaves:
+        if isinstance(k, VectorSquareExponential | CosineSimilarity):
+            if out.setdefault(k.field, k.dim) != k.dim:
+                raise ValueError(f"vector label field '{k.field}' is read with dimensions {out[k.field]} and {k.dim}")
+    for k in leaves:
+        if not isinstance(k, VectorSquareExponential | CosineSimilarity):
+            for f in k.fields:
+                if f in out:
+                    raise ValueError(
+                        f"label field '{f}' is read both as a vector (by a vector kernel) and as a scalar by {k!r}"
+                    )
+    return out
+
+
+def c_fields(kernel: BaseKernel) -> tuple[str, ...]:
+    """Every name the kernel's C expressions pass to ``lhs``/``rhs``, in first-use order.
+
+    A scalar field appears by its name, a vector field of dimension d as its components
+    ``vector_component(field, 0) .. vector_component(field, d - 1)``.
+
+    Examples
+    --------
+    >>> c_fields(KroneckerDelta(0.5, "element") * CosineSimilarity("fp", dim=2))
+    ('element', 'fp[0]', 'fp[1]')
+    """
+    dims = vector_dims(kernel)
+    out: list[str] = []
+    for f in kernel.fields:
+        if f in dims:
+            out.extend(vector_component(f, k) for k in range(dims[f]))
+        else:
+            out.append(f)
+    return tuple(out)
+
+
+def _leaves(kernel: BaseKernel) -> list[BaseKernel]:
+    if isinstance(kernel, Product | Sum):
+        return [leaf for k in kernel.kernels for leaf in _leaves(k)]
+    return [kernel]

@@ -1,0 +1,215 @@
+"""The GPR example (mgkflow.examples.gpr_freesolv): helpers and fast smoke runs on tiny subsets."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.gaussian_process.kernels import RBF, DotProduct, Hyperparameter, Kernel
+
+from mgkflow import MarginalizedGraphKernel
+from mgkflow.examples import gpr_freesolv as ex
+
+QUIET = dict(log=lambda s: None)
+
+
+class NodeCountKernel(Kernel):
+    """A stand-in scikit-learn kernel on graphs (RBF on node counts, unnormalized by a linear
+    factor) so that the example's GPR path runs before the MGK has the scikit-learn interface."""
+
+    def __init__(self, length_scale=2.0, length_scale_bounds=(1e-2, 1e2)):
+        self.length_scale = length_scale
+        self.length_scale_bounds = length_scale_bounds
+
+    @property
+    def hyperparameter_length_scale(self):
+        return Hyperparameter("length_scale", "numeric", self.length_scale_bounds)
+
+    @property
+    def requires_vector_input(self):
+        return False
+
+    def _n(self, X):
+        return np.array([g.n_nodes for g in X], dtype=float)
+
+    def __call__(self, X, Y=None, eval_gradient=False):
+        a = self._n(X)
+        b = a if Y is None else self._n(Y)
+        d2 = (a[:, None] - b[None, :]) ** 2
+        scale = np.outer(a, b)  # makes the diagonal differ from 1, so normalizing matters
+        K = scale * np.exp(-0.5 * d2 / self.length_scale**2)
+        if eval_gradient:
+            return K, (K * d2 / self.length_scale**2)[:, :, None]
+        return K
+
+    def diag(self, X):
+        return self._n(X) ** 2
+
+    def is_stationary(self):
+        return False
+
+
+def _check_outputs(out, name, models, n_rows):
+    folds = pd.read_csv(out / f"{name}_folds.csv")
+    summary = pd.read_csv(out / f"{name}_summary.csv")
+    pred = pd.read_csv(out / f"{name}_predictions.csv")
+    assert list(summary["model"]) == models
+    assert np.all(np.isfinite(folds[["rmse", "mae"]].to_numpy()))
+    assert (folds["rmse"] >= folds["mae"]).all()
+    for m in models:
+        assert (pred["model"] == m).sum() == n_rows
+    png = (out / f"{name}_parity.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(out.glob("*.tmp"))
+    return folds, summary, pred
+
+
+def _models():
+    return ["mgk-krr-grid"] + (["morgan-tanimoto-gpr"] if ex.morgan_fingerprints(["C"]) is not None else []) + ["mean"]
+
+
+def test_grid_fallback_smoke_freesolv(tmp_path):
+    cfg = ex.RunConfig(
+        dataset="freesolv", out=tmp_path, n_molecules=24, seeds=(0,), folds=3, backend="cpu", mode="grid",
+        grid=ex.GRID[:2], maxiter=3, **QUIET,
+    )  # fmt: skip
+    summary = ex.run(cfg)
+    folds, saved, pred = _check_outputs(tmp_path, "freesolv", _models(), 24)
+    assert list(saved["n_molecules"]) == [24] * len(saved)
+    assert len(folds) == 3 * len(saved)
+    # out-of-fold: every molecule predicted exactly once per model
+    assert sorted(pred[pred["model"] == "mean"]["index"]) == list(range(24))
+    # the mean predictor of each fold is the training mean
+    y = ex._load(cfg).y
+    for _, sub in pred[pred["model"] == "mean"].groupby("fold"):
+        te = sub["index"].to_numpy()
+        np.testing.assert_allclose(sub["y_pred"], np.delete(y, te).mean())
+    assert folds[folds["model"] == "mgk-krr-grid"]["params"].str.contains("h_node=0.2").all()
+    np.testing.assert_allclose(summary["rmse_mean"], saved["rmse_mean"])
+
+
+def test_grid_fallback_smoke_solubility_split(tmp_path):
+    cfg = ex.RunConfig(
+        dataset="solubility", out=tmp_path, n_molecules=30, backend="cpu", mode="grid", grid=ex.GRID[:1],
+        models=("mgk", "mean"), **QUIET,
+    )  # fmt: skip
+    ex.run(cfg)
+    data = ex._load(cfg)
+    n_test = sum(s == "test" for s in data.split)
+    folds, _, pred = _check_outputs(tmp_path, "solubility", ["mgk-krr-grid", "mean"], n_test)
+    assert (folds["n_test"] == n_test).all() and (folds["n_train"] == 30 - n_test).all()
+
+
+def test_gpr_path_with_a_stand_in_graph_kernel(tmp_path):
+    cfg = ex.RunConfig(
+        dataset="freesolv", out=tmp_path, n_molecules=20, seeds=(1,), folds=2, mode="gpr", maxiter=2,
+        models=("mgk", "mean"), mgk_factory=lambda: ex.Normalized(NodeCountKernel()), **QUIET,
+    )  # fmt: skip
+    ex.run(cfg)
+    folds, _, _ = _check_outputs(tmp_path, "freesolv", ["mgk-gpr", "mean"], 20)
+    assert folds[folds["model"] == "mgk-gpr"]["params"].str.contains("Normalized").all()
+
+
+@pytest.mark.skipif(not ex.sklearn_kernel_available(), reason="the MGK has no scikit-learn interface yet")
+def test_gpr_with_the_real_mgk(tmp_path):
+    cfg = ex.RunConfig(
+        dataset="freesolv", out=tmp_path, n_molecules=12, seeds=(0,), folds=2, backend="cpu", mode="gpr",
+        maxiter=2, models=("mgk",), **QUIET,
+    )  # fmt: skip
+    ex.run(cfg)
+    _check_outputs(tmp_path, "freesolv", ["mgk-gpr"], 12)
+
+
+def test_mode_gpr_without_the_interface_is_a_clear_error(tmp_path):
+    if ex.sklearn_kernel_available():
+        pytest.skip("the scikit-learn interface is present")
+    with pytest.raises(RuntimeError, match="scikit-learn kernel interface"):
+        ex.run(ex.RunConfig(out=tmp_path, n_molecules=8, mode="gpr", **QUIET))
+    assert ex.sklearn_kernel_available() == hasattr(MarginalizedGraphKernel, "theta")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--folds", "1", "--n-molecules", "8", "--models", "mean"], "folds"),
+        (["--models", "mgk,svm"], "unknown models"),
+        (["--n-molecules", "2"], "at least 4"),
+    ],
+)
+def test_cli_errors(tmp_path, capsys, argv, message):
+    assert ex.main([*argv, "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_mean_only(tmp_path, capsys):
+    assert ex.main(["--n-molecules", "10", "--seeds", "0", "--models", "mean", "--out", str(tmp_path)]) == 0
+    assert "mean" in capsys.readouterr().out
+    _check_outputs(tmp_path, "freesolv", ["mean"], 10)
+
+
+# ---------------------------------------------------------------------- helpers
+def test_normalized_kernel_values_and_gradient():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, 2)) + 2.0
+    Y = rng.normal(size=(3, 2)) + 2.0
+    base = DotProduct(sigma_0=0.5) * RBF(length_scale=1.3)
+    k = ex.Normalized(base)
+    K = k(X)
+    np.testing.assert_allclose(np.diag(K), 1.0)
+    raw = base(X)
+    np.testing.assert_allclose(K, raw / np.sqrt(np.outer(np.diag(raw), np.diag(raw))))
+    # the cross matrix agrees with the joint Gram's block
+    J = k(np.vstack([X, Y]))
+    np.testing.assert_allclose(k(X, Y), J[:6, 6:], rtol=1e-12)
+    np.testing.assert_allclose(k.diag(X), 1.0)
+    # gradient in log-theta vs central finite differences
+    K2, dK = k(X, eval_gradient=True)
+    np.testing.assert_allclose(K2, K)
+    assert dK.shape == (6, 6, len(k.theta)) == (6, 6, 2)
+    for i in range(len(k.theta)):
+        e = np.zeros_like(k.theta)
+        e[i] = 1e-6
+        fd = (k.clone_with_theta(k.theta + e)(X) - k.clone_with_theta(k.theta - e)(X)) / 2e-6
+        np.testing.assert_allclose(dK[:, :, i], fd, atol=1e-7)
+    assert np.allclose(np.einsum("iik->ik", dK), 0.0)
+    # sklearn protocol: clone, params, pickling
+    c = clone(k)
+    assert c == k and c is not k
+    assert "kernel__k2__length_scale" in k.get_params()
+    assert [h.name for h in k.hyperparameters] == ["kernel__k1__sigma_0", "kernel__k2__length_scale"]
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(k))(X), K)
+    with pytest.raises(ValueError, match="Y is None"):
+        k(X, Y, eval_gradient=True)
+
+
+def test_tanimoto():
+    A = np.array([[1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
+    K = ex.Tanimoto()(A)
+    assert K[0, 1] == pytest.approx(1 / 3) and K[0, 3] == pytest.approx(0.5)
+    assert K[2, 2] == 1.0 and K[2, 0] == 0.0
+    np.testing.assert_allclose(ex.Tanimoto().diag(A), 1.0)
+    np.testing.assert_allclose(ex.Tanimoto()(A[:2], A[2:]), K[:2, 2:])
+    assert np.linalg.eigvalsh(K).min() > -1e-12
+    assert clone(ex.Tanimoto()) == ex.Tanimoto()
+
+
+def test_molecular_kernels_and_normalized_mgk():
+    node, edge = ex.molecular_kernels(0.3, 0.7)
+    assert [h.value for h in node.hyperparameters] == [0.3] * 4
+    assert [h.value for h in edge.hyperparameters] == [0.7] * 2
+    k = ex.normalized_mgk(0.3, 0.7, q=0.1, backend="cpu")
+    mgk = k.kernel if isinstance(k, ex.Normalized) else k
+    assert isinstance(mgk, MarginalizedGraphKernel) and mgk.q == 0.1
+
+
+def test_morgan_fingerprints():
+    pytest.importorskip("rdkit")
+    fp = ex.morgan_fingerprints(["CCO", "OCC", "c1ccccc1"])
+    assert fp.shape == (3, 2048) and fp.dtype == np.uint8
+    np.testing.assert_array_equal(fp[0], fp[1])  # same molecule
+    assert 0 < fp[2].sum() < 20
+    with pytest.raises(ValueError, match="cannot parse"):
+        ex.morgan_fingerprints(["C1CC"])
