@@ -7,6 +7,7 @@ The data flow is load -> reorder -> pack -> solve -> report:
 """
 
 from .errors import ConvergenceError, ConvergenceWarning, GraphError, KernelRangeError
+from .gram import load_gram
 from .graph import Graph
 from .mgk import MarginalizedGraphKernel, SolveStats, gpu_available
 
@@ -21,4 +22,5 @@ __all__ = [
     "ConvergenceError",
     "ConvergenceWarning",
     "gpu_available",
+    "load_gram",
 ]

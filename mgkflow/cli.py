@@ -67,7 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ordering", default="pbr", help="node ordering applied before solving (default pbr)")
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto", help="solver backend")
     p.add_argument("--normalize", action="store_true", help="normalize K(G,G') by sqrt(K(G,G) K(G',G'))")
-    p.add_argument("--out", "-o", type=Path, required=True, help="output .npy file")
+    p.add_argument(
+        "--out", "-o", type=Path, required=True,
+        help="output .npy file, or a .zarr store (block by block; run the same command again to resume)",
+    )
+    p.add_argument("--block-size", type=_positive_int, default=None,
+                   help="graphs per block side (tiled run; default 2048 on the GPU, 128 on the CPU)")
+    p.add_argument("--dask", default=None, metavar="SPEC",
+                   help="solve the blocks on Dask: local:N (N CPU workers), cuda (one worker per GPU) "
+                   "or a scheduler address tcp://HOST:PORT")
+    p.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                   help="stored dtype of a tiled run (default float64)")
     p.add_argument("--stats", type=Path, default=None, help="also write per-stage statistics as CSV")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or messages")
     p.set_defaults(func=cmd_gram)
@@ -123,11 +133,12 @@ def cmd_datasets(args) -> int:
 
 
 def cmd_gram(args) -> int:
+    from .gram.command import run_tiled_command, wants_tiled
     from .pipeline import Load, Pack, Pipeline, Reorder, Solve
     from .report import atomic_write
 
-    if args.out.suffix != ".npy":
-        raise SystemExit(f"mgkflow gram: --out must end in .npy, got {args.out}")
+    if args.out.suffix not in (".npy", ".zarr"):
+        raise SystemExit(f"mgkflow gram: --out must end in .npy or .zarr, got {args.out}")
     kwargs = {}
     if args.n_graphs is not None:
         kwargs["n_graphs"] = args.n_graphs
@@ -135,6 +146,12 @@ def cmd_gram(args) -> int:
         kwargs["labeled"] = args.labeled
     elif args.labeled:
         _say(args, f"note: --labeled only applies to nws/ba; {args.dataset} is always labeled")
+    if wants_tiled(args):
+        from .datasets import default_kernels, load
+
+        graphs = load(args.dataset, **kwargs)
+        kernels = default_kernels(args.dataset, labeled=kwargs.get("labeled", True))
+        return run_tiled_command(args, graphs, kernels, lambda m: _say(args, m))
     t0 = time.perf_counter()
     pipe = Pipeline(
         [

@@ -16,7 +16,7 @@ from .digest import graph_digest, graphs_digest
 from .load import GramMatrix, load_gram
 from .reorder import PermutationCache, reorder_graphs
 from .resources import ResourceError, ResourceEstimate, estimate_resources
-from .store import GramStore, IncompleteStoreError, StoreMismatchError
+from .store import GramStore, IncompleteStoreError, StoreExistsError, StoreMismatchError
 from .tiled import GramResult, tiled_gram
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "ResourceError",
     "StoreMismatchError",
     "IncompleteStoreError",
+    "StoreExistsError",
     "client_from_spec",
     "reorder_graphs",
     "PermutationCache",

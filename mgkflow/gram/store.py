@@ -30,7 +30,7 @@ import numpy as np
 from .blocks import Block, plan_blocks
 from .digest import params_digest
 
-__all__ = ["GramStore", "StoreMismatchError", "IncompleteStoreError", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["GramStore", "StoreMismatchError", "StoreExistsError", "IncompleteStoreError", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "mgkflow.gram"
 FORMAT_VERSION = 1
@@ -43,6 +43,10 @@ class StoreMismatchError(ValueError):
 
 class IncompleteStoreError(ValueError):
     """A store is read before all of its blocks were computed."""
+
+
+class StoreExistsError(ValueError):
+    """The output path exists and may not be resumed into or replaced."""
 
 
 def _fsync_path(path: Path, directory: bool = False) -> None:
@@ -164,7 +168,7 @@ class GramStore:
         StoreMismatchError
             The existing store was made for other graphs, ids, kernel parameters, block
             size, dtype or shape (the message names which).
-        FileExistsError
+        StoreExistsError
             ``path`` exists and ``resume`` and ``overwrite`` are both False, or it is not
             an mgkflow Gram store (never deleted).
         """
@@ -186,14 +190,14 @@ class GramStore:
                 if path.is_dir() and not any(path.iterdir()):
                     path.rmdir()
                     return cls.open(path, meta, resume=resume, overwrite=False)
-                raise FileExistsError(
+                raise StoreExistsError(
                     f"{path} exists and is not an mgkflow Gram store ({exc}); choose another output path"
                 ) from None
             if overwrite:
                 shutil.rmtree(path)
                 return cls.open(path, meta, resume=resume, overwrite=False)
             if not resume:
-                raise FileExistsError(f"{path} exists; resume into it or pass overwrite=True to start again")
+                raise StoreExistsError(f"{path} exists; resume into it or pass overwrite=True to start again")
             old.check_same(meta)
             old.clean_partial()
             return old
@@ -223,17 +227,17 @@ class GramStore:
         }
         for key, label in names.items():
             if old["digests"].get(key) != meta["digests"].get(key):
+                if key == "params":
+                    diff = [f"{k}: {old['params'].get(k)} -> {meta['params'].get(k)}" for k in sorted(meta["params"])
+                            if old["params"].get(k) != meta["params"].get(k)]
+                    label += f" ({'; '.join(diff)})" if diff else ""
                 what.append(label)
-        if old["params"] != meta["params"]:
-            diff = [f"{k}: {old['params'].get(k)} -> {meta['params'].get(k)}" for k in sorted(meta["params"])
-                    if old["params"].get(k) != meta["params"].get(k)]
-            what.append("(" + "; ".join(diff) + ")")
         for key in ("shape", "block_size", "dtype", "symmetric"):
             if list(np.atleast_1d(old[key])) != list(np.atleast_1d(meta[key])):
                 what.append(f"{key} {old[key]} -> {meta[key]}")
         raise StoreMismatchError(
             f"{self.path} holds another computation ({', '.join(what) or 'fingerprint'} differ); "
-            "refusing to resume into it: use another output path or pass overwrite=True"
+            "refusing to resume into it: use another output path or delete it (overwrite=True in Python)"
         )
 
     def clean_partial(self) -> None:
