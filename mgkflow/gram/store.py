@@ -64,7 +64,7 @@ def _fsync_path(path: Path, directory: bool = False) -> None:
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}.part")
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
