@@ -1,0 +1,90 @@
+"""Tiled Gram matrices on a Dask cluster: same bits as in-process, into the same Zarr store."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+from mgkflow import MarginalizedGraphKernel, load_gram
+from mgkflow.cli import main
+from mgkflow.datasets import default_kernels, molecules
+from mgkflow.gram import client_from_spec, tiled_gram
+from mgkflow.gram.cluster import backend_for_spec, parse_spec
+
+pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client():
+    # two worker processes of one thread each: graphs and kernel are pickled to them
+    with client_from_spec("local:2", processes=True) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def kern():
+    return MarginalizedGraphKernel(*default_kernels("drugs"), q=0.2, backend="cpu")
+
+
+def test_local_cluster_gram_of_200_labeled_graphs_equals_in_process(client, kern, tmp_path):
+    gs = molecules(200, seed=21, min_atoms=8, max_atoms=10, mean_atoms=9)
+    assert len(client.scheduler_info()["workers"]) == 2
+    path = tmp_path / "K.zarr"
+    res = tiled_gram(gs, kernel=kern, out=path, block_size=50, client=client)
+    assert res.blocks == 10 and sorted(res.computed) == sorted(b for b in res.computed) and len(res.computed) == 10
+    assert res.pairs == 200 * 201 // 2
+    local = tiled_gram(gs, kernel=kern, block_size=50)  # in-process, same blocks
+    K, ids = load_gram(path)
+    assert np.array_equal(K, local.matrix)
+    assert ids == [g.title for g in gs]
+    # the workers wrote their blocks themselves (markers name the worker processes, not this one)
+    workers = {json.loads(p.read_text())["worker"] for p in (path / "done").glob("*.json")}
+    assert workers == set(res.workers) and all(not w.endswith(f":{__import__('os').getpid()}") for w in workers)
+
+
+def test_cluster_in_memory_cross_matrix_and_resume(client, kern, tmp_path):
+    gs = molecules(30, seed=4, max_atoms=12, mean_atoms=10)
+    X, Y = gs[:13], gs[13:]
+    res = tiled_gram(X, Y, kernel=kern, block_size=5, client=client)
+    assert np.array_equal(res.matrix, kern(X, Y))
+    # a store half done in this process, finished on the cluster
+    path = tmp_path / "K.zarr"
+    first = tiled_gram(gs, kernel=kern, out=path, block_size=6)
+    dropped = sorted(first.computed)[::2]
+    for key in dropped:
+        (path / "done" / f"{key}.json").unlink()
+    res = tiled_gram(gs, kernel=kern, out=path, block_size=6, client=client)
+    assert sorted(res.computed) == dropped and res.skipped == first.blocks - len(dropped)
+    assert np.array_equal(load_gram(path).matrix, kern(gs))
+
+
+def test_cli_dask_local_equals_in_process(tmp_path):
+    common = ["gram", "drugs", "--n-graphs", "16", "--block-size", "5", "--quiet"]
+    assert main([*common, "--backend", "cpu", "--out", str(tmp_path / "A.zarr")]) == 0
+    assert main([*common, "--dask", "local:2", "--out", str(tmp_path / "B.zarr")]) == 0
+    a, b = load_gram(tmp_path / "A.zarr"), load_gram(tmp_path / "B.zarr")
+    assert np.array_equal(a.matrix, b.matrix) and a.ids == b.ids
+    assert a.meta["params"] == b.meta["params"]  # local:N implies the CPU backend
+    # the same command again resumes: nothing left to compute
+    assert main([*common, "--dask", "local:2", "--out", str(tmp_path / "B.zarr"), "--stats",
+                 str(tmp_path / "s.csv")]) == 0
+    import pandas as pd
+
+    row = pd.read_csv(tmp_path / "s.csv").iloc[0]
+    assert row["blocks_computed"] == 0 and row["blocks_skipped"] == row["blocks"] == 10
+
+
+def test_cluster_specs():
+    assert parse_spec("local:3") == ("local", 3) and parse_spec(" LOCAL ") == ("local", None)
+    assert parse_spec("tcp://127.0.0.1:8786") == ("address", None)
+    assert backend_for_spec("cuda:2") == "gpu" and backend_for_spec("local") == "cpu"
+    for bad in ("locl:2", "local:0", "local:x", "gpu"):
+        with pytest.raises(ValueError, match="--dask"):
+            parse_spec(bad)
+    if importlib.util.find_spec("dask_cuda") is None:
+        with pytest.raises(RuntimeError, match="dask-cuda"):
+            with client_from_spec("cuda"):
+                pass
