@@ -129,6 +129,10 @@ def run_block(job: GramJob, block: Block) -> BlockReport:
     and the report carries none; without one they travel back in the report.
     """
     values, info = compute_block(job, block)
+    return _store_and_report(job, block, values, info)
+
+
+def _store_and_report(job: GramJob, block: Block, values: np.ndarray, info: dict) -> BlockReport:
     worker = f"{os.uname().nodename}:{os.getpid()}"
     if job.store is not None:
         job.store.write_block(block, values, {**info, "worker": worker})
@@ -216,8 +220,23 @@ def _resolved_backend(kernel: MarginalizedGraphKernel, client: Any) -> str:
 
 
 def _run_local(job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
-    for b in blocks:
-        on_report(run_block(job, b))
+    if job.store is None:
+        for b in blocks:
+            on_report(run_block(job, b))
+        return
+    # one writer thread: block k is written (and fsync'ed) while block k + 1 is solved;
+    # at most two blocks are held in memory
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mgkflow-gram-writer") as writer:
+        pending = None
+        for b in blocks:
+            values, info = compute_block(job, b)
+            if pending is not None:
+                on_report(pending.result())
+            pending = writer.submit(_store_and_report, job, b, values, info)
+        if pending is not None:
+            on_report(pending.result())
 
 
 def _run_dask(client: Any, job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
@@ -401,6 +420,13 @@ def tiled_gram(
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - t0
+    if store is not None:
+        lost = store.missing_blocks()
+        if lost:  # every task reported its marker written: only a file system fault gets here
+            raise RuntimeError(
+                f"{out}: {len(lost)} blocks reported written have no done marker (first: {lost[0].key}); "
+                "run again to compute them"
+            )
     return GramResult(
         matrix=K,
         path=None if out is None else Path(out),
