@@ -78,7 +78,12 @@ def client_from_spec(spec: str, processes: bool = True, **cluster_options: Any) 
         finally:
             client.close()
         return
-    opts: dict[str, Any] = {"dashboard_address": None, "threads_per_worker": 1}
+    # no dashboard; the scheduler's HTTP endpoints on a free port (not 8787, maybe taken)
+    opts: dict[str, Any] = {
+        "dashboard_address": None,
+        "threads_per_worker": 1,
+        "scheduler_kwargs": {"dashboard_address": ":0"},
+    }
     opts.update(cluster_options)
     if kind == "local":
         if count is not None:
