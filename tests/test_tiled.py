@@ -254,3 +254,18 @@ def test_reorder_graphs_cache_and_pool(tmp_path):
     assert all(np.array_equal(p, reorder(g, method="rcm")) for g, p in zip(gs, pooled.perms))
     by_size = reorder_graphs(gs, lambda g: "rcm" if g.n_nodes < 24 else "natural")
     assert by_size.methods == ["rcm" if g.n_nodes < 24 else "natural" for g in gs]
+
+
+def test_auto_backend_is_recorded_as_resolved(graphs, tmp_path, monkeypatch):
+    from mgkflow import gpu_available
+
+    if gpu_available():
+        pytest.skip("'auto' resolves to the GPU here")
+    monkeypatch.chdir(tmp_path)
+    auto = MarginalizedGraphKernel(*default_kernels("drugs"), q=0.2)  # no GPU here: the CPU backend
+    tiled_gram(graphs[:6], kernel=auto, out="K.zarr", block_size=3)
+    meta = load_gram(tmp_path / "K.zarr").meta
+    assert meta["params"]["backend"] == "'cpu'"
+    res = tiled_gram(graphs[:6], kernel=MarginalizedGraphKernel(*default_kernels("drugs"), q=0.2, backend="cpu"),
+                     out="K.zarr", block_size=3)
+    assert res.skipped == 3 and not res.computed

@@ -358,6 +358,8 @@ def tiled_gram(
     ids = _ids(X)
     ids_y = None if Yt is None else _ids(Yt)
     params = kernel_params(kernel)
+    if kernel.backend == "auto" and client is None:
+        params["backend"] = repr(backend)  # what "auto" chose here: a resumed run must choose the same
     store = None
     all_blocks = plan_blocks(n, None if Yt is None else m, block_size)
     if out is not None:
@@ -377,7 +379,8 @@ def tiled_gram(
                 "params": params_digest(params),
             },
         }
-        store = GramStore.open(out, meta, resume=resume, overwrite=overwrite)
+        # absolute: Dask workers (maybe on other hosts, with another working directory) open it too
+        store = GramStore.open(Path(out).absolute(), meta, resume=resume, overwrite=overwrite)
         todo = store.missing_blocks()
         if len(todo) < len(all_blocks):
             say(f"resuming {out}: {len(all_blocks) - len(todo)} of {len(all_blocks)} blocks already done")
