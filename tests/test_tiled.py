@@ -269,3 +269,15 @@ def test_auto_backend_is_recorded_as_resolved(graphs, tmp_path, monkeypatch):
     res = tiled_gram(graphs[:6], kernel=MarginalizedGraphKernel(*default_kernels("drugs"), q=0.2, backend="cpu"),
                      out="K.zarr", block_size=3)
     assert res.skipped == 3 and not res.computed
+
+
+def test_scale_bench_smoke(tmp_path, capsys):
+    from mgkflow.gram.bench import main as bench_main
+
+    out = tmp_path / "rec.json"
+    args = ["--n-graphs", "12", "--max-atoms", "10", "--mean-atoms", "9", "--backend", "cpu", "--q", "0.2",
+            "--block-size", "5", "--reorder-workers", "1", "--spot-check", "5", "--json", out]
+    assert bench_main(args) == 0
+    rec = json.loads(out.read_text())
+    assert rec["inprocess"]["pairs"] == 78 and rec["inprocess"]["blocks"] == 6
+    assert rec["spot_check"]["entries"] == 5 and rec["spot_check"]["max_rel_err"] < 1e-12

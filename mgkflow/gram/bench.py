@@ -84,7 +84,7 @@ def _peak_rss_bytes() -> int:
 
 def _kill_resume(args: argparse.Namespace, graphs: list, work: Path, reference: Path, n_blocks: int) -> dict:
     store = work / "killed.zarr"
-    cmd = [sys.executable, "-m", "mgkflow.gram.bench", *sys.argv[1:], "--child", "--store", str(store)]
+    cmd = [sys.executable, "-m", "mgkflow.gram.bench", *args.argv, "--child", "--store", str(store)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     target = max(1, int(args.kill_at * n_blocks))
@@ -153,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--progress", action="store_true")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--store", default=None, help=argparse.SUPPRESS)
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = p.parse_args(argv)
+    args.argv = argv
     if args.child:
         return _child(args)
 
