@@ -276,7 +276,7 @@ def test_scale_bench_smoke(tmp_path, capsys):
 
     out = tmp_path / "rec.json"
     args = ["--n-graphs", "12", "--max-atoms", "10", "--mean-atoms", "9", "--backend", "cpu", "--q", "0.2",
-            "--block-size", "5", "--reorder-workers", "1", "--spot-check", "5", "--json", out]
+            "--block-size", "5", "--dtype", "float64", "--reorder-workers", "1", "--spot-check", "5", "--json", out]
     assert bench_main(args) == 0
     rec = json.loads(out.read_text())
     assert rec["inprocess"]["pairs"] == 78 and rec["inprocess"]["blocks"] == 6
