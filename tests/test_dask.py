@@ -88,3 +88,35 @@ def test_cluster_specs():
         with pytest.raises(RuntimeError, match="dask-cuda"):
             with client_from_spec("cuda"):
                 pass
+
+
+def _block_dependencies(dask_scheduler):
+    out = {}
+    for key, ts in dask_scheduler.tasks.items():
+        if str(key).startswith("mgkflow-block"):
+            out[str(key)] = [(str(d.key), len(d.who_has or ()), d.nbytes) for d in ts.dependencies]
+    return out
+
+
+def test_graphs_and_kernel_reach_each_worker_once(client, kern):
+    from mgkflow.gram import plan_blocks
+    from mgkflow.gram.tiled import GramJob, _run_dask
+
+    gs = molecules(40, seed=9, max_atoms=10, mean_atoms=9)
+    job = GramJob(X=tuple(gs), Y=None, kernel=kern, store=None)
+    seen, got = [], {}
+
+    def on_report(rep):
+        got[rep.key] = rep.values
+        if not seen:  # while blocks are still pending: what do their tasks depend on?
+            seen.append(client.run_on_scheduler(_block_dependencies))
+
+    _run_dask(client, job, plan_blocks(40, None, 4), on_report)
+    deps = seen[0]
+    assert deps, "some blocks were pending at the first report"
+    keys = {d[0][0] for d in deps.values()}
+    assert all(len(d) == 1 for d in deps.values()) and len(keys) == 1  # one shared job, no per-task copies
+    (dep,) = {d[0] for d in deps.values()}
+    assert dep[1] == 2  # scattered to both workers up front (broadcast)
+    assert dep[0].startswith("GramJob-")  # the job holding the graphs and the kernel
+    assert len(got) == 55
