@@ -71,6 +71,8 @@ class ResourceEstimate:
         resident at once (the GPU backend batches launches within its own cap).
     host_available, disk_available : int or None
         Available now (disk: at the output's file system; None without an output).
+    device_available : int or None
+        Free device memory, for a GPU backend in this process (None otherwise).
     """
 
     pairs: int
@@ -81,6 +83,7 @@ class ResourceEstimate:
     block_device_bytes: int
     host_available: int
     disk_available: int | None
+    device_available: int | None = None
 
     @property
     def in_memory_bytes(self) -> int:
@@ -89,6 +92,8 @@ class ResourceEstimate:
 
     def summary(self) -> str:
         disk = "" if self.disk_available is None else f", disk {_fmt(self.store_bytes)} of {_fmt(self.disk_available)}"
+        if self.device_available is not None:
+            disk += f", device free {_fmt(self.device_available)}"
         return (
             f"{self.pairs} pairs; matrix {_fmt(self.result_bytes)}, host per block {_fmt(self.block_host_bytes)}, "
             f"graphs {_fmt(self.graphs_bytes)} (host available {_fmt(self.host_available)}), "
@@ -103,6 +108,19 @@ def _graph_bytes(g: Graph) -> int:
     return n + 8 * 4 * g.n_nodes + 400  # prepared system (d, p, q vectors) and object overheads
 
 
+def device_free_bytes() -> int | None:
+    """Free memory of this process's CUDA device (the GPU backend's context), None without one."""
+    try:
+        import pycuda.driver as cuda
+
+        from ..gpu.backend import _ensure_context
+
+        _ensure_context()
+        return int(cuda.mem_get_info()[0])
+    except Exception:  # noqa: BLE001 - no PyCUDA, no device, no driver: nothing to report
+        return None
+
+
 def estimate_resources(
     X: Sequence[Graph],
     Y: Sequence[Graph] | None = None,
@@ -110,8 +128,11 @@ def estimate_resources(
     dtype: str = "float64",
     backend: str = "cpu",
     out: str | os.PathLike | None = None,
+    device: bool = False,
 ) -> ResourceEstimate:
     """Estimate the memory and disk a tiled Gram computation needs.
+
+    ``device=True`` also reads the free memory of this process's GPU (for in-process GPU runs).
 
     Examples
     --------
@@ -152,6 +173,7 @@ def estimate_resources(
         block_device_bytes=device,
         host_available=host_available_bytes(),
         disk_available=disk,
+        device_available=device_free_bytes() if device else None,
     )
 
 

@@ -350,7 +350,9 @@ def tiled_gram(
     block_size = int(block_size)
     say = log or (lambda _msg: None)
 
-    est = estimate_resources(X, Yt, block_size=block_size, dtype=dtype, backend=backend, out=out)
+    est = estimate_resources(
+        X, Yt, block_size=block_size, dtype=dtype, backend=backend, out=out, device=backend == "gpu" and client is None
+    )
     say(f"estimate: {est.summary()}")
     if check_memory:
         check_resources(est, in_memory=out is None)
