@@ -281,3 +281,16 @@ def test_scale_bench_smoke(tmp_path, capsys):
     rec = json.loads(out.read_text())
     assert rec["inprocess"]["pairs"] == 78 and rec["inprocess"]["blocks"] == 6
     assert rec["spot_check"]["entries"] == 5 and rec["spot_check"]["max_rel_err"] < 1e-12
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["blocks", "digest", "store", "resources", "tiled", "load", "reorder", "cluster"],
+)
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(f"mgkflow.gram.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
