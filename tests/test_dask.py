@@ -11,7 +11,7 @@ import pytest
 from mgkflow import MarginalizedGraphKernel, load_gram
 from mgkflow.cli import main
 from mgkflow.datasets import default_kernels, molecules
-from mgkflow.gram import client_from_spec, tiled_gram
+from mgkflow.gram import GramStore, client_from_spec, tiled_gram
 from mgkflow.gram.cluster import backend_for_spec, parse_spec
 
 pytest.importorskip("distributed")
@@ -120,3 +120,33 @@ def test_graphs_and_kernel_reach_each_worker_once(client, kern):
     assert dep[1] == 2  # scattered to both workers up front (broadcast)
     assert dep[0].startswith("GramJob-")  # the job holding the graphs and the kernel
     assert len(got) == 55
+
+
+class _LosesOneMarker(GramStore):
+    """A store whose first write of block 0.1 loses its marker (a worker lost with a write pending)."""
+
+    def write_block(self, block, values, info):
+        flag = self.path.parent / "lost-once"
+        if block.key == "0.1" and not flag.exists():
+            flag.write_text("x")
+            self.array[block.r0 : block.r1, block.c0 : block.c1] = values
+            return {}
+        return super().write_block(block, values, info)
+
+
+def test_blocks_whose_marker_went_missing_are_recomputed(client, kern, tmp_path):
+    from mgkflow.gram.tiled import GramJob, _run_dask
+
+    gs = molecules(12, seed=2, max_atoms=10, mean_atoms=9)
+    path = tmp_path / "K.zarr"
+    tiled_gram(gs, kernel=kern, out=path, block_size=4)  # the store, its layout and metadata
+    for p in (path / "done").glob("*.json"):
+        p.unlink()
+    store = GramStore.read(path, mode="r+")
+    store.__class__ = _LosesOneMarker
+    reports = []
+    _run_dask(client, GramJob(X=tuple(gs), Y=None, kernel=kern, store=store), store.blocks(), reports.append)
+    keys = [r.key for r in reports]
+    assert sorted(keys) == sorted(["0.0", "0.1", "0.1", "0.2", "1.1", "1.2", "2.2"])  # 0.1 twice
+    assert (tmp_path / "lost-once").exists() and not store.missing_blocks()
+    assert np.array_equal(load_gram(path).matrix, kern(gs))

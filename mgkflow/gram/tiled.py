@@ -28,7 +28,7 @@ from .digest import graphs_digest, kernel_params, params_digest
 from .resources import ResourceEstimate, check_resources, estimate_resources
 from .store import GramStore
 
-__all__ = ["GramJob", "BlockReport", "GramResult", "tiled_gram", "compute_block", "run_block"]
+__all__ = ["GramJob", "BlockReport", "GramResult", "tiled_gram", "compute_block", "run_block", "flush_writes"]
 
 DTYPES = ("float64", "float32")
 
@@ -239,23 +239,101 @@ def _run_local(job: GramJob, blocks: Sequence[Block], on_report: Callable[[Block
             on_report(pending.result())
 
 
+# ---------------------------------------------------------------------- Dask workers' writes
+# A Dask task with a store hands its block to a writer thread of its worker process and
+# returns, so that the worker solves the next block while this one is written (one write
+# pending at most: two blocks in memory). The marker still follows the durable data; the
+# client waits for every worker's writes (flush_writes) and recomputes any block whose
+# marker is missing (a worker lost with a write pending).
+_WRITES_LOCK = threading.Lock()
+_WRITER: Any = None
+_PENDING: list = []
+
+
+def _writer() -> Any:
+    global _WRITER
+    with _WRITES_LOCK:
+        if _WRITER is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mgkflow-gram-writer")
+        return _WRITER
+
+
+def _wait_writes() -> None:
+    """Wait for this process's pending block writes; re-raise the first failure."""
+    with _WRITES_LOCK:
+        pending = list(_PENDING)
+        _PENDING.clear()
+    for fut in pending:
+        fut.result()
+
+
+def flush_writes() -> str | None:
+    """Wait for this process's pending block writes; the text of a failure, or None (run on Dask workers)."""
+    try:
+        _wait_writes()
+    except Exception as exc:  # noqa: BLE001 - reported to the client, which raises
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def run_block_overlapped(job: GramJob, block: Block) -> BlockReport:
+    """Dask task with a store: solve the block, queue its write on this worker's writer thread, report."""
+    if job.store is None:
+        return run_block(job, block)
+    values, info = compute_block(job, block)
+    _wait_writes()  # the previous block was written while this one was solved
+    fut = _writer().submit(_store_and_report, job, block, values, info)
+    with _WRITES_LOCK:
+        _PENDING.append(fut)
+    return BlockReport(
+        key=block.key,
+        pairs=info["pairs"],
+        seconds=info["seconds"],
+        backend=info["backend"],
+        worker=f"{os.uname().nodename}:{os.getpid()}",
+        cg_iter_median=info["cg_iter_median"],
+        not_converged=info["not_converged"],
+    )
+
+
 def _run_dask(client: Any, job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
     from distributed import as_completed
 
     # graphs and kernel go to every worker once; each task names the scattered job
     [job_future] = client.scatter([job], broadcast=True, hash=False)
-    futures = [
-        client.submit(run_block, job_future, b, key=f"mgkflow-block-{job.run[:12]}-{b.key}", pure=False)
-        for b in blocks
-    ]
     try:
-        for fut in as_completed(futures):
-            report = fut.result()
-            fut.release()
-            on_report(report)
-    except BaseException:
-        client.cancel(futures)
-        raise
+        todo = list(blocks)
+        for attempt in range(3):
+            futures = [
+                client.submit(
+                    run_block_overlapped, job_future, b, key=f"mgkflow-block-{job.run[:12]}-{attempt}-{b.key}",
+                    pure=False,
+                )  # fmt: skip
+                for b in todo
+            ]
+            try:
+                for fut in as_completed(futures):
+                    report = fut.result()
+                    fut.release()
+                    on_report(report)
+            except BaseException:
+                client.cancel(futures)
+                raise
+            if job.store is None:
+                return
+            failures = {w: e for w, e in client.run(flush_writes).items() if e}
+            if failures:
+                worker, err = next(iter(failures.items()))
+                raise RuntimeError(
+                    f"writing blocks to {job.store.path} failed on {len(failures)} worker(s): {worker}: {err}"
+                )
+            wanted = {b.key for b in todo}
+            todo = [b for b in job.store.missing_blocks() if b.key in wanted]
+            if not todo:
+                return
+        raise RuntimeError(f"{len(todo)} blocks could not be written to {job.store.path} (workers lost); run again")
     finally:
         client.cancel([job_future])
 
