@@ -8,6 +8,7 @@ The data flow is load -> reorder -> pack -> solve -> report:
 """
 
 from .errors import ConvergenceError, ConvergenceWarning, GraphError, KernelRangeError
+from .gram import load_gram
 from .graph import Graph
 from .mgk import DegenerateKernelWarning, MarginalizedGraphKernel, SolveStats, gpu_available
 
@@ -23,4 +24,5 @@ __all__ = [
     "ConvergenceWarning",
     "DegenerateKernelWarning",
     "gpu_available",
+    "load_gram",
 ]

@@ -161,7 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto", help="solver backend")
     p.add_argument("--normalize", action="store_true", help="normalize K(G,G') by sqrt(K(G,G) K(G',G'))")
     p.add_argument("--out", "-o", type=Path, required=True,
-                   help="output file: .npz (with ids and kernel parameters) or .npy (bare matrix)")
+                   help="output: .npz (matrix with ids and kernel parameters), .npy (bare matrix) or a .zarr "
+                   "store (block by block, with ids and parameters; run the same command again to resume)")
+    p.add_argument("--block-size", type=_positive_int, default=None,
+                   help="graphs per block side (tiled run; default 2048 on the GPU, 128 on the CPU)")
+    p.add_argument("--dask", default=None, metavar="SPEC",
+                   help="solve the blocks on Dask: local:N (N CPU workers), cuda (one worker per GPU) "
+                   "or a scheduler address tcp://HOST:PORT")
+    p.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                   help="stored dtype of a tiled run (default float64)")
     p.add_argument("--stats", type=Path, default=None, help="also write per-stage statistics as CSV")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or messages")
     _add_source_options(p)
@@ -313,10 +321,19 @@ def check_outputs(args: Any) -> None:
     from .io import check_writable
 
     writers = _gram_writers()
-    if args.out.suffix not in writers:
-        print(f"mgkflow gram: error: --out must end in {', '.join(writers)}, got {args.out}", file=sys.stderr)
+    suffixes = [*writers, ".zarr"]
+    if args.out.suffix not in suffixes:
+        print(f"mgkflow gram: error: --out must end in {', '.join(suffixes)}, got {args.out}", file=sys.stderr)
         raise SystemExit(2)
-    check_writable(args.out, "--out")
+    if args.out.suffix == ".zarr":
+        # a store is a directory that may exist already (a run to resume): check the place it goes
+        if args.out.exists() and not args.out.is_dir():
+            from .errors import OutputPathError
+
+            raise OutputPathError(f"--out {args.out} exists and is not a Zarr store (a directory)")
+        check_writable(args.out.with_name(args.out.name + ".check"), "--out")
+    else:
+        check_writable(args.out, "--out")
     if args.stats is not None:
         check_writable(args.stats, "--stats")
         if args.stats.resolve() == args.out.resolve():
@@ -337,9 +354,14 @@ def solve_gram(args: Any, src: Source) -> tuple[np.ndarray, Any, Any]:
 
 
 def cmd_gram(args: Any) -> int:
+    from .gram.command import run_tiled_command, wants_tiled
+
     check_outputs(args)
     t0 = time.perf_counter()
     src = load_source(args, args.dataset)
+    if wants_tiled(args):
+        kernels = (args.node_kernel or src.node_kernel, args.edge_kernel or src.edge_kernel)
+        return run_tiled_command(args, src.graphs, kernels, lambda m: _say(args, m))
     K, stats, kernel = solve_gram(args, src)
     params = {
         **src.info,

@@ -1,0 +1,224 @@
+"""Scale benchmark of the tiled Gram path: ``python -m mgkflow.gram.bench``.
+
+On a synthetic molecule-like set (:func:`mgkflow.datasets.molecules`) it times, in one call:
+
+1. reordering (process pool, permutation cache) and an in-process tiled run into a Zarr store;
+2. optionally (``--dask SPEC``) the same run on a Dask cluster, checked bit for bit against 1;
+3. optionally (``--kill-at F``) the same run in a child process killed with SIGKILL once a
+   fraction F of the blocks is done, then resumed here: blocks recomputed, bits checked;
+4. optionally (``--spot-check K``) K random entries against the CPU backend.
+
+Prints one JSON record (and writes it with ``--json PATH``).
+
+Examples
+--------
+    python -m mgkflow.gram.bench --n-graphs 2000 --backend cpu --block-size 200 --dask local:2
+    python -m mgkflow.gram.bench --n-graphs 50000 --backend gpu --kill-at 0.4 --spot-check 1000 --dask cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["main"]
+
+
+def _graphs(args: argparse.Namespace) -> list:
+    from ..datasets import molecules
+
+    return molecules(args.n_graphs, seed=args.seed, min_atoms=args.min_atoms, max_atoms=args.max_atoms,
+                     mean_atoms=args.mean_atoms)  # fmt: skip
+
+
+def _kernel(args: argparse.Namespace, backend: str | None = None):
+    from ..datasets import default_kernels
+    from ..mgk import MarginalizedGraphKernel
+
+    return MarginalizedGraphKernel(*default_kernels("drugs"), q=args.q, backend=backend or args.backend)
+
+
+def _ordered(args: argparse.Namespace, graphs: list, client: Any = None):
+    from .reorder import reorder_graphs
+
+    cache = None if args.perm_cache is None else args.perm_cache
+    return reorder_graphs(graphs, args.ordering, workers=args.reorder_workers, client=client, cache=cache)
+
+
+def _run(args: argparse.Namespace, graphs: list, store: Path, client: Any = None, progress: bool = False):
+    from .tiled import tiled_gram
+
+    return tiled_gram(graphs, kernel=_kernel(args), out=store, block_size=args.block_size, dtype=args.dtype,
+                      client=client, progress=progress)  # fmt: skip
+
+
+def _same_chunks(a: Path, b: Path) -> bool:
+    fa = {p.relative_to(a).as_posix(): p for p in (a / "c").rglob("*") if p.is_file()}
+    fb = {p.relative_to(b).as_posix(): p for p in (b / "c").rglob("*") if p.is_file()}
+    if fa.keys() != fb.keys():
+        return False
+    return all(fa[k].read_bytes() == fb[k].read_bytes() for k in fa)
+
+
+def _child(args: argparse.Namespace) -> int:
+    graphs = _ordered(args, _graphs(args)).graphs
+    _run(args, graphs, Path(args.store))
+    return 0
+
+
+def _peak_rss_bytes() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _kill_resume(args: argparse.Namespace, graphs: list, work: Path, reference: Path, n_blocks: int) -> dict:
+    store = work / "killed.zarr"
+    cmd = [sys.executable, "-m", "mgkflow.gram.bench", *args.argv, "--child", "--store", str(store)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    target = max(1, int(args.kill_at * n_blocks))
+    done = store / "done"
+    while proc.poll() is None:
+        if done.is_dir() and sum(1 for _ in done.glob("[!.]*.json")) >= target:
+            break
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        err = proc.stderr.read().decode()[-2000:]
+        raise RuntimeError(f"the child run ended before it was killed (rc {proc.returncode}): {err}")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    killed_after = time.perf_counter() - t0
+    done_before = {p.stem for p in done.glob("[!.]*.json")}
+    t0 = time.perf_counter()
+    res = _run(args, graphs, store)
+    resumed = time.perf_counter() - t0
+    recomputed_done = sorted(set(res.computed) & done_before)
+    return {
+        "killed_after_s": killed_after,
+        "blocks_done_at_kill": len(done_before),
+        "blocks_resumed": len(res.computed),
+        "resume_s": resumed,
+        "finished_blocks_recomputed": len(recomputed_done),
+        "bit_identical_to_uninterrupted": _same_chunks(store, reference),
+    }
+
+
+def _spot_check(args: argparse.Namespace, graphs: list, store: Path, count: int) -> dict:
+    from .load import load_gram
+
+    K = load_gram(store, lazy=True).matrix
+    rng = np.random.default_rng(args.seed)
+    n = len(graphs)
+    i = rng.integers(0, n, count)
+    j = rng.integers(0, n, count)
+    got = K.vindex[i, j].compute()
+    cpu = _kernel(args, backend="cpu")
+    want = np.array([cpu([graphs[a]], [graphs[b]])[0, 0] for a, b in zip(i.tolist(), j.tolist())])
+    rel = np.abs(got - want) / np.abs(want)
+    return {"entries": count, "max_rel_err": float(rel.max()), "median_rel_err": float(np.median(rel))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mgkflow.gram.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--n-graphs", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--min-atoms", type=int, default=8)
+    p.add_argument("--max-atoms", type=int, default=50)
+    p.add_argument("--mean-atoms", type=float, default=24.0)
+    p.add_argument("--q", type=float, default=0.05)
+    p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto")
+    p.add_argument("--block-size", type=int, default=None)
+    p.add_argument("--dtype", choices=["float64", "float32"], default="float32")
+    p.add_argument("--ordering", default="pbr")
+    p.add_argument("--reorder-workers", type=int, default=os.cpu_count())
+    p.add_argument("--perm-cache", default=None, help="directory of the permutation cache")
+    p.add_argument("--dask", default=None, help="also run on this cluster (local:N, cuda, tcp://...)")
+    p.add_argument("--kill-at", type=float, default=None, help="SIGKILL a run at this fraction of blocks, resume")
+    p.add_argument("--spot-check", type=int, default=0, help="entries to check against the CPU backend")
+    p.add_argument("--workdir", default=None, help="where the stores go (default: a temporary directory)")
+    p.add_argument("--keep", action="store_true", help="keep the stores")
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--progress", action="store_true")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--store", default=None, help=argparse.SUPPRESS)
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    args = p.parse_args(argv)
+    args.argv = argv
+    if args.child:
+        return _child(args)
+
+    from .blocks import plan_blocks
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="mgkflow-gram-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rec: dict[str, Any] = {"n_graphs": args.n_graphs, "backend": args.backend, "dtype": args.dtype, "q": args.q}
+    t0 = time.perf_counter()
+    graphs = _graphs(args)
+    rec["generate_s"] = time.perf_counter() - t0
+    rec["atoms_mean"] = float(np.mean([g.n_nodes for g in graphs]))
+    ordered = _ordered(args, graphs)
+    rec["reorder_s"] = ordered.seconds
+    graphs = ordered.graphs
+    ref = work / "inprocess.zarr"
+    if ref.exists():
+        shutil.rmtree(ref)
+    t0 = time.perf_counter()
+    res = _run(args, graphs, ref, progress=args.progress)
+    rec["inprocess"] = {
+        "seconds": time.perf_counter() - t0,
+        "solve_s": res.seconds,
+        "pairs": res.pairs,
+        "pairs_per_s": res.pairs_per_second,
+        "blocks": res.blocks,
+        "block_size": int(json.loads((ref / "zarr.json").read_text())["attributes"]["mgkflow"]["block_size"]),
+        "peak_rss_bytes": _peak_rss_bytes(),
+        "estimate": res.estimate.summary(),
+    }
+    n_blocks = len(plan_blocks(len(graphs), None, rec["inprocess"]["block_size"]))
+    if args.dask:
+        from .cluster import client_from_spec
+
+        dst = work / "dask.zarr"
+        if dst.exists():
+            shutil.rmtree(dst)
+        t0 = time.perf_counter()
+        with client_from_spec(args.dask) as client:
+            t1 = time.perf_counter()
+            dres = _run(args, graphs, dst, client=client, progress=args.progress)
+            t2 = time.perf_counter()
+        rec["dask"] = {
+            "spec": args.dask,
+            "cluster_start_s": t1 - t0,
+            "seconds": t2 - t1,
+            "pairs_per_s": dres.pairs_per_second,
+            "workers": dres.workers,
+            "overhead_vs_inprocess": (t2 - t1) / rec["inprocess"]["seconds"] - 1,
+            "bit_identical": _same_chunks(dst, ref),
+        }
+    if args.kill_at is not None:
+        rec["kill_resume"] = _kill_resume(args, graphs, work, ref, n_blocks)
+    if args.spot_check:
+        rec["spot_check"] = _spot_check(args, graphs, ref, args.spot_check)
+    if not args.keep and args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    text = json.dumps(rec, indent=1)
+    print(text)
+    if args.json is not None:
+        args.json.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

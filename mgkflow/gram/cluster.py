@@ -1,0 +1,113 @@
+"""Dask clusters from a command-line spec: ``local:N``, ``cuda`` or a scheduler address."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["client_from_spec", "backend_for_spec", "parse_spec"]
+
+
+def parse_spec(spec: str) -> tuple[str, int | None]:
+    """Split a cluster spec into its kind and worker count.
+
+    Examples
+    --------
+    >>> parse_spec("local:4"), parse_spec("cuda"), parse_spec("tcp://10.0.0.1:8786")
+    (('local', 4), ('cuda', None), ('address', None))
+    """
+    text = str(spec).strip()
+    if "://" in text:
+        return "address", None
+    kind, _, count = text.partition(":")
+    kind = kind.lower()
+    if kind not in ("local", "cuda"):
+        raise ValueError(f"--dask must be local:N, cuda or a scheduler address such as tcp://HOST:PORT, got {spec!r}")
+    if not count:
+        return kind, None
+    try:
+        n = int(count)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"--dask {spec!r}: the worker count must be a positive integer")
+    return kind, n
+
+
+def backend_for_spec(spec: str) -> str | None:
+    """The kernel backend a cluster kind implies: "cpu" for local, "gpu" for cuda, None for an address.
+
+    Examples
+    --------
+    >>> backend_for_spec("local:2"), backend_for_spec("cuda"), backend_for_spec("tcp://h:1")
+    ('cpu', 'gpu', None)
+    """
+    return {"local": "cpu", "cuda": "gpu", "address": None}[parse_spec(spec)[0]]
+
+
+@contextlib.contextmanager
+def client_from_spec(spec: str, processes: bool = True, **cluster_options: Any) -> Iterator[Any]:
+    """A ``distributed.Client`` for a cluster spec, closed (with its cluster) on exit.
+
+    Parameters
+    ----------
+    spec : str
+        ``local:N`` (N CPU workers of one thread each; ``local`` = one per core),
+        ``cuda`` (``dask_cuda.LocalCUDACluster``: one worker per visible GPU, which
+        sets each worker's ``CUDA_VISIBLE_DEVICES``; ``cuda:N`` = the first N), or the
+        address of a running scheduler (``tcp://HOST:PORT``), left running on exit.
+    processes : bool
+        ``local``: workers in processes (True) or threads of this process.
+    **cluster_options
+        Passed to ``LocalCluster`` / ``LocalCUDACluster``.
+
+    Examples
+    --------
+    >>> with client_from_spec("local:1", processes=False) as client:  # doctest: +SKIP
+    ...     client.submit(sum, [1, 2]).result()
+    3
+    """
+    from distributed import Client, LocalCluster
+
+    kind, count = parse_spec(spec)
+    if kind == "address":
+        client = Client(str(spec).strip())
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    # no dashboard; the scheduler's HTTP endpoints on a free port (not 8787, maybe taken)
+    opts: dict[str, Any] = {
+        "dashboard_address": None,
+        "threads_per_worker": 1,
+        "scheduler_kwargs": {"dashboard_address": ":0"},
+    }
+    opts.update(cluster_options)
+    if kind == "local":
+        if count is not None:
+            opts["n_workers"] = count
+        cluster = LocalCluster(processes=processes, **opts)
+    else:
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError as exc:
+            raise RuntimeError(
+                "--dask cuda needs dask-cuda (pip install mgkflow[gpu-dask], or pip install dask-cuda)"
+            ) from exc
+        if count is not None:
+            import os
+
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            devices = visible.split(",") if visible else [str(i) for i in range(count)]
+            opts["CUDA_VISIBLE_DEVICES"] = ",".join(devices[:count])
+        cluster = LocalCUDACluster(**opts)
+    try:
+        client = Client(cluster)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        cluster.close()

@@ -1,0 +1,525 @@
+"""Tiled kernel matrices: blocks of pairs solved in this process or on a Dask cluster.
+
+Every block is solved the same way wherever it runs (:func:`compute_block`: the
+kernel called on the block's graphs), so the values are bit-identical between an
+in-process run, a Dask run and a resumed run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..graph import Graph
+from ..mgk import MarginalizedGraphKernel, gpu_available
+from .blocks import Block, default_block_size, plan_blocks
+from .digest import graphs_digest, kernel_params, params_digest
+from .resources import ResourceEstimate, check_resources, estimate_resources
+from .store import GramStore
+
+__all__ = ["GramJob", "BlockReport", "GramResult", "tiled_gram", "compute_block", "run_block", "flush_writes"]
+
+DTYPES = ("float64", "float32")
+
+
+@dataclass
+class GramJob:
+    """Everything a block task needs; sent to each Dask worker once (scattered, broadcast)."""
+
+    X: tuple[Graph, ...]
+    Y: tuple[Graph, ...] | None
+    kernel: MarginalizedGraphKernel
+    store: GramStore | None
+    run: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass
+class BlockReport:
+    """What a block task returns: its figures, and its values when there is no store."""
+
+    key: str
+    pairs: int
+    seconds: float
+    backend: str
+    worker: str
+    cg_iter_median: float
+    not_converged: int
+    values: np.ndarray | None = None
+
+
+_TLS = threading.local()
+
+
+def _thread_kernel(job: GramJob) -> MarginalizedGraphKernel:
+    """This thread's copy of the job's kernel (own backend and caches), made once per job."""
+    if getattr(_TLS, "run", None) != job.run:
+        _TLS.kernel = pickle.loads(pickle.dumps(job.kernel))  # drops any backend: built here
+        _TLS.run = job.run
+    return _TLS.kernel
+
+
+@contextlib.contextmanager
+def _device_context() -> Iterator[None]:
+    """Make the GPU backend's CUDA context current in this thread, if it has one elsewhere.
+
+    PyCUDA contexts are per thread; a Dask worker may run tasks on another thread than
+    the one that created it. A no-op unless the GPU backend was loaded in this process.
+    """
+    mod = sys.modules.get("mgkflow.gpu.backend")
+    ctx = getattr(mod, "_context", None) if mod is not None else None
+    if ctx is None:
+        yield
+        return
+    import pycuda.driver as cuda
+
+    pushed = False
+    if cuda.Context.get_current() is None:
+        ctx.push()
+        pushed = True
+    try:
+        yield
+    finally:
+        if pushed:
+            cuda.Context.pop()
+
+
+def compute_block(job: GramJob, block: Block) -> tuple[np.ndarray, dict]:
+    """Solve one block: ``kernel(X[r0:r1])`` on the diagonal, ``kernel(X[r0:r1], Y[c0:c1])`` elsewhere.
+
+    Returns the block's float64 values (a diagonal block is full and symmetric) and its figures.
+    """
+    kern = _thread_kernel(job)
+    xs = job.X[block.r0 : block.r1]
+    t0 = time.perf_counter()
+    with _device_context():
+        if block.diagonal:
+            values = kern(xs)
+        else:
+            ys = (job.X if job.Y is None else job.Y)[block.c0 : block.c1]
+            values = kern(xs, ys)
+    seconds = time.perf_counter() - t0
+    st = kern.last_stats
+    it = st.iterations
+    info = {
+        "pairs": block.n_pairs,
+        "seconds": seconds,
+        "backend": st.backend,
+        "cg_iter_median": float(np.median(it)) if it.size else 0.0,
+        "not_converged": int((~st.converged).sum()),
+        "run": job.run,
+    }
+    return values, info
+
+
+def run_block(job: GramJob, block: Block) -> BlockReport:
+    """The block task: compute a block, write it to the store (if any) and report.
+
+    With a store the values go to disk from here (a Dask worker writes its own blocks)
+    and the report carries none; without one they travel back in the report.
+    """
+    values, info = compute_block(job, block)
+    return _store_and_report(job, block, values, info)
+
+
+def _store_and_report(job: GramJob, block: Block, values: np.ndarray, info: dict) -> BlockReport:
+    worker = f"{os.uname().nodename}:{os.getpid()}"
+    if job.store is not None:
+        job.store.write_block(block, values, {**info, "worker": worker})
+        values = None
+    return BlockReport(
+        key=block.key,
+        pairs=info["pairs"],
+        seconds=info["seconds"],
+        backend=info["backend"],
+        worker=worker,
+        cg_iter_median=info["cg_iter_median"],
+        not_converged=info["not_converged"],
+        values=values,
+    )
+
+
+@dataclass
+class GramResult:
+    """Outcome of :func:`tiled_gram`.
+
+    Attributes
+    ----------
+    matrix : ndarray or None
+        The kernel matrix (in-memory runs); None when written to ``path``.
+    path : Path or None
+        The Zarr store (read it with :func:`mgkflow.load_gram`).
+    ids, ids_y : list of str
+        Graph identifiers of the rows and columns (titles, else indices); ``ids_y`` is
+        None for the Gram matrix of one set.
+    blocks : int
+        Blocks of the whole matrix.
+    computed : list of str
+        Keys (``"bi.bj"``) of the blocks computed by this run, in completion order.
+    skipped : int
+        Blocks found done in the store (resumed run).
+    pairs : int
+        Pairs solved by this run.
+    seconds : float
+        Wall time of the solving phase.
+    estimate : ResourceEstimate
+        The memory estimate made before the run.
+    workers : dict
+        Blocks computed per worker (``"host:pid"``).
+    """
+
+    matrix: np.ndarray | None
+    path: Path | None
+    ids: list[str]
+    ids_y: list[str] | None
+    blocks: int
+    computed: list[str]
+    skipped: int
+    pairs: int
+    seconds: float
+    estimate: ResourceEstimate
+    workers: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def pairs_per_second(self) -> float:
+        return self.pairs / self.seconds if self.seconds > 0 else float("inf")
+
+
+def _ids(graphs: Sequence[Graph]) -> list[str]:
+    return [g.title if g.title is not None else str(i) for i, g in enumerate(graphs)]
+
+
+def _check_graphs(graphs: Any, what: str) -> tuple[Graph, ...]:
+    if isinstance(graphs, Graph):
+        raise TypeError(f"{what} must be a sequence of Graph objects, not a single Graph")
+    out = tuple(graphs)
+    if not out:
+        raise ValueError(f"{what} is empty")
+    for i, g in enumerate(out):
+        if not isinstance(g, Graph):
+            raise TypeError(f"{what}[{i}] is a {type(g).__name__}, not a mgkflow.Graph")
+    return out
+
+
+def _resolved_backend(kernel: MarginalizedGraphKernel, client: Any) -> str:
+    if kernel.backend != "auto":
+        return kernel.backend
+    if client is not None:
+        return "gpu"  # a cluster's workers decide; size blocks for the faster backend
+    return "gpu" if gpu_available() else "cpu"
+
+
+def _run_local(job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
+    if job.store is None:
+        for b in blocks:
+            on_report(run_block(job, b))
+        return
+    # one writer thread: block k is written (and fsync'ed) while block k + 1 is solved;
+    # at most two blocks are held in memory
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mgkflow-gram-writer") as writer:
+        pending = None
+        for b in blocks:
+            values, info = compute_block(job, b)
+            if pending is not None:
+                on_report(pending.result())
+            pending = writer.submit(_store_and_report, job, b, values, info)
+        if pending is not None:
+            on_report(pending.result())
+
+
+# ---------------------------------------------------------------------- Dask workers' writes
+# A Dask task with a store hands its block to a writer thread of its worker process and
+# returns, so that the worker solves the next block while this one is written (one write
+# pending at most: two blocks in memory). The marker still follows the durable data; the
+# client waits for every worker's writes (flush_writes) and recomputes any block whose
+# marker is missing (a worker lost with a write pending).
+_WRITES_LOCK = threading.Lock()
+_WRITER: Any = None
+_PENDING: list = []
+
+
+def _writer() -> Any:
+    global _WRITER
+    with _WRITES_LOCK:
+        if _WRITER is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mgkflow-gram-writer")
+        return _WRITER
+
+
+def _wait_writes() -> None:
+    """Wait for this process's pending block writes; re-raise the first failure."""
+    with _WRITES_LOCK:
+        pending = list(_PENDING)
+        _PENDING.clear()
+    for fut in pending:
+        fut.result()
+
+
+def flush_writes() -> str | None:
+    """Wait for this process's pending block writes; the text of a failure, or None (run on Dask workers)."""
+    try:
+        _wait_writes()
+    except Exception as exc:  # noqa: BLE001 - reported to the client, which raises
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def run_block_overlapped(job: GramJob, block: Block) -> BlockReport:
+    """Dask task with a store: solve the block, queue its write on this worker's writer thread, report."""
+    if job.store is None:
+        return run_block(job, block)
+    values, info = compute_block(job, block)
+    _wait_writes()  # the previous block was written while this one was solved
+    fut = _writer().submit(_store_and_report, job, block, values, info)
+    with _WRITES_LOCK:
+        _PENDING.append(fut)
+    return BlockReport(
+        key=block.key,
+        pairs=info["pairs"],
+        seconds=info["seconds"],
+        backend=info["backend"],
+        worker=f"{os.uname().nodename}:{os.getpid()}",
+        cg_iter_median=info["cg_iter_median"],
+        not_converged=info["not_converged"],
+    )
+
+
+def _run_dask(client: Any, job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
+    from distributed import as_completed
+
+    # graphs and kernel go to every worker once; each task names the scattered job
+    [job_future] = client.scatter([job], broadcast=True, hash=False)
+    try:
+        todo = list(blocks)
+        for attempt in range(3):
+            futures = [
+                client.submit(
+                    run_block_overlapped, job_future, b, key=f"mgkflow-block-{job.run[:12]}-{attempt}-{b.key}",
+                    pure=False,
+                )  # fmt: skip
+                for b in todo
+            ]
+            try:
+                for fut in as_completed(futures):
+                    report = fut.result()
+                    fut.release()
+                    on_report(report)
+            except BaseException:
+                client.cancel(futures)
+                raise
+            if job.store is None:
+                return
+            failures = {w: e for w, e in client.run(flush_writes).items() if e}
+            if failures:
+                worker, err = next(iter(failures.items()))
+                raise RuntimeError(
+                    f"writing blocks to {job.store.path} failed on {len(failures)} worker(s): {worker}: {err}"
+                )
+            wanted = {b.key for b in todo}
+            todo = [b for b in job.store.missing_blocks() if b.key in wanted]
+            if not todo:
+                return
+        raise RuntimeError(f"{len(todo)} blocks could not be written to {job.store.path} (workers lost); run again")
+    finally:
+        client.cancel([job_future])
+
+
+def tiled_gram(
+    X: Sequence[Graph],
+    Y: Sequence[Graph] | None = None,
+    kernel: MarginalizedGraphKernel | None = None,
+    *,
+    out: str | os.PathLike | None = None,
+    block_size: int | None = None,
+    dtype: str = "float64",
+    client: Any = None,
+    resume: bool = True,
+    overwrite: bool = False,
+    progress: bool = False,
+    check_memory: bool = True,
+    log: Callable[[str], Any] | None = None,
+) -> GramResult:
+    """Compute a kernel matrix block by block, in memory or into a resumable Zarr store.
+
+    The matrix is cut into ``block_size x block_size`` blocks of graph pairs (for the
+    Gram matrix of X, the blocks on and above the diagonal). Each block is one task: it
+    runs here, one after the other, or on the workers of a ``distributed.Client``
+    (graphs and kernel are sent to each worker once; workers write their blocks to the
+    store themselves). With ``out`` every block is a chunk of a Zarr array, recorded
+    as done only once written durably; running the same call again after a crash
+    (kill -9 included) computes only the missing blocks and gives the same bits.
+
+    Parameters
+    ----------
+    X : sequence of Graph
+    Y : sequence of Graph, optional
+        Columns of a cross matrix; None for the Gram matrix of X.
+    kernel : MarginalizedGraphKernel, optional
+        The kernel (default ``MarginalizedGraphKernel()``); it pickles without its
+        backend, so each worker builds its own.
+    out : path-like, optional
+        Zarr store to write (``K.zarr``); None keeps the matrix in memory (refused,
+        naming the ``out=`` to use, when it would not fit).
+    block_size : int, optional
+        Graphs per block side (= the chunk side); default 2048 with the GPU backend,
+        128 on the CPU.
+    dtype : {"float64", "float32"}
+        Stored dtype (float32 halves memory and disk; values are solved in float64).
+    client : distributed.Client, optional
+        Run the blocks on this Dask cluster; None runs them in this process.
+    resume : bool
+        Resume into an existing store made by the same computation (default). A store
+        made for other graphs, ids, kernel parameters, block size or dtype is refused
+        (:class:`~mgkflow.gram.store.StoreMismatchError`).
+    overwrite : bool
+        Delete an existing store at ``out`` first.
+    progress : bool
+        tqdm progress bar over blocks (with ETA).
+    check_memory : bool
+        Estimate host and disk memory first and refuse what cannot fit
+        (:class:`~mgkflow.gram.resources.ResourceError`).
+    log : callable, optional
+        Called with one-line messages (estimate, resume state).
+
+    Returns
+    -------
+    GramResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mgkflow.datasets import molecules, default_kernels
+    >>> gs = molecules(7, seed=3, max_atoms=10)
+    >>> kern = MarginalizedGraphKernel(*default_kernels("drugs"), q=0.2, backend="cpu")
+    >>> res = tiled_gram(gs, kernel=kern, block_size=3)
+    >>> res.blocks, len(res.computed), res.pairs
+    (6, 6, 28)
+    >>> bool(np.array_equal(res.matrix, kern(gs)))
+    True
+    """
+    X = _check_graphs(X, "X")
+    Yt = None if Y is None else _check_graphs(Y, "Y")
+    kernel = MarginalizedGraphKernel() if kernel is None else kernel
+    if not isinstance(kernel, MarginalizedGraphKernel):
+        raise TypeError(f"kernel must be a MarginalizedGraphKernel, got {type(kernel).__name__}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    n = len(X)
+    m = n if Yt is None else len(Yt)
+    backend = _resolved_backend(kernel, client)
+    if block_size is None:
+        block_size = default_block_size(n, None if Yt is None else m, backend)
+    if isinstance(block_size, bool) or not isinstance(block_size, int | np.integer) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    block_size = int(block_size)
+    say = log or (lambda _msg: None)
+
+    est = estimate_resources(
+        X, Yt, block_size=block_size, dtype=dtype, backend=backend, out=out, device=backend == "gpu" and client is None
+    )
+    say(f"estimate: {est.summary()}")
+    if check_memory:
+        check_resources(est, in_memory=out is None)
+
+    ids = _ids(X)
+    ids_y = None if Yt is None else _ids(Yt)
+    params = kernel_params(kernel)
+    if kernel.backend == "auto" and client is None:
+        params["backend"] = repr(backend)  # what "auto" chose here: a resumed run must choose the same
+    store = None
+    all_blocks = plan_blocks(n, None if Yt is None else m, block_size)
+    if out is not None:
+        meta = {
+            "symmetric": Yt is None,
+            "shape": [n, m],
+            "block_size": block_size,
+            "dtype": dtype,
+            "ids": ids,
+            "ids_y": ids_y,
+            "kernel": repr(kernel),
+            "params": params,
+            "digests": {
+                "graphs_x": graphs_digest(X),
+                "graphs_y": None if Yt is None else graphs_digest(Yt),
+                "ids": params_digest({"x": ids, "y": ids_y}),
+                "params": params_digest(params),
+            },
+        }
+        # absolute: Dask workers (maybe on other hosts, with another working directory) open it too
+        store = GramStore.open(Path(out).absolute(), meta, resume=resume, overwrite=overwrite)
+        todo = store.missing_blocks()
+        if len(todo) < len(all_blocks):
+            say(f"resuming {out}: {len(all_blocks) - len(todo)} of {len(all_blocks)} blocks already done")
+    else:
+        todo = all_blocks
+    K = None if store is not None else np.full((n, m), np.nan, dtype=dtype)
+    by_key = {b.key: b for b in all_blocks}
+    job = GramJob(X=X, Y=Yt, kernel=kernel, store=store)
+    computed: list[str] = []
+    workers: dict[str, int] = {}
+    pairs = 0
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(all_blocks), initial=len(all_blocks) - len(todo), unit="block", desc="Gram blocks")
+    t0 = time.perf_counter()
+
+    def on_report(rep: BlockReport) -> None:
+        nonlocal pairs
+        computed.append(rep.key)
+        workers[rep.worker] = workers.get(rep.worker, 0) + 1
+        pairs += rep.pairs
+        if K is not None:
+            b = by_key[rep.key]
+            K[b.r0 : b.r1, b.c0 : b.c1] = rep.values
+            if b.symmetric and not b.diagonal:
+                K[b.c0 : b.c1, b.r0 : b.r1] = rep.values.T
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(pairs_s=f"{pairs / max(time.perf_counter() - t0, 1e-9):.3g}", refresh=False)
+
+    try:
+        if client is None:
+            _run_local(job, todo, on_report)
+        else:
+            _run_dask(client, job, todo, on_report)
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - t0
+    if store is not None:
+        lost = store.missing_blocks()
+        if lost:  # every task reported its marker written: only a file system fault gets here
+            raise RuntimeError(
+                f"{out}: {len(lost)} blocks reported written have no done marker (first: {lost[0].key}); "
+                "run again to compute them"
+            )
+    return GramResult(
+        matrix=K,
+        path=None if out is None else Path(out),
+        ids=ids,
+        ids_y=ids_y,
+        blocks=len(all_blocks),
+        computed=computed,
+        skipped=len(all_blocks) - len(todo),
+        pairs=pairs,
+        seconds=seconds,
+        estimate=est,
+        workers=workers,
+    )

@@ -1,0 +1,152 @@
+"""Tiled Gram matrices on a Dask cluster: same bits as in-process, into the same Zarr store."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+from mgkflow import MarginalizedGraphKernel, load_gram
+from mgkflow.cli import main
+from mgkflow.datasets import default_kernels, molecules
+from mgkflow.gram import GramStore, client_from_spec, tiled_gram
+from mgkflow.gram.cluster import backend_for_spec, parse_spec
+
+pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client():
+    # two worker processes of one thread each: graphs and kernel are pickled to them
+    with client_from_spec("local:2", processes=True) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def kern():
+    return MarginalizedGraphKernel(*default_kernels("drugs"), q=0.2, backend="cpu")
+
+
+def test_local_cluster_gram_of_200_labeled_graphs_equals_in_process(client, kern, tmp_path):
+    gs = molecules(200, seed=21, min_atoms=8, max_atoms=10, mean_atoms=9)
+    assert len(client.scheduler_info()["workers"]) == 2
+    path = tmp_path / "K.zarr"
+    res = tiled_gram(gs, kernel=kern, out=path, block_size=50, client=client)
+    assert res.blocks == 10 and sorted(res.computed) == sorted(b for b in res.computed) and len(res.computed) == 10
+    assert res.pairs == 200 * 201 // 2
+    local = tiled_gram(gs, kernel=kern, block_size=50)  # in-process, same blocks
+    K, ids = load_gram(path)
+    assert np.array_equal(K, local.matrix)
+    assert ids == [g.title for g in gs]
+    # the workers wrote their blocks themselves (markers name the worker processes, not this one)
+    workers = {json.loads(p.read_text())["worker"] for p in (path / "done").glob("*.json")}
+    assert workers == set(res.workers) and all(not w.endswith(f":{__import__('os').getpid()}") for w in workers)
+
+
+def test_cluster_in_memory_cross_matrix_and_resume(client, kern, tmp_path):
+    gs = molecules(30, seed=4, max_atoms=12, mean_atoms=10)
+    X, Y = gs[:13], gs[13:]
+    res = tiled_gram(X, Y, kernel=kern, block_size=5, client=client)
+    assert np.array_equal(res.matrix, kern(X, Y))
+    # a store half done in this process, finished on the cluster
+    path = tmp_path / "K.zarr"
+    first = tiled_gram(gs, kernel=kern, out=path, block_size=6)
+    dropped = sorted(first.computed)[::2]
+    for key in dropped:
+        (path / "done" / f"{key}.json").unlink()
+    res = tiled_gram(gs, kernel=kern, out=path, block_size=6, client=client)
+    assert sorted(res.computed) == dropped and res.skipped == first.blocks - len(dropped)
+    assert np.array_equal(load_gram(path).matrix, kern(gs))
+
+
+def test_cli_dask_local_equals_in_process(tmp_path):
+    common = ["gram", "drugs", "--n-graphs", "16", "--block-size", "5", "--quiet"]
+    assert main([*common, "--backend", "cpu", "--out", str(tmp_path / "A.zarr")]) == 0
+    assert main([*common, "--dask", "local:2", "--out", str(tmp_path / "B.zarr")]) == 0
+    a, b = load_gram(tmp_path / "A.zarr"), load_gram(tmp_path / "B.zarr")
+    assert np.array_equal(a.matrix, b.matrix) and a.ids == b.ids
+    assert a.meta["params"] == b.meta["params"]  # local:N implies the CPU backend
+    # the same command again resumes: nothing left to compute
+    assert main([*common, "--dask", "local:2", "--out", str(tmp_path / "B.zarr"), "--stats",
+                 str(tmp_path / "s.csv")]) == 0
+    import pandas as pd
+
+    row = pd.read_csv(tmp_path / "s.csv").iloc[0]
+    assert row["blocks_computed"] == 0 and row["blocks_skipped"] == row["blocks"] == 10
+
+
+def test_cluster_specs():
+    assert parse_spec("local:3") == ("local", 3) and parse_spec(" LOCAL ") == ("local", None)
+    assert parse_spec("tcp://127.0.0.1:8786") == ("address", None)
+    assert backend_for_spec("cuda:2") == "gpu" and backend_for_spec("local") == "cpu"
+    for bad in ("locl:2", "local:0", "local:x", "gpu"):
+        with pytest.raises(ValueError, match="--dask"):
+            parse_spec(bad)
+    if importlib.util.find_spec("dask_cuda") is None:
+        with pytest.raises(RuntimeError, match="dask-cuda"):
+            with client_from_spec("cuda"):
+                pass
+
+
+def _block_dependencies(dask_scheduler):
+    out = {}
+    for key, ts in dask_scheduler.tasks.items():
+        if str(key).startswith("mgkflow-block"):
+            out[str(key)] = [(str(d.key), len(d.who_has or ()), d.nbytes) for d in ts.dependencies]
+    return out
+
+
+def test_graphs_and_kernel_reach_each_worker_once(client, kern):
+    from mgkflow.gram import plan_blocks
+    from mgkflow.gram.tiled import GramJob, _run_dask
+
+    gs = molecules(40, seed=9, max_atoms=10, mean_atoms=9)
+    job = GramJob(X=tuple(gs), Y=None, kernel=kern, store=None)
+    seen, got = [], {}
+
+    def on_report(rep):
+        got[rep.key] = rep.values
+        if not seen:  # while blocks are still pending: what do their tasks depend on?
+            seen.append(client.run_on_scheduler(_block_dependencies))
+
+    _run_dask(client, job, plan_blocks(40, None, 4), on_report)
+    deps = seen[0]
+    assert deps, "some blocks were pending at the first report"
+    keys = {d[0][0] for d in deps.values()}
+    assert all(len(d) == 1 for d in deps.values()) and len(keys) == 1  # one shared job, no per-task copies
+    (dep,) = {d[0] for d in deps.values()}
+    assert dep[1] == 2  # scattered to both workers up front (broadcast)
+    assert dep[0].startswith("GramJob-")  # the job holding the graphs and the kernel
+    assert len(got) == 55
+
+
+class _LosesOneMarker(GramStore):
+    """A store whose first write of block 0.1 loses its marker (a worker lost with a write pending)."""
+
+    def write_block(self, block, values, info):
+        flag = self.path.parent / "lost-once"
+        if block.key == "0.1" and not flag.exists():
+            flag.write_text("x")
+            self.array[block.r0 : block.r1, block.c0 : block.c1] = values
+            return {}
+        return super().write_block(block, values, info)
+
+
+def test_blocks_whose_marker_went_missing_are_recomputed(client, kern, tmp_path):
+    from mgkflow.gram.tiled import GramJob, _run_dask
+
+    gs = molecules(12, seed=2, max_atoms=10, mean_atoms=9)
+    path = tmp_path / "K.zarr"
+    tiled_gram(gs, kernel=kern, out=path, block_size=4)  # the store, its layout and metadata
+    for p in (path / "done").glob("*.json"):
+        p.unlink()
+    store = GramStore.read(path, mode="r+")
+    store.__class__ = _LosesOneMarker
+    reports = []
+    _run_dask(client, GramJob(X=tuple(gs), Y=None, kernel=kern, store=store), store.blocks(), reports.append)
+    keys = [r.key for r in reports]
+    assert sorted(keys) == sorted(["0.0", "0.1", "0.1", "0.2", "1.1", "1.2", "2.2"])  # 0.1 twice
+    assert (tmp_path / "lost-once").exists() and not store.missing_blocks()
+    assert np.array_equal(load_gram(path).matrix, kern(gs))
