@@ -1,4 +1,4 @@
-"""Exact CPU backend: float64 scipy solve of the product-graph system (DESIGN §5.1).
+"""Exact CPU backend: float64 scipy solve of the product-graph system (docs/design.md §5.1).
 
 The oracle for every other backend. For a pair (G, G') it solves
 

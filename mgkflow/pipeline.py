@@ -1,4 +1,4 @@
-"""The staged pipeline: load -> reorder -> pack -> solve (DESIGN §2).
+"""The staged pipeline: load -> reorder -> pack -> solve (docs/design.md §2).
 
 Each stage is a small object with a ``name`` and a ``run(state)`` method that
 returns the next :class:`PipelineState` and a :class:`StageStats` record.
@@ -225,7 +225,7 @@ class Reorder(Stage):
 
 
 class Pack(Stage):
-    """Pack graphs into octiles (DESIGN §4) and record tile statistics.
+    """Pack graphs into octiles (docs/design.md §4) and record tile statistics.
 
     With ``build=True`` (default) the packed batch is built and kept in the state (bytes
     reported). When a :class:`Solve` stage on the GPU follows (:class:`Pipeline` connects

@@ -1,4 +1,4 @@
-"""Per-graph quantities of the marginalized graph kernel's linear system (DESIGN §1).
+"""Per-graph quantities of the marginalized graph kernel's linear system (docs/design.md §1).
 
 :func:`prepare_graph` validates a graph against the kernels and the start/stop
 probabilities and returns a :class:`GraphSystem` with p, q and d; every backend

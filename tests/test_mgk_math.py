@@ -1,4 +1,4 @@
-"""The marginalized graph kernel against its definition (DESIGN §1, checks of §1.4).
+"""The marginalized graph kernel against its definition (docs/design.md §1, checks of §1.4).
 
 The reference values are computed here from scratch with dense numpy:
 

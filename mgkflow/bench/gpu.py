@@ -1,7 +1,7 @@
 """GPU benchmark of the paper workloads: ``python -m mgkflow.bench gpu [options]``.
 
 Times the full Gram matrix (upper triangle, 12,880 pairs for 160 graphs) of the six
-workloads of DESIGN §6.1 with the GPU backend, end to end after compilation (median
+workloads of docs/design.md §6.1 with the GPU backend, end to end after compilation (median
 of ``--reps`` runs of ``MarginalizedGraphKernel(...)(graphs)``), on graphs reordered
 with PBR (RCM when PBR is not available, with a note). Load, reorder and pack are
 timed separately. Reports pairs/s, CG iterations, device time, effective GFLOP/s

@@ -1,7 +1,7 @@
 """GraphDot 0.8.1 on mgkflow's real datasets, for ``mgkflow bench gpu --real`` ratios.
 
-Run on the GPU machine with GraphDot importable (``../shared/anchors/graphdot`` unpacks and
-patches it into ``/tmp/graphdot``)::
+Run on the GPU machine with GraphDot 0.8.1 importable (here unpacked into ``/tmp/graphdot``, with
+only numpy-2 import fixes applied)::
 
     PYTHONPATH=/tmp/graphdot/graphdot-0.8.1:/tmp/site:$PWD \\
         python3 -m mgkflow.bench.graphdot_real --drugs 1000 --out $OUT

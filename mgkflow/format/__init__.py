@@ -1,4 +1,4 @@
-"""Octile format (DESIGN §4) and octile counting.
+"""Octile format (docs/design.md §4) and octile counting.
 
 ``count`` holds the figure of merit of orderings (non-empty 8x8 tiles);
 ``octile`` packs reordered graphs into non-empty 8x8 tiles for the GPU solver.

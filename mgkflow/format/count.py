@@ -1,6 +1,6 @@
 """Counting non-empty 8x8 tiles ("octiles") of an adjacency matrix.
 
-The figure of merit of every ordering (DESIGN §3): the number of non-empty 8x8
+The figure of merit of every ordering (docs/design.md §3): the number of non-empty 8x8
 tiles of the full matrix (both triangles, diagonal tiles included).
 """
 

@@ -1,4 +1,4 @@
-"""The octile format (DESIGN §4): non-empty 8x8 tiles of a (reordered) graph.
+"""The octile format (docs/design.md §4): non-empty 8x8 tiles of a (reordered) graph.
 
 A graph's n x n adjacency matrix is cut into 8x8 tiles ("octiles"); only the
 non-empty ones are stored, in COO order (row-major by tile row, then tile

@@ -1,4 +1,4 @@
-"""PyCUDA backend of the marginalized graph kernel (DESIGN §5).
+"""PyCUDA backend of the marginalized graph kernel (docs/design.md §5).
 
 Imported lazily by :mod:`mgkflow.gpu`; importing this module imports PyCUDA.
 """

@@ -1,4 +1,4 @@
-// mgkflow: marginalized graph kernel, whole PCG per pair on the GPU (DESIGN §5).
+// mgkflow: marginalized graph kernel, whole PCG per pair on the GPU (docs/design.md §5).
 //
 // One thread block solves one pair (G1, G2) at a time; blocks of a persistent grid
 // take jobs (pairs, sorted by estimated cost) through an atomic counter.

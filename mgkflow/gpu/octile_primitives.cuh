@@ -1,4 +1,4 @@
-// mgkflow: the octile-pair primitives of the XMV (DESIGN §5, paper §III-C).
+// mgkflow: the octile-pair primitives of the XMV (docs/design.md §5, paper §III-C).
 //
 // Spliced (by mgkflow.gpu.source) into the solver and into the primitives microbenchmark,
 // after the definitions of w_t (edge weight storage type), COEF(w1, w2, ke) (one product's

@@ -1,4 +1,4 @@
-"""Node orderings (DESIGN §3): a registry of named methods behind one function.
+"""Node orderings (docs/design.md §3): a registry of named methods behind one function.
 
 Every ordering maps a graph (a :class:`mgkflow.graph.Graph` or a square scipy
 sparse / dense matrix) to a permutation ``perm`` (numpy int64) with ``perm[k]`` the

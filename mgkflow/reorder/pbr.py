@@ -1,4 +1,4 @@
-"""Partition-based reordering (PBR), paper §IV-A and DESIGN §3.
+"""Partition-based reordering (PBR), paper §IV-A and docs/design.md §3.
 
 The nodes are split into ``K = ceil(n/8)`` groups of exactly 8 (the last one may
 be smaller) so that few pairs of groups are joined by an edge; the nodes are then
