@@ -38,9 +38,15 @@ DEFAULT_MIN_BLOCKS = 2
 _SMEM_PER_ENTRY = {False: 12, True: 16}
 
 
+_CONFIG_KEYS: dict[KernelConfig, str] = {}
+
+
 def compile_module(config: KernelConfig) -> device.Module:
     """Compile (or fetch from the process cache) the per-pair solver module for ``config``."""
-    return device.build_module(lambda: kernel_source(config), ("solver", config.key))
+    key = _CONFIG_KEYS.get(config)
+    if key is None:  # the digest of the configuration's repr, computed once per configuration
+        key = _CONFIG_KEYS[config] = config.key
+    return device.build_module(lambda: kernel_source(config), ("solver", key))
 
 
 @dataclass
@@ -204,6 +210,11 @@ class GPUBackend:
         self.sort_jobs = bool(sort_jobs)
         self.last_extra: dict = {}
         self._batch_cache: tuple | None = None
+        self._wd_cache: tuple | None = None
+        self._vd_cache: tuple | None = None
+        self._prim_cache: dict = {}
+        self._out_dev: tuple | None = None  # output buffers reused between calls: (capacity, buffers)
+        self._jobs_dev: tuple | None = None  # job list buffer reused between launches: (capacity, buffer)
         self._adopted: HostBatch | None = None
         #: where the last call's batch came from: "packed", "adopted" (pipeline) or "cached"
         self.pack_source = ""
@@ -223,12 +234,15 @@ class GPUBackend:
             raise TypeError(f"adopt expects a mgkflow.gpu.pack.HostBatch, got {type(packed).__name__}")
         self._adopted = packed
 
-    def _device_batch(self, systems: Sequence[GraphSystem], config: KernelConfig) -> _DeviceBatch:
+    def _device_batch(
+        self, systems: Sequence[GraphSystem], config: KernelConfig, digest: int | None = None
+    ) -> _DeviceBatch:
         """The uploaded batch of ``systems`` (cached while the same graphs come back; an adopted
         host batch of the same layout is uploaded instead of packing)."""
         sort = strategies.get(config.xmv).tile_sort and self.tile_sort
         key = layout_key(systems, config, sort)
-        digest = vector_digest(systems)
+        if digest is None:
+            digest = vector_digest(systems)
         if self._batch_cache is not None and self._batch_cache[0] == key:
             db = self._batch_cache[1]
             if db.vec_digest != digest:  # same graphs, other p / q (a hyperparameter sweep)
@@ -271,7 +285,9 @@ class GPUBackend:
         if isinstance(self.primitives, np.ndarray):
             sel, label = self.primitives, "map"
         elif self.primitives == "auto":
-            sel = load_map(self.device_name, labeled)
+            if labeled not in self._prim_cache:  # read the measured map once per backend
+                self._prim_cache[labeled] = load_map(self.device_name, labeled)
+            sel = self._prim_cache[labeled]
             label = "measured" if sel is not None else "ss(no map)"
             if sel is None:
                 sel = constant_map("ss")
@@ -282,6 +298,24 @@ class GPUBackend:
         if self._map_cache is None or self._map_cache[0] != key:
             self._map_cache = (key, device.upload(np.ascontiguousarray(sel, dtype=np.uint8)))
         return self._map_cache[1]
+
+    def _output_buffers(self, n: int) -> tuple:
+        """Output buffers for ``n`` pairs, reused between calls (grown when a call has more pairs)."""
+        if self._out_dev is None or self._out_dev[0] < n:
+            self._out_dev = None
+            cap = max(n, 1024)
+            self._out_dev = (cap, _alloc_outputs(cap))
+        return self._out_dev[1]
+
+    def _upload_jobs(self, jobs: np.ndarray) -> device.DeviceArray:
+        """The int32 job list on the device, in a buffer reused between launches."""
+        if self._jobs_dev is None or self._jobs_dev[0] < jobs.size:
+            self._jobs_dev = None
+            cap = max(int(jobs.size), 2048)
+            self._jobs_dev = (cap, cuda.mem_alloc(4 * cap))
+        buf = self._jobs_dev[1]
+        cuda.memcpy_htod(buf, np.ascontiguousarray(jobs, dtype=np.int32))
+        return device.DeviceArray(buf, np.dtype(np.int32), int(jobs.size))
 
     def _get_scratch(self, nbytes: int) -> Any:
         if self._scratch is None or self._scratch_bytes < nbytes:
@@ -312,7 +346,7 @@ class GPUBackend:
         """
         t_start = time.perf_counter()
         npairs = len(pairs)
-        out = _Outputs(npairs)
+        out = _Outputs(npairs, self._output_buffers)
         if npairs == 0:
             self.last_extra = {}
             return out.result()
@@ -326,7 +360,7 @@ class GPUBackend:
         func = compile_module(config).function("mgk_solve")
         t_compile = time.perf_counter() - t0
         t0 = time.perf_counter()
-        db = self._device_batch(systems, config)
+        db = self._device_batch(systems, config, self._vector_digest(systems))
         t_pack = time.perf_counter() - t0
 
         pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
@@ -338,6 +372,8 @@ class GPUBackend:
         launches = []
         dev_seconds = 0.0
         shared = _SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
+        shared.N = db.nt[g1] * db.nt[g2] * 64
+        shared.cost = self._cost(db, g1, g2) if self.sort_jobs else None
         for sel, use_smem, fn, blk in self._launch_classes(plan, config, func, values):
             secs, info = self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs)
             dev_seconds += secs
@@ -351,10 +387,32 @@ class GPUBackend:
                                       wide_stats, func, config)  # fmt: skip
         return values_out, iters, res, conv
 
+    def _weights_double(self, systems: Sequence[GraphSystem]) -> bool:
+        """:func:`weights_need_double` of the systems' graphs, remembered while the same graph
+        objects come back (the cache holds them, so their ids stay theirs)."""
+        graphs = tuple(s.graph for s in systems)
+        c = self._wd_cache
+        if c is not None and len(c[0]) == len(graphs) and all(a is b for a, b in zip(c[0], graphs, strict=True)):
+            return c[1]
+        wd = weights_need_double(systems)
+        self._wd_cache = (graphs, wd)
+        return wd
+
+    def _vector_digest(self, systems: Sequence[GraphSystem]) -> int:
+        """:func:`vector_digest` of the systems' p, q, d, remembered while the very same arrays come
+        back (held by the cache: a hyperparameter sweep or repeated calls on prepared systems)."""
+        arrays = tuple(v for s in systems for v in (s.p, s.q, s.d))
+        c = self._vd_cache
+        if c is not None and len(c[0]) == len(arrays) and all(a is b for a, b in zip(c[0], arrays, strict=True)):
+            return c[1]
+        digest = vector_digest(systems)
+        self._vd_cache = (arrays, digest)
+        return digest
+
     def _config(self, systems: Sequence[GraphSystem], node_kernel: BaseKernel, edge_kernel: BaseKernel) -> KernelConfig:
         """The value-free :class:`KernelConfig` of a call (kernel structure, dtypes, settings)."""
         first = systems[0].graph
-        weight_double = weights_need_double(systems)
+        weight_double = self._weights_double(systems)
         return make_config(
             node_kernel,
             edge_kernel,
@@ -422,8 +480,8 @@ class GPUBackend:
         db: _DeviceBatch, shared: _SharedArgs, budget: int, pairs: Sequence,
     ) -> tuple[float, dict]:  # fmt: skip
         """One persistent-grid launch of ``mgk_solve`` over the pairs ``sel``: device seconds, figures."""
-        N = db.nt[g1] * db.nt[g2] * 64
-        cost = self._cost(db, g1, g2)
+        N = shared.N
+        cost = shared.cost
         order = sel[np.argsort(-cost[sel])] if self.sort_jobs else sel  # introsort: deterministic, faster
         jobs = np.stack([g1[order], g2[order]], axis=1).astype(np.int32).ravel()
         n_max = int(N[order].max())
@@ -446,7 +504,7 @@ class GPUBackend:
             )
         grid = max(1, min(grid, budget // per_block_bytes))
         scratch = self._get_scratch(per_block_bytes * grid)
-        d_jobs = device.upload(jobs)
+        d_jobs = self._upload_jobs(jobs)
         o = shared.out
         cuda.memset_d32(o.counter, 0, 1)
         start, stop = cuda.Event(), cuda.Event()
@@ -515,22 +573,29 @@ class GPUBackend:
         }
 
 
-class _Outputs:
-    """Per-pair results on the host and their device buffers (allocated on first use)."""
+def _alloc_outputs(n: int) -> tuple:
+    """Device buffers for ``n`` pairs' K, iterations, residuals, flags, and a job counter."""
+    n = max(n, 1)
+    return (cuda.mem_alloc(8 * n), cuda.mem_alloc(4 * n), cuda.mem_alloc(8 * n), cuda.mem_alloc(4 * n),
+            cuda.mem_alloc(4))  # fmt: skip
 
-    def __init__(self, npairs: int) -> None:
+
+class _Outputs:
+    """Per-pair results on the host and their device buffers (allocated on first use, or lent by
+    ``buffers(n)``: the backend keeps one set between calls)."""
+
+    def __init__(self, npairs: int, buffers: Callable[[int], tuple] | None = None) -> None:
         self.n = npairs
         self.k = np.zeros(npairs)
         self.it = np.zeros(npairs, dtype=np.int32)
         self.res = np.zeros(npairs)
         self.conv = np.zeros(npairs, dtype=np.int32)
         self._dev: tuple | None = None
+        self._lend = buffers or _alloc_outputs
 
     def _buffers(self) -> tuple:
         if self._dev is None:
-            n = max(self.n, 1)
-            self._dev = (cuda.mem_alloc(8 * n), cuda.mem_alloc(4 * n), cuda.mem_alloc(8 * n), cuda.mem_alloc(4 * n),
-                         cuda.mem_alloc(4))  # fmt: skip
+            self._dev = self._lend(self.n)
         return self._dev
 
     d_k = property(lambda self: self._buffers()[0])
@@ -562,3 +627,6 @@ class _SharedArgs:
             "hdr": a["hdr"], "nlab": a["nlab"], "nlab_stride": db.nlab_stride, "dvec": a["d"], "pvec": a["p"],
             "qvec": a["q"], "rtol": rtol, "max_iter": max_iter, **xmv_args,
         }  # fmt: skip
+        #: product unknowns and estimated cost of every pair of the call (set by ``solve``)
+        self.N: np.ndarray = np.zeros(0, dtype=np.int64)
+        self.cost: np.ndarray | None = None

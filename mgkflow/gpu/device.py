@@ -44,7 +44,7 @@ __all__ = [
     "compile_count", "reset", "Param", "parse_signatures", "Kernel", "Module", "DeviceArray", "upload",
 ]  # fmt: skip
 
-_state: dict[str, Any] = {"context": None, "modules": {}, "compiles": 0, "limits": None}
+_state: dict[str, Any] = {"context": None, "modules": {}, "compiles": 0, "limits": None, "arch": None}
 
 
 def driver() -> Any:
@@ -56,7 +56,7 @@ def driver() -> Any:
 
 def reset() -> None:
     """Forget the context, the compiled modules and the device limits (tests with fake drivers)."""
-    _state.update(context=None, modules={}, compiles=0, limits=None)
+    _state.update(context=None, modules={}, compiles=0, limits=None, arch=None)
 
 
 def ensure_context() -> Any:
@@ -85,8 +85,10 @@ def ensure_context() -> Any:
 
 def device_arch() -> str:
     """``sm_XY`` of the current device."""
-    major, minor = driver().Context.get_device().compute_capability()
-    return f"sm_{major}{minor}"
+    if _state.get("arch") is None:
+        major, minor = driver().Context.get_device().compute_capability()
+        _state["arch"] = f"sm_{major}{minor}"
+    return _state["arch"]
 
 
 @dataclass(frozen=True)
@@ -315,6 +317,11 @@ class Kernel:
         self.func = func
         self.name = name
         self.params = params
+        self._names = tuple(p.name for p in params)
+        self._name_set = frozenset(self._names)
+        # checked once per (kernel, signature): per parameter, the expected pointer dtype or scalar type
+        self._ptr_dtype = tuple(p.dtype if p.kind == "P" else None for p in params)
+        self._is_ptr = tuple(p.kind == "P" for p in params)
 
     @property
     def num_regs(self) -> int:
@@ -329,12 +336,18 @@ class Kernel:
 
     def args(self, values: Mapping[str, Any]) -> tuple:
         """The positional, typed argument tuple of ``values`` (checked; see the class docstring)."""
-        names = [p.name for p in self.params]
-        missing = [n for n in names if n not in values]
-        extra = sorted(set(values) - set(names))
-        if missing or extra:
+        if len(values) != len(self._names) or not self._name_set.issuperset(values):
+            missing = [n for n in self._names if n not in values]
+            extra = sorted(set(values) - self._name_set)
             raise TypeError(f"internal: {self.name} arguments: missing {missing}, unknown {extra}")
-        return tuple(_check_arg(self.name, p, values[p.name]) for p in self.params)
+        out = []
+        for p, is_ptr, want in zip(self.params, self._is_ptr, self._ptr_dtype, strict=True):
+            v = values[p.name]
+            if is_ptr and type(v) is DeviceArray and (want is None or v.dtype == want):
+                out.append(v.alloc)  # the common case, checked inline
+            else:
+                out.append(_check_arg(self.name, p, v))
+        return tuple(out)
 
     def __call__(self, *, grid: tuple, block: tuple, shared: int = 0, **values: Any) -> None:
         self.func(*self.args(values), block=tuple(int(b) for b in block), grid=tuple(int(g) for g in grid),
