@@ -1,0 +1,223 @@
+"""Warp-per-pair solver of tiny pairs (mgkflow/gpu/strategies/tiny.py, mgk_tiny.cu), no GPU needed:
+the numpy emulation against the CPU solver, GPUBackend(tiny="warp") end to end on the fake driver of
+test_wide.py (arguments bound by the names and C types parsed from the generated source), and nvcc
+compiles of the generated sources without spills."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pytest
+from test_wide import FakeAlloc, fake_backend  # noqa: F401  (fixture)
+
+from mgkflow.cpu_solver import solve_pair
+from mgkflow.gpu import device
+from mgkflow.gpu.plan import plan_launches
+from mgkflow.gpu.source import KPAR, kernel_values, make_config
+from mgkflow.gpu.strategies import tiny
+from mgkflow.graph import Graph
+from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
+from mgkflow.system import prepare_graph
+
+NVCC = shutil.which("nvcc")
+
+
+def _molecule(n: int, seed: int) -> Graph:
+    """A small labeled tree with a ring closed (molecule-like), float32-exact weights."""
+    rng = np.random.default_rng(seed)
+    G = nx.random_labeled_tree(n, seed=seed) if hasattr(nx, "random_labeled_tree") else nx.random_tree(n, seed=seed)
+    if n > 6:
+        G.add_edge(0, 5)
+    for u, v in G.edges:
+        G.edges[u, v]["length"] = float(np.float32(rng.uniform(1.0, 1.6)))
+        G.edges[u, v]["weight"] = float(np.float32(rng.choice([1.0, 1.5, 2.0])))
+    for v in G.nodes:
+        G.nodes[v]["label"] = int(rng.integers(0, 4))
+    return Graph.from_networkx(G, node_labels=["label"], edge_labels=["length"])
+
+
+class TinyModule(device.Module):
+    """``mgk_tiny.cu`` on the fake driver: launches bind their arguments by the parsed signature and
+    run :func:`mgkflow.gpu.strategies.tiny.emulate_launch`."""
+
+    def __init__(self, src: str, nk: Any, ek: Any, config: Any, log: list) -> None:
+        super().__init__(self, src)
+        self.src, self.nk, self.ek, self.config, self.log = src, nk, ek, config, log
+        self.kpar = FakeAlloc(4 * int(re.search(r"__constant__ float mgk_kpar\[(\d+)\]", src).group(1)))
+        self.warps = int(re.search(r"#define WARPS (\d+)", src).group(1))
+
+    def get_global(self, name: str) -> tuple[FakeAlloc, int]:
+        assert name == KPAR
+        return self.kpar, self.kpar.nbytes
+
+    def get_function(self, name: str) -> Any:
+        assert name == tiny.KERNEL
+        mod, params = self, device.parse_signatures(self.src)[name]
+
+        class Func:
+            num_regs = 80
+            shared_size_bytes = 0
+
+            def set_attribute(self, *a: Any) -> None:
+                pass
+
+            def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0) -> None:
+                assert len(args) == len(params) and block == (32 * mod.warps, 1, 1)
+                assert np.array_equal(mod.kpar.view(np.float32), kernel_values(mod.nk, mod.ek)), "values not set"
+                kw = {}
+                for p, v in zip(params, args, strict=True):
+                    if p.kind == "P":
+                        assert isinstance(v, FakeAlloc), p
+                        kw[p.name] = v.buf[: v.nbytes].view(p.dtype)
+                    else:
+                        assert type(v) is p.dtype.type, (p, type(v))
+                        kw[p.name] = v.item()
+                n_max = kw["n_max"]
+                assert shared == mod.warps * n_max * 8 and n_max % 64 == 0
+                # the scratch of the grid holds 4 double vectors and A per warp
+                assert kw["scratch"].size >= grid[0] * mod.warps * kw["scratch_per_warp"]
+                tiny.emulate_launch(kw, mod.config, mod.nk, mod.ek)
+                mod.log.append({"jobs": kw["n_jobs"], "n_max": n_max})
+
+        return Func()
+
+
+class BlockStub:
+    """The per-block solver module: records which pairs it was launched for (K = NaN)."""
+
+    def __init__(self, src: str, log: list) -> None:
+        self.src, self.log = src, log
+        self.kpar = FakeAlloc(4 * int(re.search(r"__constant__ float mgk_kpar\[(\d+)\]", src).group(1)))
+
+    def get_global(self, name: str) -> tuple[FakeAlloc, int]:
+        return self.kpar, self.kpar.nbytes
+
+    def get_function(self, name: str) -> Any:
+        stub = self
+
+        class Func:
+            num_regs = 64
+            shared_size_bytes = 272
+
+            def set_attribute(self, *a: Any) -> None:
+                pass
+
+            def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0) -> None:
+                stub.log.append(block[0])
+
+        return Func()
+
+
+CASES = {
+    "labeled": (KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")),
+    "unlabeled": (Constant(1.0), Constant(1.0)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_emulation_matches_cpu(case: str) -> None:
+    """The numpy emulation of one launch (the algorithm of mgk_tiny.cu) against the float64 CPU solver."""
+    from mgkflow.gpu.pack import pack_host
+
+    nk, ek = CASES[case]
+    graphs = [_molecule(n, s) for s, n in enumerate((5, 12, 23, 31))]
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    config = make_config(nk, ek, {"label": "int64"}, {"length": "float64"}, row_ilp=2)
+    hb = pack_host(systems, config, sort=True)
+    pairs = [(i, j) for i in range(4) for j in range(i, 4)]
+    kw = {k: v for k, v in hb.host.items()}
+    kw.update(nlab_stride=hb.nlab_stride, relab_stride=hb.relab_stride, dvec=hb.host["d"], pvec=hb.host["p"],
+              qvec=hb.host["q"], rtol=1e-10, max_iter=500, n_jobs=len(pairs),
+              jobs=np.array(pairs, dtype=np.int32).ravel(), job_counter=np.zeros(1, np.int32),
+              out_k=np.zeros(len(pairs)), out_iter=np.zeros(len(pairs), np.int32), out_res=np.zeros(len(pairs)),
+              out_conv=np.zeros(len(pairs), np.int32))  # fmt: skip
+    tiny.emulate_launch(kw, config, nk, ek)
+    assert kw["out_conv"].all() and kw["job_counter"][0] == len(pairs)
+    for t, (i, j) in enumerate(pairs):
+        ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+        assert abs(kw["out_k"][t] - ref) <= 1e-7 * abs(ref), (case, i, j)
+
+
+def test_planner_bins() -> None:
+    """Warp bins take every non-wide pair up to the largest bin, one launch per non-empty bin."""
+    N = np.array([64, 256, 320, 1024, 4096, 4160, 50_000]) // 64 * 64
+    p = plan_launches(N, N.astype(float), per_entry=12, smem_cap=200_000, budget=10**9, n_sm=132,
+                      warp_bins=tiny.WARP_BINS)  # fmt: skip
+    assert [w.tolist() for w in p.warp] == [[0, 1], [2, 3], [4]]
+    rest = sorted(p.tiny.tolist() + [i for s in p.shared for i in s.tolist()] + p.global_.tolist())
+    assert rest == [5, 6] and p.wide.size == 0
+    p0 = plan_launches(N, N.astype(float), per_entry=12, smem_cap=200_000, budget=10**9, n_sm=132)
+    assert p0.warp == [] and 0 in p0.tiny.tolist()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fake_backend_warp_path(fake_backend, case: str) -> None:  # noqa: F811
+    """GPUBackend(tiny="warp") end to end on the fake driver: tiny pairs go to mgk_solve_tiny in size
+    bins (values vs the CPU solver), the one larger pair to the per-block kernel; a second call
+    (another q) compiles nothing."""
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = CASES[case]
+    graphs = [_molecule(n, 10 + s) for s, n in enumerate((7, 15, 30, 44, 80))]
+    tiny_log: list = []
+    block_log: list = []
+    current: dict = {}
+
+    def factory(src: str) -> Any:
+        if tiny.KERNEL in src:
+            return TinyModule(src, nk, ek, current["config"], tiny_log)
+        return BlockStub(src, block_log)
+
+    sys.modules["pycuda.compiler"].factory = factory
+    be = backend.GPUBackend(tiny="warp", rtol=1e-10)
+    pairs = np.array([(i, j) for i in range(5) for j in range(i, 5)])
+    compiles = []
+    for q in (0.05, 0.2):
+        systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
+        current["config"] = be._config(systems, nk, ek)
+        vals, its, res, conv = be.solve(systems, systems, pairs, nk, ek)
+        nt = np.array([-(-g.n_nodes // 8) for g in graphs])
+        N = nt[pairs[:, 0]] * nt[pairs[:, 1]] * 64
+        small = N <= tiny.TINY_WARP_UNKNOWNS
+        assert small.sum() < len(pairs) and conv[small].all()
+        for t in np.flatnonzero(small):
+            i, j = pairs[t]
+            ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+            assert abs(vals[t] - ref) <= 1e-7 * abs(ref), (case, q, i, j)
+        kernels = [la.get("kernel", "mgk_solve") for la in be.last_extra["launches"]]
+        assert kernels.count(tiny.KERNEL) >= 2 and "mgk_solve" in kernels
+        compiles.append(device.compile_count())
+    assert sum(e["jobs"] for e in tiny_log) == 2 * int(small.sum())
+    assert compiles[1] == compiles[0]  # another q: no compilation
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
+def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
+    """The backend's warp-kernel launch configuration (4 warps, 6 blocks per SM) compiles for sm_90 with
+    the solver's options, no warning, no spill, no barrier, for labeled/unlabeled and both XMV fragments."""
+    configs = {
+        "kd-kd": (KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond"), {"element": "int64"},
+                  {"bond": "float64"}, "rows"),  # fmt: skip
+        "unlabeled": (Constant(1.0), Constant(1.0), {}, {}, "rows"),
+        "kd-se": (KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length"), {"label": "int64"}, {}, "rows"),
+        "octile": (KroneckerDelta(0.5, "label"), Constant(1.0), {"label": "int64"}, {}, "octile"),
+    }
+    for name, (nk, ek, nd, ed, xmv) in configs.items():
+        cfg = make_config(nk, ek, nd, ed, row_ilp=2, xmv=xmv)
+        path = tmp_path / f"{name}.cu"
+        path.write_text(tiny.tiny_source(cfg, warps=4, min_blocks=6))
+        cubin = str(path.with_suffix(".cubin"))
+        cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-Xptxas", "-v", "-o", cubin, str(path)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{name}:\n{proc.stderr}"
+        assert "warning" not in proc.stderr.lower(), f"{name}:\n{proc.stderr}"
+        spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
+        assert spills and max(spills) == 0, f"{name}:\n{proc.stderr}"
+        assert "used 0 barriers" in proc.stderr, f"{name}:\n{proc.stderr}"
