@@ -94,16 +94,75 @@ def _device_context() -> Iterator[None]:
             cuda.Context.pop()
 
 
+def _thread_systems(job: GramJob, kern: MarginalizedGraphKernel) -> tuple[list, list]:
+    """This thread's prepared systems of ALL the job's graphs (X, and Y or X again), made once per job.
+
+    Every block then hands the backend the same two lists and the block's pairs by global
+    index: the GPU backend packs and uploads the whole set once and keeps it on the device
+    between blocks (its batch cache is keyed by the graphs), instead of packing each block's
+    graphs again; the host keeps one system per graph (O(graphs)) and the arrays of one block.
+    """
+    cached = getattr(_TLS, "systems", None)
+    if cached is not None and cached[0] == job.run:
+        return cached[1], cached[2]
+    _TLS.systems = None
+    xs = kern._prepare(job.X, "X")
+    ys = xs if job.Y is None else kern._prepare(job.Y, "Y")
+    _TLS.systems = (job.run, xs, ys)
+    return xs, ys
+
+
+def _block_pairs(block: Block) -> np.ndarray:
+    """Global (row, column) pairs a block solves: its upper triangle on the diagonal, all of it elsewhere."""
+    if block.diagonal:
+        iu, ju = np.triu_indices(block.r1 - block.r0)
+        return np.stack([iu + block.r0, ju + block.r0], axis=1)
+    ii = np.repeat(np.arange(block.r0, block.r1), block.c1 - block.c0)
+    jj = np.tile(np.arange(block.c0, block.c1), block.r1 - block.r0)
+    return np.stack([ii, jj], axis=1)
+
+
+def _solve_in_set(kern: MarginalizedGraphKernel, job: GramJob, block: Block) -> np.ndarray:
+    """A block's values solved within the whole prepared set (see :func:`_thread_systems`);
+    the same checks as a kernel call (finite values, convergence), ``last_stats`` set."""
+    xs, ys = _thread_systems(job, kern)
+    t0 = time.perf_counter()
+    pairs = _block_pairs(block)
+    vals, _, its, res, conv = kern._solve(xs, ys, pairs, raw=True)
+    nr, nc = block.r1 - block.r0, block.c1 - block.c0
+    if block.diagonal:
+        iu, ju = pairs[:, 0] - block.r0, pairs[:, 1] - block.r0
+        out = []
+        for a in (vals, its, res, conv):
+            M = np.empty((nr, nr), dtype=a.dtype)
+            M[iu, ju] = a
+            M[ju, iu] = a
+            out.append(M)
+        K, I, R, C = out
+    else:
+        K, I, R, C = (a.reshape(nr, nc) for a in (vals, its, res, conv))
+    kern._record(K.shape, len(pairs), I, R, C, t0)
+    kern._check_finite(K, xs[block.r0 : block.r1], ys[block.c0 : block.c1])
+    kern._check_convergence(C, R)
+    return K
+
+
 def compute_block(job: GramJob, block: Block) -> tuple[np.ndarray, dict]:
     """Solve one block: ``kernel(X[r0:r1])`` on the diagonal, ``kernel(X[r0:r1], Y[c0:c1])`` elsewhere.
 
-    Returns the block's float64 values (a diagonal block is full and symmetric) and its figures.
+    A kernel that does not normalize solves the block's pairs within the whole graph set,
+    prepared (and, on the GPU, packed and uploaded) once per worker thread and job
+    (:func:`_thread_systems`); the values are those of the kernel call on the block's graphs
+    (each pair is solved on its own). Returns the block's float64 values (a diagonal block is
+    full and symmetric) and its figures.
     """
     kern = _thread_kernel(job)
     xs = job.X[block.r0 : block.r1]
     t0 = time.perf_counter()
     with _device_context():
-        if block.diagonal:
+        if not kern.normalize:
+            values = _solve_in_set(kern, job, block)
+        elif block.diagonal:
             values = kern(xs)
         else:
             ys = (job.X if job.Y is None else job.Y)[block.c0 : block.c1]
