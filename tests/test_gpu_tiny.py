@@ -221,3 +221,41 @@ def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
         spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
         assert spills and max(spills) == 0, f"{name}:\n{proc.stderr}"
         assert "used 0 barriers" in proc.stderr, f"{name}:\n{proc.stderr}"
+
+
+def test_fake_tiled_gram_packs_once(fake_backend) -> None:  # noqa: F811
+    """The tiled Gram path on the fake GPU: every block's pairs are solved within the whole set,
+    packed and uploaded once for all blocks; tiny pairs run in the warp kernel; values as the CPU backend."""
+    from mgkflow.datasets import default_kernels, molecules
+    from mgkflow.gram import tiled
+    from mgkflow.mgk import MarginalizedGraphKernel
+
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = default_kernels("drugs")
+    graphs = molecules(9, seed=4, max_atoms=30)
+    tiny_log: list = []
+    block_log: list = []
+    cfg: dict = {}
+
+    def factory(src: str) -> Any:
+        if tiny.KERNEL in src:
+            return TinyModule(src, nk, ek, cfg["config"], tiny_log)
+        return BlockStub(src, block_log)
+
+    sys.modules["pycuda.compiler"].factory = factory
+    packs: list[int] = []
+    real_pack = backend.pack_host
+
+    def counting_pack(systems, config, sort):
+        packs.append(len(systems))
+        cfg["config"] = config
+        return real_pack(systems, config, sort)
+
+    backend.pack_host = counting_pack
+    kern = MarginalizedGraphKernel(nk, ek, q=0.05, backend="gpu", rtol=1e-10, gpu_options={"tiny": "warp"})
+    res = tiled.tiled_gram(graphs, kernel=kern, block_size=4, check_memory=False)
+    assert res.blocks == 6 and packs == [len(graphs)] and not block_log
+    assert sum(e["jobs"] for e in tiny_log) == len(graphs) * (len(graphs) + 1) // 2
+    ref = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs)
+    assert np.allclose(res.matrix, ref, rtol=1e-7, atol=0)

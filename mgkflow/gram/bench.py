@@ -47,7 +47,51 @@ def _kernel(args: argparse.Namespace, backend: str | None = None):
     from ..datasets import default_kernels
     from ..mgk import MarginalizedGraphKernel
 
-    return MarginalizedGraphKernel(*default_kernels("drugs"), q=args.q, backend=backend or args.backend)
+    gpu_options = json.loads(args.gpu_options) if args.gpu_options and (backend or args.backend) != "cpu" else None
+    return MarginalizedGraphKernel(*default_kernels("drugs"), q=args.q, backend=backend or args.backend,
+                                   gpu_options=gpu_options)  # fmt: skip
+
+
+class _DeviceMemory:
+    """Peak device memory in use (MiB, all processes) sampled with ``nvidia-smi`` every ``period``
+    seconds in a thread (None without nvidia-smi): the peak of a run, its allocator pools included."""
+
+    def __init__(self, period: float = 0.2) -> None:
+        self.period = period
+        self.peak_mib: int | None = None
+        self._stop = None
+        self._thread = None
+
+    def _sample(self) -> int | None:
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=10)  # fmt: skip
+            return max(int(v) for v in out.stdout.split()) if out.returncode == 0 and out.stdout.split() else None
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return None
+
+    def __enter__(self) -> _DeviceMemory:
+        import threading
+
+        if shutil.which("nvidia-smi") is None:
+            return self
+        self._stop = threading.Event()
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                v = self._sample()
+                if v is not None:
+                    self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
+                self._stop.wait(self.period)
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
 
 
 def _ordered(args: argparse.Namespace, graphs: list, client: Any = None):
@@ -141,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto")
     p.add_argument("--block-size", type=int, default=None)
     p.add_argument("--dtype", choices=["float64", "float32"], default="float32")
-    p.add_argument("--ordering", default="pbr")
+    p.add_argument("--ordering", default="auto", help="node ordering (default auto: by graph size)")
+    p.add_argument("--gpu-options", default=None, help='GPUBackend options as JSON, e.g. \'{"tiny": "warp"}\'')
     p.add_argument("--reorder-workers", type=int, default=os.cpu_count())
     p.add_argument("--perm-cache", default=None, help="directory of the permutation cache")
     p.add_argument("--dask", default=None, help="also run on this cluster (local:N, cuda, tcp://...)")
@@ -163,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="mgkflow-gram-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    rec: dict[str, Any] = {"n_graphs": args.n_graphs, "backend": args.backend, "dtype": args.dtype, "q": args.q}
+    rec: dict[str, Any] = {"n_graphs": args.n_graphs, "backend": args.backend, "dtype": args.dtype, "q": args.q,
+                           "gpu_options": args.gpu_options, "ordering": args.ordering}  # fmt: skip
     t0 = time.perf_counter()
     graphs = _graphs(args)
     rec["generate_s"] = time.perf_counter() - t0
@@ -175,12 +221,17 @@ def main(argv: list[str] | None = None) -> int:
     if ref.exists():
         shutil.rmtree(ref)
     t0 = time.perf_counter()
-    res = _run(args, graphs, ref, progress=args.progress)
+    with _DeviceMemory() as devmem:
+        res = _run(args, graphs, ref, progress=args.progress)
     rec["inprocess"] = {
         "seconds": time.perf_counter() - t0,
         "solve_s": res.seconds,
+        "device_s": res.device_seconds,
+        "host_s_not_overlapped": res.seconds - res.device_seconds,
         "pairs": res.pairs,
         "pairs_per_s": res.pairs_per_second,
+        "pairs_per_s_end_to_end": res.pairs / (time.perf_counter() - t0 + rec["reorder_s"]),
+        "peak_device_mib": devmem.peak_mib,
         "blocks": res.blocks,
         "block_size": int(json.loads((ref / "zarr.json").read_text())["attributes"]["mgkflow"]["block_size"]),
         "peak_rss_bytes": _peak_rss_bytes(),

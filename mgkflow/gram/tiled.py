@@ -56,6 +56,8 @@ class BlockReport:
     cg_iter_median: float
     not_converged: int
     values: np.ndarray | None = None
+    #: device seconds of the block's solve (GPU backend; 0 on the CPU)
+    device_s: float = 0.0
 
 
 _TLS = threading.local()
@@ -177,6 +179,7 @@ def compute_block(job: GramJob, block: Block) -> tuple[np.ndarray, dict]:
         "cg_iter_median": float(np.median(it)) if it.size else 0.0,
         "not_converged": int((~st.converged).sum()),
         "run": job.run,
+        "device_s": float((st.extra or {}).get("device_s", 0.0)),
     }
     return values, info
 
@@ -205,6 +208,7 @@ def _store_and_report(job: GramJob, block: Block, values: np.ndarray, info: dict
         cg_iter_median=info["cg_iter_median"],
         not_converged=info["not_converged"],
         values=values,
+        device_s=info.get("device_s", 0.0),
     )
 
 
@@ -235,6 +239,8 @@ class GramResult:
         The memory estimate made before the run.
     workers : dict
         Blocks computed per worker (``"host:pid"``).
+    device_seconds : float
+        Sum of the blocks' device seconds (GPU backend; 0 on the CPU).
     """
 
     matrix: np.ndarray | None
@@ -248,6 +254,7 @@ class GramResult:
     seconds: float
     estimate: ResourceEstimate
     workers: dict[str, int] = field(default_factory=dict)
+    device_seconds: float = 0.0
 
     @property
     def pairs_per_second(self) -> float:
@@ -354,6 +361,7 @@ def run_block_overlapped(job: GramJob, block: Block) -> BlockReport:
         worker=f"{os.uname().nodename}:{os.getpid()}",
         cg_iter_median=info["cg_iter_median"],
         not_converged=info["not_converged"],
+        device_s=info.get("device_s", 0.0),
     )
 
 
@@ -531,6 +539,7 @@ def tiled_gram(
     computed: list[str] = []
     workers: dict[str, int] = {}
     pairs = 0
+    device_seconds = 0.0
 
     bar = None
     if progress:
@@ -540,8 +549,9 @@ def tiled_gram(
     t0 = time.perf_counter()
 
     def on_report(rep: BlockReport) -> None:
-        nonlocal pairs
+        nonlocal pairs, device_seconds
         computed.append(rep.key)
+        device_seconds += rep.device_s
         workers[rep.worker] = workers.get(rep.worker, 0) + 1
         pairs += rep.pairs
         if K is not None:
@@ -581,4 +591,5 @@ def tiled_gram(
         seconds=seconds,
         estimate=est,
         workers=workers,
+        device_seconds=device_seconds,
     )
