@@ -18,6 +18,7 @@ import csv
 import hashlib
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -35,6 +36,8 @@ WORKLOADS = [
 EXTRA_WORKLOADS = [("nws", True, 0.0005), ("ba", True, 0.0005)]
 #: Real datasets (``--real``): graphs taken from each (None: all).
 REAL_WORKLOADS = [("drugs", True, 0.05), ("proteins", True, 0.05)]
+#: Synthetic molecule-like set (``--molecules N``): :func:`mgkflow.datasets.molecules`, drugs' kernels.
+MOLECULE_WORKLOAD = ("molecules", True, 0.05)
 
 
 def workload_name(name: str, labeled: bool, q: float) -> str:
@@ -113,13 +116,23 @@ def _cpu_sample_error(graphs, K, nk, ek, q, n_sample, seed=0):
     return worst if checked else float("nan")
 
 
-def drug_graphs(n_graphs: int | None = None) -> list:
+def drug_graphs(n_graphs: int | str | None = None) -> list:
     """The benchmark's drugs workload: the first ``n_graphs`` molecules with at least one bond
-    (GraphDot cannot load edgeless graphs; both sides time the same molecules)."""
+    (GraphDot cannot load edgeless graphs; both sides time the same molecules); ``"all"``:
+    every molecule of the set, edgeless ones included."""
     from .. import datasets
 
+    if n_graphs == "all":
+        return list(datasets.drugs())
     graphs = [g for g in datasets.drugs() if g.adjacency.nnz > 0]
-    return graphs[:n_graphs] if n_graphs is not None else graphs
+    return graphs[: int(n_graphs)] if n_graphs is not None else graphs
+
+
+def molecule_graphs(n_graphs: int, seed: int = 0) -> list:
+    """The synthetic molecule-like set of the scale runs (:func:`mgkflow.datasets.molecules`, default sizes)."""
+    from .. import datasets
+
+    return datasets.molecules(int(n_graphs), seed=seed)
 
 
 def protein_graphs(n_graphs: int | None = None) -> list:
@@ -143,6 +156,8 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
     t0 = time.perf_counter()
     if name == "drugs":
         graphs = drug_graphs(n_graphs)
+    elif name == "molecules":
+        graphs = molecule_graphs(n_graphs)
     elif name == "proteins":
         graphs = protein_graphs(n_graphs)
     else:
@@ -150,7 +165,7 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
         graphs = getattr(datasets, name)(n_graphs=n_graphs, **kw)
     t_load = time.perf_counter() - t0
     graphs, used, t_order = _order(graphs, order, key=(name, n_graphs))
-    nk, ek = datasets.default_kernels(name, labeled=labeled)
+    nk, ek = datasets.default_kernels("drugs" if name == "molecules" else name, labeled=labeled)
     systems = [prepare_graph(g, i, nk, ek, q=q) for i, g in enumerate(graphs)]
     t0 = time.perf_counter()
     batch = pack_batch(systems, node_fields=list(nk.fields), edge_fields=list(ek.fields))
@@ -164,11 +179,14 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
     K = kern(graphs)  # compiles, packs, uploads
     t_first = time.perf_counter() - t0
     times, dev = [], []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        K = kern(graphs)
-        times.append(time.perf_counter() - t0)
-        dev.append(kern.last_stats.extra.get("device_s", float("nan")))
+    from ..gram.bench import _DeviceMemory
+
+    with _DeviceMemory() as devmem:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            K = kern(graphs)
+            times.append(time.perf_counter() - t0)
+            dev.append(kern.last_stats.extra.get("device_s", float("nan")))
     st = kern.last_stats
     iu = np.triu_indices(len(graphs))
     it = st.iterations[iu]
@@ -194,6 +212,9 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
         "device_median_s": dev_med,
         "pairs_per_s": pairs / med,
         "pairs_per_s_device": pairs / dev_med if dev_med > 0 else float("nan"),
+        "host_median_s": med - dev_med,
+        "peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
+        "peak_device_mib": devmem.peak_mib,
         "cg_iter_median": float(np.median(it)),
         "cg_iter_max": int(it.max()),
         "not_converged": int((~st.converged).sum()),
@@ -298,7 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--extra", action="store_true", help="also the labeled q=0.0005 workloads")
     ap.add_argument("--real", action="store_true", help="also the drugs and proteins datasets")
-    ap.add_argument("--drugs", type=int, default=None, help="graphs of the drugs set with --real (default all)")
+    ap.add_argument("--drugs", default=None,
+                    help="graphs of the drugs set with --real: N first bonded ones (default: all bonded), 'all'")
+    ap.add_argument("--molecules", type=int, default=0, help="also a synthetic molecule-like set of N graphs")
+    ap.add_argument("--tiny", choices=["block", "warp"], default=None, help="solver of the tiny pairs (GPUBackend)")
     ap.add_argument("--proteins", type=int, default=8, help="smallest structures of the proteins set with --real")
     ap.add_argument("--only", default=None, help="comma-separated substrings of workload names")
     ap.add_argument(
@@ -324,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         k: v
         for k, v in (
             ("block", args.block), ("min_blocks", args.min_blocks), ("xmv", args.xmv),
-            ("primitives", args.primitives), ("rtol", args.rtol), ("row_ilp", args.row_ilp),
+            ("primitives", args.primitives), ("rtol", args.rtol), ("row_ilp", args.row_ilp), ("tiny", args.tiny),
         )
         if v is not None
     }  # fmt: skip
@@ -376,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"note: no GraphDot results at {path}", flush=True)
     wl = WORKLOADS + (EXTRA_WORKLOADS if args.extra else []) + (REAL_WORKLOADS if args.real else [])
-    n_real = {"drugs": args.drugs, "proteins": args.proteins}
+    wl += [MOLECULE_WORKLOAD] if args.molecules else []
+    drugs = None if args.drugs is None else (args.drugs if args.drugs == "all" else int(args.drugs))
+    n_real = {"drugs": drugs, "proteins": args.proteins, "molecules": args.molecules}
     if args.only:
         keys = args.only.split(",")
         wl = [w for w in wl if any(k in workload_name(*w) for k in keys)]
@@ -394,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['workload']:24s} {row['median_s']:.4f}s {row['pairs_per_s']:>10,.0f} pairs/s "
             f"(device {row['device_median_s']:.4f}s) iters med {row['cg_iter_median']:.0f} "
             f"max {row['cg_iter_max']} err {row['max_rel_err_cpu']:.1e} "
-            f"x{row['ratio_vs_graphdot']:.2f} vs GraphDot",
+            f"x{row['ratio_vs_graphdot']:.2f} vs GraphDot; host {row['host_median_s']:.4f}s, "
+            f"peak RSS {row['peak_rss_bytes'] / 2**30:.2f} GiB, device memory {row['peak_device_mib']} MiB",
             flush=True,
         )
     out = Path(args.out)

@@ -9,6 +9,7 @@ only numpy-2 import fixes applied)::
 Times GraphDot's Gram matrix of the first ``--drugs`` molecules with at least one bond
 (:func:`mgkflow.bench.gpu.drug_graphs`; GraphDot rejects edgeless graphs) of :func:`mgkflow.datasets.drugs`
 with the dataset's default kernels (KroneckerDelta(0.5) on ``element`` and on ``bond_order``),
+of ``--molecules`` synthetic molecule-like graphs (:func:`mgkflow.bench.gpu.molecule_graphs`, same kernels),
 and of the ``--proteins`` smallest protein structures (:func:`mgkflow.bench.gpu.protein_graphs`;
 KroneckerDelta(0.5) on ``element``, SquareExponential(1.0) on ``distance``, 6 Å contacts),
 q = 0.05, median of ``--reps`` (proteins: ``--protein-reps``) runs after a warm-up, in
@@ -68,8 +69,12 @@ def _time(kern, gd, reps: int) -> tuple[np.ndarray, float, list[float]]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: time GraphDot on the drugs (and proteins) sets and write ``graphdot_real.json``."""
     ap = argparse.ArgumentParser(prog="python -m mgkflow.bench.graphdot_real", description=__doc__.split("\n")[0])
-    ap.add_argument("--drugs", type=int, default=1000, help="molecules of the drugs set (0: none)")
+    ap.add_argument("--drugs", default="1000", help="molecules of the drugs set: N first bonded, 'all' bonded (0: none)")
     ap.add_argument("--proteins", type=int, default=0, help="smallest structures of the proteins set (0: none)")
+    ap.add_argument("--molecules", type=int, default=0,
+                    help="synthetic molecule-like graphs (mgkflow.datasets.molecules, seed 0; 0: none)")
+    ap.add_argument("--molecule-reps", type=int, default=1,
+                    help="timed runs on the molecules after the first (0: the first call is the measurement)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--protein-reps", type=int, default=1, help="timed runs on the proteins (each is slow)")
     ap.add_argument("--q", type=float, default=0.05)
@@ -79,15 +84,19 @@ def main(argv: list[str] | None = None) -> int:
     from graphdot.kernel.marginalized import MarginalizedGraphKernel
     from graphdot.microkernel import KroneckerDelta, SquareExponential, TensorProduct
 
-    from .gpu import drug_graphs, protein_graphs
+    from .gpu import drug_graphs, molecule_graphs, protein_graphs
 
     jobs = []
-    if args.drugs:
-        jobs.append(("drugs", drug_graphs(args.drugs), "element", "bond_order",
+    drugs = None if args.drugs == "all" else int(args.drugs)  # all: every bonded molecule
+    if drugs is None or drugs:
+        jobs.append(("drugs", drug_graphs(drugs), "element", "bond_order",
                      TensorProduct(bond_order=KroneckerDelta(0.5)), args.reps))  # fmt: skip
     if args.proteins:
         jobs.append(("proteins", protein_graphs(args.proteins), "element", "distance",
                      TensorProduct(distance=SquareExponential(1.0)), args.protein_reps))  # fmt: skip
+    if args.molecules:
+        jobs.append(("molecules", molecule_graphs(args.molecules), "element", "bond_order",
+                     TensorProduct(bond_order=KroneckerDelta(0.5)), args.molecule_reps))  # fmt: skip
     res, ref = {}, {}
     for label, graphs, node_field, edge_field, edge_kernel, reps in jobs:
         gd = _graphdot_graphs(graphs, node_field, edge_field)
@@ -96,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         K, first, times = _time(kern, gd, reps)
         N = len(gd)
         pairs = N * (N + 1) // 2
-        med = float(np.median(times))
+        med = float(np.median(times)) if times else first  # reps 0: the first call (JIT compile included)
         print(f"GraphDot {name} N={N} first={first:.2f}s median={med:.4f}s pairs/s={pairs / med:,.2f}", flush=True)
         res[name] = dict(N=N, first_s=first, times_s=times, median_s=med, pairs=pairs, pairs_per_s=pairs / med)
         ref[f"{label}_labeled_q{args.q:g}"] = np.asarray(K[:8, :8]).tolist()
