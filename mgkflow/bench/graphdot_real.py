@@ -69,7 +69,7 @@ def _time(kern, gd, reps: int) -> tuple[np.ndarray, float, list[float]]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: time GraphDot on the drugs (and proteins) sets and write ``graphdot_real.json``."""
     ap = argparse.ArgumentParser(prog="python -m mgkflow.bench.graphdot_real", description=__doc__.split("\n")[0])
-    ap.add_argument("--drugs", default="1000", help="molecules of the drugs set: N first bonded, 'all' bonded (0: none)")
+    ap.add_argument("--drugs", default="1000", help="drugs: N first bonded, 'all' bonded (0: none)")
     ap.add_argument("--proteins", type=int, default=0, help="smallest structures of the proteins set (0: none)")
     ap.add_argument("--molecules", type=int, default=0,
                     help="synthetic molecule-like graphs (mgkflow.datasets.molecules, seed 0; 0: none)")
