@@ -259,3 +259,23 @@ def test_fake_tiled_gram_packs_once(fake_backend) -> None:  # noqa: F811
     assert sum(e["jobs"] for e in tiny_log) == len(graphs) * (len(graphs) + 1) // 2
     ref = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs)
     assert np.allclose(res.matrix, ref, rtol=1e-7, atol=0)
+
+
+def test_job_order_large_launches(fake_backend) -> None:  # noqa: F811
+    """Jobs go largest cost first: exactly up to SORT_EXACT_MAX pairs, by cost classes beyond (a permutation
+    whose costs never rise by more than one class, 2**(1/512)); unsorted with sort_jobs=False."""
+    drv, backend = fake_backend
+    rng = np.random.default_rng(0)
+    be = backend.GPUBackend()
+    for n in (1000, backend.SORT_EXACT_MAX + 5000):
+        cost = rng.integers(1, 10**6, n).astype(np.float64)
+        sel = np.arange(n)[::-1].copy()
+        order = be._job_order(sel, cost)
+        assert sorted(order.tolist()) == list(range(n))
+        c = cost[order]
+        if n <= backend.SORT_EXACT_MAX:
+            assert np.all(np.diff(c) <= 0)
+        else:
+            assert np.all(c[1:] <= c[:-1] * 2 ** (1 / 512) * (1 + 1e-9) + 1)
+    be.sort_jobs = False
+    assert be._job_order(np.arange(5), np.ones(5)).tolist() == [0, 1, 2, 3, 4]

@@ -33,6 +33,8 @@ DEFAULT_RTOL = 1e-7
 WIDE_MIN_PRODUCTS = 1e7
 #: Pairs with at most this many product unknowns (16 tile pairs) run in ``small_block`` blocks.
 SMALL_PAIR_UNKNOWNS = 16 * 64
+#: Launches of more pairs than this order their jobs by cost classes, not by an exact sort.
+SORT_EXACT_MAX = 1 << 16
 #: Default ``__launch_bounds__`` minimum of resident blocks per SM.
 DEFAULT_MIN_BLOCKS = 2
 #: Bytes per product-vector entry kept in shared memory: P (double) + A (float or double).
@@ -508,9 +510,9 @@ class GPUBackend:
     ) -> tuple[float, dict]:  # fmt: skip
         """One persistent-grid launch of ``mgk_solve`` over the pairs ``sel``: device seconds, figures."""
         N = shared.N
-        cost = shared.cost
-        order = sel[np.argsort(-cost[sel])] if self.sort_jobs else sel  # introsort: deterministic, faster
-        jobs = np.stack([g1[order], g2[order]], axis=1).astype(np.int32).ravel()
+        order = self._job_order(sel, shared.cost)
+        jobs = np.empty(2 * len(order), dtype=np.int32)
+        jobs[0::2], jobs[1::2] = g1[order], g2[order]
         n_max = int(N[order].max())
         per_entry = _SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8
         a_bytes = 8 if self.a_double else 4
@@ -549,6 +551,19 @@ class GPUBackend:
                 "shared": use_smem}  # fmt: skip
         return stop.time_since(start) * 1e-3, info
 
+    def _job_order(self, sel: np.ndarray, cost: np.ndarray | None) -> np.ndarray:
+        """The pairs ``sel`` in the order jobs are handed out: largest estimated cost first
+        (``sort_jobs``). Up to ``SORT_EXACT_MAX`` pairs by an exact sort (introsort: deterministic);
+        beyond, by cost classes 1/512 of an octave wide (a stable radix sort of 16-bit keys, linear
+        time: the tail of a launch of millions of tiny pairs balances whatever their order)."""
+        if not self.sort_jobs or cost is None:
+            return sel
+        c = cost[sel]
+        if sel.size <= SORT_EXACT_MAX:
+            return sel[np.argsort(-c)]
+        key = np.minimum(np.log2(c + 1.0) * 512.0, 65535.0).astype(np.uint16)
+        return sel[np.argsort(np.uint16(65535) - key, kind="stable")]
+
     def _run_warp_class(
         self, sel: np.ndarray, config: KernelConfig, values: np.ndarray, g1: np.ndarray, g2: np.ndarray,
         shared: _SharedArgs, budget: int, pairs: Sequence,
@@ -562,7 +577,7 @@ class GPUBackend:
         mod.set_constant(KPAR, values)
         fn = mod.function(tiny_mod.KERNEL)
         N = shared.N
-        order = sel[np.argsort(-shared.cost[sel])] if self.sort_jobs else sel
+        order = self._job_order(sel, shared.cost)
         jobs = np.empty(2 * len(order), dtype=np.int32)
         jobs[0::2], jobs[1::2] = g1[order], g2[order]
         n_max = int(N[order].max())

@@ -118,7 +118,9 @@ def plan_launches(
     elif wide == "auto":
         big = products >= wide_min_products
         is_wide = big if big.sum() < n_sm else np.zeros(n, dtype=bool)
-        is_wide = is_wide | (8 * scratch_doubles(N, fits_smem, a_in_shared, a_bytes) > budget)
+        # pairs whose one-block scratch exceeds the budget (none when the largest fits: skip the per-pair pass)
+        if n and 8 * int(scratch_doubles(np.array([N.max()]), np.array([False]), a_in_shared, a_bytes)[0]) > budget:
+            is_wide = is_wide | (8 * scratch_doubles(N, fits_smem, a_in_shared, a_bytes) > budget)
     else:
         raise ValueError(f"wide must be True, False or 'auto', got {wide!r}")
     rest = ~is_wide
