@@ -134,18 +134,15 @@ def _solve_in_set(kern: MarginalizedGraphKernel, job: GramJob, block: Block) -> 
     nr, nc = block.r1 - block.r0, block.c1 - block.c0
     if block.diagonal:
         iu, ju = pairs[:, 0] - block.r0, pairs[:, 1] - block.r0
-        out = []
-        for a in (vals, its, res, conv):
-            M = np.empty((nr, nr), dtype=a.dtype)
-            M[iu, ju] = a
-            M[ju, iu] = a
-            out.append(M)
-        K, I, R, C = out
+        K = np.empty((nr, nr))
+        K[iu, ju] = vals
+        K[ju, iu] = vals
     else:
-        K, I, R, C = (a.reshape(nr, nc) for a in (vals, its, res, conv))
-    kern._record(K.shape, len(pairs), I, R, C, t0)
+        K = vals.reshape(nr, nc)
+    # statistics per solved pair (flat: a diagonal block's mirrored half was not solved)
+    kern._record(K.shape, len(pairs), its, res, conv, t0)
     kern._check_finite(K, xs[block.r0 : block.r1], ys[block.c0 : block.c1])
-    kern._check_convergence(C, R)
+    kern._check_convergence(conv, res)
     return K
 
 
