@@ -223,9 +223,11 @@ def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
         assert "used 0 barriers" in proc.stderr, f"{name}:\n{proc.stderr}"
 
 
-def test_fake_tiled_gram_packs_once(fake_backend) -> None:  # noqa: F811
+@pytest.mark.parametrize("overlap", [False, True])
+def test_fake_tiled_gram_packs_once(fake_backend, overlap: bool) -> None:  # noqa: F811
     """The tiled Gram path on the fake GPU: every block's pairs are solved within the whole set,
-    packed and uploaded once for all blocks; tiny pairs run in the warp kernel; values as the CPU backend."""
+    packed and uploaded once for all blocks (per solver thread: two with ``overlap``); tiny pairs
+    run in the warp kernel; values as the CPU backend, bit for bit the same with and without overlap."""
     from mgkflow.datasets import default_kernels, molecules
     from mgkflow.gram import tiled
     from mgkflow.mgk import MarginalizedGraphKernel
@@ -254,11 +256,18 @@ def test_fake_tiled_gram_packs_once(fake_backend) -> None:  # noqa: F811
 
     backend.pack_host = counting_pack
     kern = MarginalizedGraphKernel(nk, ek, q=0.05, backend="gpu", rtol=1e-10, gpu_options={"tiny": "warp"})
-    res = tiled.tiled_gram(graphs, kernel=kern, block_size=4, check_memory=False)
-    assert res.blocks == 6 and packs == [len(graphs)] and not block_log
+    res = tiled.tiled_gram(graphs, kernel=kern, block_size=4, check_memory=False, overlap=overlap)
+    # once per solver thread (the pool may start its second thread or not)
+    assert res.blocks == 6 and packs in ([len(graphs)], [len(graphs)] * 2) and not block_log
+    assert overlap or packs == [len(graphs)]
+    assert res.computed == [b.key for b in tiled.plan_blocks(len(graphs), None, 4)]  # reported in block order
     assert sum(e["jobs"] for e in tiny_log) == len(graphs) * (len(graphs) + 1) // 2
     ref = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs)
     assert np.allclose(res.matrix, ref, rtol=1e-7, atol=0)
+    if overlap:
+        tiny_log.clear()
+        serial = tiled.tiled_gram(graphs, kernel=kern, block_size=4, check_memory=False)
+        assert np.array_equal(serial.matrix, res.matrix)
 
 
 def test_job_order_large_launches(fake_backend) -> None:  # noqa: F811

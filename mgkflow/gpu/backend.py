@@ -545,7 +545,7 @@ class GPUBackend:
             scratch=scratch, scratch_per_block=per_block, use_smem=mode, n_max=n_max,
         )  # fmt: skip
         stop.record()
-        stop.synchronize()
+        _wait(stop)
         o.collect(order)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": use_smem}  # fmt: skip
@@ -605,7 +605,7 @@ class GPUBackend:
             scratch=scratch, scratch_per_warp=per_warp, n_max=n_max,
         )  # fmt: skip
         stop.record()
-        stop.synchronize()
+        _wait(stop)
         o.collect(order)
         info = {"pairs": len(order), "grid": int(grid), "block": 32 * warps, "blocks_per_sm": bps, "smem": smem,
                 "shared": True, "kernel": tiny_mod.KERNEL}  # fmt: skip
@@ -660,6 +660,19 @@ class GPUBackend:
             f"a_double={self.a_double} weight_double={config.weight_double} "
             f"a_in_shared={self.a_in_shared} tiny={self.tiny} tiny_warps={self.tiny_warps}",
         }
+
+
+def _wait(event: Any) -> None:
+    """Wait for a recorded event, polling it with short sleeps so that other Python threads (the
+    tiled Gram path's second solver thread preparing the next block) run meanwhile; a blocking
+    ``synchronize`` where the event cannot be polled."""
+    query = getattr(event, "query", None)
+    if query is None:
+        event.synchronize()
+        return
+    while not query():
+        time.sleep(5e-5)
+    event.synchronize()
 
 
 def _alloc_outputs(n: int) -> tuple:

@@ -112,7 +112,7 @@ def _run(args: argparse.Namespace, graphs: list, store: Path, client: Any = None
     from .tiled import tiled_gram
 
     return tiled_gram(graphs, kernel=_kernel(args), out=store, block_size=args.block_size, dtype=args.dtype,
-                      client=client, progress=progress)  # fmt: skip
+                      client=client, progress=progress, overlap=args.overlap and client is None)  # fmt: skip
 
 
 def _same_chunks(a: Path, b: Path) -> bool:
@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", default=None, help="where the stores go (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the stores")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--overlap", action="store_true", help="in-process: two solver threads (host/device overlap)")
     p.add_argument("--progress", action="store_true")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--store", default=None, help=argparse.SUPPRESS)
@@ -216,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="mgkflow-gram-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     rec: dict[str, Any] = {"n_graphs": args.n_graphs, "backend": args.backend, "dtype": args.dtype, "q": args.q,
-                           "gpu_options": args.gpu_options, "ordering": args.ordering}  # fmt: skip
+                           "gpu_options": args.gpu_options, "ordering": args.ordering,
+                           "overlap": args.overlap}  # fmt: skip
     t0 = time.perf_counter()
     graphs = _graphs(args)
     rec["generate_s"] = time.perf_counter() - t0

@@ -42,6 +42,8 @@ class GramJob:
     kernel: MarginalizedGraphKernel
     store: GramStore | None
     run: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: in-process runs: two solver threads overlap one block's host work with another's device work
+    overlap: bool = False
 
 
 @dataclass
@@ -78,12 +80,12 @@ def _device_context() -> Iterator[None]:
     PyCUDA contexts are per thread; a Dask worker may run tasks on another thread than
     the one that created it. A no-op unless the GPU backend was loaded in this process.
     """
-    mod = sys.modules.get("mgkflow.gpu.backend")
-    ctx = getattr(mod, "_context", None) if mod is not None else None
-    if ctx is None:
+    dev = sys.modules.get("mgkflow.gpu.device")
+    ctx = dev._state.get("context") if dev is not None else None
+    if ctx is None or not hasattr(ctx, "push"):
         yield
         return
-    import pycuda.driver as cuda
+    cuda = dev.driver()
 
     pushed = False
     if cuda.Context.get_current() is None:
@@ -96,22 +98,27 @@ def _device_context() -> Iterator[None]:
             cuda.Context.pop()
 
 
+_SYSTEMS_LOCK = threading.Lock()
+_SYSTEMS: dict[str, tuple[list, list]] = {}
+
+
 def _thread_systems(job: GramJob, kern: MarginalizedGraphKernel) -> tuple[list, list]:
-    """This thread's prepared systems of ALL the job's graphs (X, and Y or X again), made once per job.
+    """The prepared systems of ALL the job's graphs (X, and Y or X again), made once per process
+    and job (shared by this process's solver threads: they depend only on the job's kernel).
 
     Every block then hands the backend the same two lists and the block's pairs by global
     index: the GPU backend packs and uploads the whole set once and keeps it on the device
     between blocks (its batch cache is keyed by the graphs), instead of packing each block's
     graphs again; the host keeps one system per graph (O(graphs)) and the arrays of one block.
     """
-    cached = getattr(_TLS, "systems", None)
-    if cached is not None and cached[0] == job.run:
-        return cached[1], cached[2]
-    _TLS.systems = None
-    xs = kern._prepare(job.X, "X")
-    ys = xs if job.Y is None else kern._prepare(job.Y, "Y")
-    _TLS.systems = (job.run, xs, ys)
-    return xs, ys
+    with _SYSTEMS_LOCK:
+        cached = _SYSTEMS.get(job.run)
+        if cached is None:
+            _SYSTEMS.clear()  # one job at a time per process: drop an earlier job's systems
+            xs = kern._prepare(job.X, "X")
+            ys = xs if job.Y is None else kern._prepare(job.Y, "Y")
+            cached = _SYSTEMS[job.run] = (xs, ys)
+    return cached
 
 
 def _block_pairs(block: Block) -> np.ndarray:
@@ -282,7 +289,49 @@ def _resolved_backend(kernel: MarginalizedGraphKernel, client: Any) -> str:
     return "gpu" if gpu_available() else "cpu"
 
 
+def _run_local_overlapped(job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
+    """Two solver threads, each with its own kernel and backend: while the device solves one
+    block, the other thread prepares (plans, orders, gathers) the next one and post-processes
+    the previous one; one writer thread as in :func:`_run_local`. Reports in block order; at
+    most four blocks in memory (two solving, one done, one being written)."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    def solve(b: Block) -> tuple[np.ndarray, dict]:
+        return compute_block(job, b)
+
+    with (
+        ThreadPoolExecutor(max_workers=2, thread_name_prefix="mgkflow-gram-solver") as solvers,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="mgkflow-gram-writer") as writer,
+    ):
+        inflight: deque = deque()
+        pending = None
+
+        def finish_oldest() -> None:
+            nonlocal pending
+            b0, fut = inflight.popleft()
+            values, info = fut.result()
+            if job.store is None:
+                on_report(_store_and_report(job, b0, values, info))
+                return
+            if pending is not None:
+                on_report(pending.result())
+            pending = writer.submit(_store_and_report, job, b0, values, info)
+
+        for b in blocks:
+            inflight.append((b, solvers.submit(solve, b)))
+            if len(inflight) == 2:
+                finish_oldest()
+        while inflight:
+            finish_oldest()
+        if pending is not None:
+            on_report(pending.result())
+
+
 def _run_local(job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
+    if job.overlap and len(blocks) > 1:
+        _run_local_overlapped(job, blocks, on_report)
+        return
     if job.store is None:
         for b in blocks:
             on_report(run_block(job, b))
@@ -416,6 +465,7 @@ def tiled_gram(
     progress: bool = False,
     check_memory: bool = True,
     log: Callable[[str], Any] | None = None,
+    overlap: bool = False,
 ) -> GramResult:
     """Compute a kernel matrix block by block, in memory or into a resumable Zarr store.
 
@@ -458,6 +508,10 @@ def tiled_gram(
         (:class:`~mgkflow.gram.resources.ResourceError`).
     log : callable, optional
         Called with one-line messages (estimate, resume state).
+    overlap : bool
+        In-process runs: solve blocks in two threads (each with its own kernel and backend), so
+        that one block's host work (planning, gathers, post-processing) overlaps another's
+        device work; same values. Host memory: up to four blocks instead of two.
 
     Returns
     -------
@@ -532,7 +586,7 @@ def tiled_gram(
         todo = all_blocks
     K = None if store is not None else np.full((n, m), np.nan, dtype=dtype)
     by_key = {b.key: b for b in all_blocks}
-    job = GramJob(X=X, Y=Yt, kernel=kernel, store=store)
+    job = GramJob(X=X, Y=Yt, kernel=kernel, store=store, overlap=bool(overlap))
     computed: list[str] = []
     workers: dict[str, int] = {}
     pairs = 0
