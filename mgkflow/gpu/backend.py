@@ -144,9 +144,13 @@ class GPUBackend:
     tiny : {"block", "warp"}
         Solver of the small pairs: "block" (default), one ``small_block``-thread block per pair;
         "warp", one warp per pair (:mod:`mgkflow.gpu.strategies.tiny`, ``mgk_tiny.cu``) for
-        every pair of at most ``TINY_WARP_UNKNOWNS`` product unknowns (two 64-node graphs).
+        every pair of at most ``tiny_max_unknowns`` product unknowns.
     tiny_warps : int
         Warps (pairs in flight) per block of the warp-per-pair kernel.
+    tiny_max_unknowns : int
+        Largest product size (unknowns, a multiple of 64) sent to the warp-per-pair kernel
+        (default 2048: 32 tile pairs; its P takes 8 bytes per unknown of shared memory per
+        warp, so larger pairs run fewer warps per SM), at most ``TINY_WARP_UNKNOWNS``.
     a_in_shared : bool
         Keep a = M p in shared memory beside p (default); False keeps it in global memory
         so that more blocks fit per SM.
@@ -183,6 +187,7 @@ class GPUBackend:
         sort_jobs: bool = True,
         tiny: str = "block",
         tiny_warps: int = 4,
+        tiny_max_unknowns: int = 2048,
     ) -> None:
         if not 0 < rtol < 1:
             raise ValueError(f"rtol must lie in (0, 1), got {rtol}")
@@ -230,6 +235,10 @@ class GPUBackend:
             raise ValueError(f"tiny_warps must lie in [1, 32], got {tiny_warps}")
         self.tiny = tiny
         self.tiny_warps = int(tiny_warps)
+        if not 64 <= int(tiny_max_unknowns) <= tiny_mod.TINY_WARP_UNKNOWNS or int(tiny_max_unknowns) % 64:
+            raise ValueError(f"tiny_max_unknowns must be a multiple of 64 in [64, {tiny_mod.TINY_WARP_UNKNOWNS}], "
+                             f"got {tiny_max_unknowns}")  # fmt: skip
+        self.tiny_max_unknowns = int(tiny_max_unknowns)
         self.last_extra: dict = {}
         self._batch_cache: tuple | None = None
         self._wd_cache: tuple | None = None
@@ -474,7 +483,7 @@ class GPUBackend:
             N, products, per_entry=per_entry, smem_cap=smem_cap, budget=budget, n_sm=self.n_sm, wide=self.wide,
             wide_min_products=WIDE_MIN_PRODUCTS, small_block=self.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
             a_in_shared=self.a_in_shared, a_bytes=8 if self.a_double else 4,
-            warp_bins=tiny_mod.WARP_BINS if self.tiny == "warp" else (),
+            warp_bins=tiny_mod.warp_bins(self.tiny_max_unknowns) if self.tiny == "warp" else (),
         )  # fmt: skip
         return plan, budget
 
@@ -658,7 +667,8 @@ class GPUBackend:
             f"primitives={self._primitives_label} tile_sort={self.tile_sort} "
             f"row_ilp={config.row_ilp} p_smem={self.p_smem} wide_xmv={self.wide_xmv} "
             f"a_double={self.a_double} weight_double={config.weight_double} "
-            f"a_in_shared={self.a_in_shared} tiny={self.tiny} tiny_warps={self.tiny_warps}",
+            f"a_in_shared={self.a_in_shared} tiny={self.tiny} tiny_warps={self.tiny_warps} "
+            f"tiny_max_unknowns={self.tiny_max_unknowns}",
         }
 
 

@@ -9,9 +9,10 @@ the stopping rule are those of ``mgk_solver.cu``; the search direction P of each
 in shared memory, the lane-private X, R, DG, DI and A in global scratch.
 
 :class:`mgkflow.gpu.backend.GPUBackend` routes pairs to it with ``tiny="warp"``: the
-planner (:func:`mgkflow.gpu.plan.plan_launches`, ``warp_unknowns``) puts the pairs of at most
-``TINY_WARP_UNKNOWNS`` product unknowns into size bins (:data:`WARP_BINS`), one launch each,
-so that a bin's shared memory per warp follows its largest pair.
+planner (:func:`mgkflow.gpu.plan.plan_launches`, ``warp_bins``) puts the pairs of at most
+``tiny_max_unknowns`` (<= ``TINY_WARP_UNKNOWNS``) product unknowns into size bins
+(:func:`warp_bins`), one launch each, so that a bin's shared memory per warp follows its
+largest pair.
 
 :func:`tiny_source` generates the CUDA source, :func:`launch_layout` the shared memory and
 scratch of a launch, :func:`emulate_launch` runs a launch in numpy (the fake-driver tests'
@@ -36,7 +37,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "TINY_WARP_UNKNOWNS", "WARP_BINS", "DEFAULT_WARPS", "KERNEL", "tiny_source", "launch_layout", "emulate_launch",
+    "TINY_WARP_UNKNOWNS", "WARP_BINS", "DEFAULT_WARPS", "KERNEL", "warp_bins", "tiny_source", "launch_layout",
+    "emulate_launch",
 ]  # fmt: skip
 
 #: Kernel name in ``mgk_tiny.cu``.
@@ -48,6 +50,17 @@ TINY_WARP_UNKNOWNS = 64 * 64
 WARP_BINS = (256, 1024, 2048, TINY_WARP_UNKNOWNS)
 #: Warps (pairs in flight) per block.
 DEFAULT_WARPS = 4
+
+
+def warp_bins(max_unknowns: int = TINY_WARP_UNKNOWNS) -> tuple[int, ...]:
+    """The launch bins (upper bounds in unknowns) for pairs of at most ``max_unknowns`` unknowns.
+
+    Examples
+    --------
+    >>> warp_bins(2048), warp_bins(1536)
+    ((256, 1024, 2048), (256, 1024, 1536))
+    """
+    return tuple(b for b in WARP_BINS if b < max_unknowns) + (int(max_unknowns),)
 
 
 def tiny_source(config: Any, warps: int = DEFAULT_WARPS, min_blocks: int = 1) -> str:
