@@ -66,3 +66,17 @@ def test_auto_wide_only_for_few_big_pairs() -> None:
 def test_bad_wide_option() -> None:
     with pytest.raises(ValueError, match="wide"):
         plan_launches(np.array([64]), np.array([1.0]), per_entry=12, smem_cap=SMEM, budget=10**9, n_sm=1, wide="x")
+
+
+def test_host_cost_bench_runs_on_the_fake_driver() -> None:
+    """``python -m mgkflow.bench.gpu_host`` (its own process: the fake PyCUDA stays there) times calls."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))}
+    for extra in (["--solve-only"], []):
+        out = subprocess.run([sys.executable, "-m", "mgkflow.bench.gpu_host", "--n", "12", "--reps", "2", *extra],
+                             capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "per call (host only, fake driver)" in out.stdout
