@@ -68,7 +68,7 @@ class TinyModule(device.Module):
             def set_attribute(self, *a: Any) -> None:
                 pass
 
-            def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0) -> None:
+            def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0, stream: Any = None) -> None:
                 assert len(args) == len(params) and block == (32 * mod.warps, 1, 1)
                 assert np.array_equal(mod.kpar.view(np.float32), kernel_values(mod.nk, mod.ek)), "values not set"
                 kw = {}
@@ -234,6 +234,39 @@ def test_fake_tiled_gram_packs_once(fake_backend, overlap: bool) -> None:  # noq
 
     drv, backend = fake_backend
     drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    streams: list = []
+
+    class Stream:  # the overlapped path's per-thread streams: every async call must name one
+        def __init__(self) -> None:
+            streams.append(self)
+
+        def synchronize(self) -> None:
+            pass
+
+    def in_stream(fn: Any) -> Any:
+        def call(*a: Any) -> None:
+            assert isinstance(a[-1], Stream), a[-1]
+            fn(*a[:-1])
+
+        return call
+
+    class Event:
+        def record(self, stream: Any = None) -> None:
+            assert stream is None or isinstance(stream, Stream)
+
+        def query(self) -> bool:
+            return True
+
+        def synchronize(self) -> None:
+            pass
+
+        def time_since(self, other: Any) -> float:
+            return 1.0
+
+    drv.Stream, drv.Event = Stream, Event
+    drv.memset_d32_async = in_stream(drv.memset_d32)
+    drv.memcpy_htod_async = in_stream(drv.memcpy_htod)
+    drv.memcpy_dtoh_async = in_stream(drv.memcpy_dtoh)
     nk, ek = default_kernels("drugs")
     graphs = molecules(9, seed=4, max_atoms=30)
     tiny_log: list = []
@@ -260,6 +293,7 @@ def test_fake_tiled_gram_packs_once(fake_backend, overlap: bool) -> None:  # noq
     # once per solver thread (the pool may start its second thread or not)
     assert res.blocks == 6 and packs in ([len(graphs)], [len(graphs)] * 2) and not block_log
     assert overlap or packs == [len(graphs)]
+    assert len(streams) == len(packs) if overlap else not streams  # one stream per solver thread
     assert res.computed == [b.key for b in tiled.plan_blocks(len(graphs), None, 4)]  # reported in block order
     assert sum(e["jobs"] for e in tiny_log) == len(graphs) * (len(graphs) + 1) // 2
     ref = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs)

@@ -246,6 +246,8 @@ class GPUBackend:
         self._prim_cache: dict = {}
         self._out_dev: tuple | None = None  # output buffers reused between calls: (capacity, buffers)
         self._jobs_dev: tuple | None = None  # job list buffer reused between launches: (capacity, buffer)
+        #: CUDA stream of the per-block launches (None: the legacy default stream); see :meth:`use_stream`
+        self.stream: Any = None
         self._adopted: HostBatch | None = None
         #: where the last call's batch came from: "packed", "adopted" (pipeline) or "cached"
         self.pack_source = ""
@@ -256,6 +258,14 @@ class GPUBackend:
         self.limits = device.device_limits()
         self.device_name = self.limits.name
         self.n_sm = self.limits.n_sm
+
+    def use_stream(self) -> None:
+        """Run this backend's per-block launches (job upload, counter reset, kernel, read-back) in a
+        stream of its own, so that its read-backs wait for its own kernels only: two backends in two
+        threads (the tiled Gram path's ``overlap``) then overlap one's host work with the other's
+        device work. A blocking stream: uploads on the legacy stream stay ordered before it."""
+        if self.stream is None:
+            self.stream = cuda.Stream()
 
     # ------------------------------------------------------------------ packing
     def adopt(self, packed: HostBatch) -> None:
@@ -345,7 +355,10 @@ class GPUBackend:
             cap = max(int(jobs.size), 2048)
             self._jobs_dev = (cap, cuda.mem_alloc(4 * cap))
         buf = self._jobs_dev[1]
-        cuda.memcpy_htod(buf, np.ascontiguousarray(jobs, dtype=np.int32))
+        if self.stream is None:
+            cuda.memcpy_htod(buf, np.ascontiguousarray(jobs, dtype=np.int32))
+        else:  # from pageable memory: returns once the host array is staged, ordered in the stream
+            cuda.memcpy_htod_async(buf, np.ascontiguousarray(jobs, dtype=np.int32), self.stream)
         return device.DeviceArray(buf, np.dtype(np.int32), int(jobs.size))
 
     def _get_scratch(self, nbytes: int) -> Any:
@@ -544,18 +557,21 @@ class GPUBackend:
         scratch = self._get_scratch(per_block_bytes * grid)
         d_jobs = self._upload_jobs(jobs)
         o = shared.out
-        cuda.memset_d32(o.counter, 0, 1)
+        if self.stream is None:
+            cuda.memset_d32(o.counter, 0, 1)
+        else:
+            cuda.memset_d32_async(o.counter, 0, 1, self.stream)
         start, stop = cuda.Event(), cuda.Event()
-        start.record()
+        _record(start, self.stream)
         fn(
             grid=(int(grid), 1), block=(blk, 1, 1), shared=smem, **shared.args,
             jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
             out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv,
-            scratch=scratch, scratch_per_block=per_block, use_smem=mode, n_max=n_max,
+            scratch=scratch, scratch_per_block=per_block, use_smem=mode, n_max=n_max, stream=self.stream,
         )  # fmt: skip
-        stop.record()
+        _record(stop, self.stream)
         _wait(stop)
-        o.collect(order)
+        o.collect(order, self.stream)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": use_smem}  # fmt: skip
         return stop.time_since(start) * 1e-3, info
@@ -604,18 +620,21 @@ class GPUBackend:
         scratch = self._get_scratch(per_block_bytes * grid)
         d_jobs = self._upload_jobs(jobs)
         o = shared.out
-        cuda.memset_d32(o.counter, 0, 1)
+        if self.stream is None:
+            cuda.memset_d32(o.counter, 0, 1)
+        else:
+            cuda.memset_d32_async(o.counter, 0, 1, self.stream)
         start, stop = cuda.Event(), cuda.Event()
-        start.record()
+        _record(start, self.stream)
         fn(
             grid=(int(grid), 1), block=(32 * warps, 1, 1), shared=smem, **shared.args,
             jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
             out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv,
-            scratch=scratch, scratch_per_warp=per_warp, n_max=n_max,
+            scratch=scratch, scratch_per_warp=per_warp, n_max=n_max, stream=self.stream,
         )  # fmt: skip
-        stop.record()
+        _record(stop, self.stream)
         _wait(stop)
-        o.collect(order)
+        o.collect(order, self.stream)
         info = {"pairs": len(order), "grid": int(grid), "block": 32 * warps, "blocks_per_sm": bps, "smem": smem,
                 "shared": True, "kernel": tiny_mod.KERNEL}  # fmt: skip
         return stop.time_since(start) * 1e-3, info
@@ -672,6 +691,14 @@ class GPUBackend:
         }
 
 
+def _record(event: Any, stream: Any) -> None:
+    """Record ``event`` in ``stream`` (None: the legacy default stream)."""
+    if stream is None:
+        event.record()
+    else:
+        event.record(stream)
+
+
 def _wait(event: Any) -> None:
     """Wait for a recorded event, polling it with short sleeps so that other Python threads (the
     tiled Gram path's second solver thread preparing the next block) run meanwhile; a blocking
@@ -716,12 +743,18 @@ class _Outputs:
     d_conv = property(lambda self: self._buffers()[3])
     counter = property(lambda self: self._buffers()[4])
 
-    def collect(self, order: np.ndarray) -> None:
-        """Read back the results of a launch over the pairs ``order`` (job t = pair order[t])."""
+    def collect(self, order: np.ndarray, stream: Any = None) -> None:
+        """Read back the results of a launch over the pairs ``order`` (job t = pair order[t]),
+        in ``stream`` when given (then it waits for that stream's work only)."""
         m = len(order)
         kk, ii, rr, cc = np.empty(m), np.empty(m, dtype=np.int32), np.empty(m), np.empty(m, dtype=np.int32)
         for host, dev in zip((kk, ii, rr, cc), self._buffers()[:4], strict=True):
-            cuda.memcpy_dtoh(host, dev)
+            if stream is None:
+                cuda.memcpy_dtoh(host, dev)
+            else:
+                cuda.memcpy_dtoh_async(host, dev, stream)
+        if stream is not None:
+            stream.synchronize()
         self.k[order], self.it[order], self.res[order], self.conv[order] = kk, ii, rr, cc
 
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -349,9 +349,10 @@ class Kernel:
                 out.append(_check_arg(self.name, p, v))
         return tuple(out)
 
-    def __call__(self, *, grid: tuple, block: tuple, shared: int = 0, **values: Any) -> None:
+    def __call__(self, *, grid: tuple, block: tuple, shared: int = 0, stream: Any = None, **values: Any) -> None:
+        kw = {} if stream is None else {"stream": stream}  # launch on ``stream`` (default: the legacy stream)
         self.func(*self.args(values), block=tuple(int(b) for b in block), grid=tuple(int(g) for g in grid),
-                  shared=int(shared))  # fmt: skip
+                  shared=int(shared), **kw)  # fmt: skip
 
 
 class Module:

@@ -166,6 +166,10 @@ def compute_block(job: GramJob, block: Block) -> tuple[np.ndarray, dict]:
     xs = job.X[block.r0 : block.r1]
     t0 = time.perf_counter()
     with _device_context():
+        if job.overlap and kern.backend != "cpu":
+            backend = kern._get_backend()
+            if hasattr(backend, "use_stream"):  # GPU: this thread's launches in a stream of their own
+                backend.use_stream()
         if not kern.normalize:
             values = _solve_in_set(kern, job, block)
         elif block.diagonal:
