@@ -14,6 +14,11 @@ Examples
 --------
     python -m mgkflow.gram.bench --n-graphs 2000 --backend cpu --block-size 200 --dask local:2
     python -m mgkflow.gram.bench --n-graphs 50000 --backend gpu --kill-at 0.4 --spot-check 1000 --dask cuda
+    python -m mgkflow.gram.bench --n-graphs 20000 --backend gpu --gpu-options '{"tiny": "warp"}' --overlap
+
+The record has the solve's device seconds (sum over blocks), the host time not overlapped
+with them, end-to-end pairs/s (reordering included), peak host RSS and peak device memory
+(``nvidia-smi``, all processes).
 """
 
 from __future__ import annotations
