@@ -531,6 +531,9 @@ class GPUBackend:
         db: _DeviceBatch, shared: _SharedArgs, budget: int, pairs: Sequence,
     ) -> tuple[float, dict]:  # fmt: skip
         """One persistent-grid launch of ``mgk_solve`` over the pairs ``sel``: device seconds, figures."""
+        if shared.N.size != len(g1):  # a caller that built its own _SharedArgs (gradient, nodal)
+            shared.N = db.nt[g1] * db.nt[g2] * 64
+            shared.cost = self._cost(db, g1, g2) if self.sort_jobs else None
         N = shared.N
         order = self._job_order(sel, shared.cost)
         jobs = np.empty(2 * len(order), dtype=np.int32)
