@@ -250,6 +250,22 @@ def test_fake_solve_gradient_matches_cpu(fake_backend, case: str) -> None:  # no
     assert np.array_equal(g2, grads[:, :-1])
 
 
+def test_fake_pairs_too_large_for_a_block_go_to_the_cpu_oracle(fake_backend) -> None:  # noqa: F811
+    _drv, backend = fake_backend
+    nk, ek, sizes = FAKE_CASES["kd-se"]  # 9, 21, 14 nodes: 2, 3, 2 tiles per side
+    graphs = [_graph(n, min(1.0, 4.0 / n), 20 + k) for k, n in enumerate(sizes)]
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    # 16,000 bytes of scratch: 384 unknowns fit (5 vectors with x kept), the (1, 1) pair's 576 do not
+    be = backend.GPUBackend(wide=False, rtol=1e-12, max_scratch_bytes=16_000)
+    _install(nk, ek, systems, be)
+    _SolverModule.log.clear()
+    pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
+    vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    assert be.last_extra["cpu_pairs"] == 1 and sum(e["jobs"] for e in _SolverModule.log) == len(pairs) - 1
+    assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
+
+
 def test_fake_solve_nodal_matches_cpu(fake_backend) -> None:  # noqa: F811
     _drv, backend = fake_backend
     nk, ek, sizes = FAKE_CASES["kd-se"]

@@ -412,10 +412,12 @@ class GPUBackend:
         return strategies.get(self.xmv).job_cost(db, g1, g2)
 
     def _plan(
-        self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, wide: bool | str | None = None
-    ) -> tuple[LaunchPlan, int]:
+        self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, wide: bool | str | None = None,
+        wide_min_products: float = WIDE_MIN_PRODUCTS, fit_budget: float = 1.0,
+    ) -> tuple[LaunchPlan, int]:  # fmt: skip
         """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes); ``wide``
-        overrides the backend's setting."""
+        and ``wide_min_products`` override the backend's settings, ``fit_budget`` scales the budget
+        a pair's one-block scratch must fit (a gradient block needs 5/4 of the value solve's)."""
         N = db.nt[g1] * db.nt[g2] * 64
         per_entry = _SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8
         smem_cap = self.limits.smem_optin - func.shared_size_bytes - 64
@@ -426,9 +428,9 @@ class GPUBackend:
         kept = self._wide_workspace.get("vec_bytes", 0) * N_VECTORS  # the wide path's vectors, given back if needed
         budget = self.max_scratch_bytes or int(0.6 * (free + kept))
         plan = plan_launches(
-            N, products, per_entry=per_entry, smem_cap=smem_cap, budget=budget, n_sm=self.n_sm,
+            N, products, per_entry=per_entry, smem_cap=smem_cap, budget=int(budget * fit_budget), n_sm=self.n_sm,
             wide=self.wide if wide is None else wide,
-            wide_min_products=WIDE_MIN_PRODUCTS, small_block=self.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
+            wide_min_products=wide_min_products, small_block=self.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
             a_in_shared=self.a_in_shared, a_bytes=8 if self.a_double else 4,
         )  # fmt: skip
         return plan, budget

@@ -176,7 +176,10 @@ def _per_pair(
     db = backend._device_batch(systems, config)
     g1 = pairs[:, 0]
     g2 = pairs[:, 1] + yoff
-    plan, budget = backend._plan(db, g1, g2, func, wide=False)
+    # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
+    # are returned for the CPU oracle
+    plan, budget = backend._plan(db, g1, g2, func, wide="auto", wide_min_products=float("inf"),
+                                 fit_budget=0.8 if kind == "gradient" else 1.0)  # fmt: skip
     if kind == "gradient":
         extra: Any = _GradientOut(cuda, npairs, config.n_grad)
     else:
