@@ -377,3 +377,30 @@ def test_gpu_theta_sweep_compiles_once() -> None:
         be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
         counts.append(device.compile_count())
     assert len(set(counts[1:])) == 1
+
+
+def test_fake_backend_through_the_sklearn_kernel(fake_backend) -> None:  # noqa: F811
+    """``MarginalizedGraphKernel`` takes the GPU backend's solve_gradient / solve_nodal (normalized
+    gradients use its diagonal too) and agrees with the CPU backend."""
+    from mgkflow.mgk import MarginalizedGraphKernel
+
+    _drv, backend = fake_backend
+    nk, ek, sizes = FAKE_CASES["kd-se"]
+    graphs = [_graph(n, min(1.0, 4.0 / n), 50 + k, isolated=(k == 0)) for k, n in enumerate(sizes)]
+    be = backend.GPUBackend(wide=False, rtol=1e-12)
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    _install(nk, ek, systems, be)
+    for normalize in (False, True):
+        kg = MarginalizedGraphKernel(nk, ek, q=0.05, normalize=normalize)
+        kg._backend_obj = be
+        kc = MarginalizedGraphKernel(nk, ek, q=0.05, normalize=normalize, backend="cpu")
+        K, dK = kg(graphs, eval_gradient=True)
+        R, dR = kc(graphs, eval_gradient=True)
+        assert kg.last_stats.backend == "gpu"
+        assert np.allclose(K, R, rtol=1e-6, atol=1e-12)
+        assert _normwise(dK.reshape(-1, dK.shape[-1]), dR.reshape(-1, dR.shape[-1])) <= 1e-6
+    kg = MarginalizedGraphKernel(nk, ek, q=0.05)
+    kg._backend_obj = be
+    Kn = kg(graphs, nodal=True)
+    Rn = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs, nodal=True)
+    assert Kn.shape == Rn.shape and np.allclose(Kn, Rn, rtol=1e-6, atol=1e-12 * np.abs(Rn).max())
