@@ -316,7 +316,7 @@ def _gpu_vs_cpu(graphs: list[Graph], nk: BaseKernel, ek: BaseKernel, q: float) -
 def test_gpu_gradient_synthetic(name: str, labeled: bool, q: float) -> None:
     from mgkflow import datasets
 
-    graphs = getattr(datasets, name)(n_graphs=8, labeled=labeled)
+    graphs = getattr(datasets, name)(n_graphs=5, labeled=labeled)
     nk, ek = datasets.default_kernels(name, labeled=labeled)
     err = _gpu_vs_cpu(graphs, nk, ek, q)
     print(f"\nGPUGRADERR {name} labeled={labeled} q={q}: {err:.3e}")

@@ -38,7 +38,7 @@ import numpy as np
 from ..kernels import BaseKernel, Constant
 from ..system import GraphSystem
 
-__all__ = ["closed_form_ok", "closed_form", "solve_gradient", "solve_nodal"]
+__all__ = ["closed_form_ok", "closed_form", "closed_form_pairs", "solve_gradient", "solve_nodal"]
 
 
 def closed_form_ok(system: GraphSystem) -> bool:
@@ -82,19 +82,36 @@ def closed_form(
         raise ValueError("the closed form needs Constant node and edge kernels")
     if not (closed_form_ok(s1) and closed_form_ok(s2)):
         raise ValueError("the closed form needs one q per graph and no node without edges")
-    q1, q2 = float(s1.q[0]), float(s2.q[0])
-    if wrt_q and q1 != q2:
+    if wrt_q and float(s1.q[0]) != float(s2.q[0]):
         raise ValueError("dK/dq needs one scalar q for both graphs")
-    cv, ce = node_kernel.c, edge_kernel.c
+    k, grad = closed_form_pairs(
+        np.array([float(s1.q[0])]), np.array([float(s2.q[0])]), np.array([float(np.sum(s1.p))]),
+        np.array([float(np.sum(s2.p))]), node_kernel.c, edge_kernel.c, wrt_q,
+    )  # fmt: skip
+    return float(k[0]), grad[0]
+
+
+def closed_form_pairs(
+    q1: np.ndarray, q2: np.ndarray, sp1: np.ndarray, sp2: np.ndarray, cv: float, ce: float, wrt_q: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`closed_form` for many pairs at once from each side's q and Σ p (no checks).
+
+    Returns K (k,) and the derivatives (k, 2 + wrt_q): d/dc_v, d/dc_e[, d/dq with q = q1 = q2].
+
+    Examples
+    --------
+    >>> k, g = closed_form_pairs(np.array([0.5]), np.array([0.5]), np.array([2.0]), np.array([2.0]), 1.0, 1.0, True)
+    >>> round(float(k[0]), 6), round(float(g[0, 2]), 6)
+    (1.333333, 3.555556)
+    """
     u = (1.0 - q1) * (1.0 - q2)
     den = 1.0 - ce * cv * u
-    alpha = q1 * q2 * cv / den
-    s = float(np.sum(s1.p)) * float(np.sum(s2.p))
-    grad = [q1 * q2 / den**2 * s, q1 * q2 * cv * cv * u / den**2 * s]
+    s = sp1 * sp2
+    qq = q1 * q2
+    cols = [qq / den**2 * s, qq * cv * cv * u / den**2 * s]
     if wrt_q:
-        q = q1
-        grad.append((2.0 * q * cv / den - q * q * cv * 2.0 * ce * cv * (1.0 - q) / den**2) * s)
-    return alpha * s, np.asarray(grad, dtype=np.float64)
+        cols.append((2.0 * q1 * cv / den - qq * cv * 2.0 * ce * cv * (1.0 - q1) / den**2) * s)
+    return qq * cv / den * s, np.stack(cols, axis=1)
 
 
 class _GradientOut:
@@ -226,8 +243,17 @@ def solve_gradient(
         okx = np.array([closed_form_ok(s) for s in xs], dtype=bool)
         oky = okx if ys is xs else np.array([closed_form_ok(s) for s in ys], dtype=bool)
         closed = okx[pr[:, 0]] & oky[pr[:, 1]] if k else closed
-        for t in np.flatnonzero(closed):
-            values[t], grads[t] = closed_form(xs[pr[t, 0]], ys[pr[t, 1]], node_kernel, edge_kernel, wrt_q)
+        if closed.any():
+            sel = pr[closed]
+
+            def side(systems: Sequence[GraphSystem], idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                q = np.array([float(s.q[0]) for s in systems])
+                sp = np.array([float(np.sum(s.p)) for s in systems])
+                return q[idx], sp[idx]
+
+            q1, sp1 = side(xs, sel[:, 0])
+            q2, sp2 = side(ys, sel[:, 1])
+            values[closed], grads[closed] = closed_form_pairs(q1, q2, sp1, sp2, node_kernel.c, edge_kernel.c, wrt_q)
         if progress is not None and closed.any():
             progress(int(closed.sum()))
     rest = np.flatnonzero(~closed)
