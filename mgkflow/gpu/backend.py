@@ -138,6 +138,13 @@ class GPUBackend:
     ----------
     last_extra : dict
         Figures of the last ``solve``: device seconds, launches, GFLOP/s etc.
+
+    Notes
+    -----
+    ``solve_gradient`` and ``solve_nodal`` (the optional backend interface of docs/gradients.md)
+    run the per-pair solver compiled with the ``gradient`` / ``nodal`` flag of
+    :class:`~mgkflow.gpu.source.KernelConfig` (:mod:`mgkflow.gpu.gradient`); pairs too large for
+    one block are solved by the CPU oracle, unlabeled pairs in closed form where it holds.
     """
 
     name = "gpu"
