@@ -29,8 +29,8 @@ import numpy as np
 
 
 def to_graphdot(graphs: list, labeled: bool) -> list:
-    """GraphDot graphs of mgkflow graphs (unit weights; labeled: ``label`` on nodes and
-    ``length`` on edges, else one constant attribute ``c`` on each)."""
+    """GraphDot graphs of mgkflow graphs (unit weights; labeled: our ``label`` as ``l`` on nodes
+    and ``length`` on edges, as in the GraphDot anchor, else one constant attribute ``c`` on each)."""
     import networkx as nx
     from graphdot import Graph as GDGraph
 
@@ -39,7 +39,7 @@ def to_graphdot(graphs: list, labeled: bool) -> list:
         G = nx.Graph()
         labels = np.asarray(g.node_labels["label"]) if labeled else None
         for i in range(g.n_nodes):
-            G.add_node(i, **({"label": int(labels[i])} if labeled else {"c": 0}))
+            G.add_node(i, **({"l": int(labels[i])} if labeled else {"c": 0}))
         A = g.adjacency.tocoo()
         lengths = np.asarray(g.edge_labels["length"]) if labeled else None
         for k, (r, c) in enumerate(zip(A.row.tolist(), A.col.tolist(), strict=True)):
@@ -55,7 +55,7 @@ def _kernel(labeled: bool, q: float):
 
     if labeled:
         return MarginalizedGraphKernel(
-            TensorProduct(label=KroneckerDelta(0.5)), TensorProduct(length=SquareExponential(1.0)), q=q
+            TensorProduct(l=KroneckerDelta(0.5)), TensorProduct(length=SquareExponential(1.0)), q=q
         )
     return MarginalizedGraphKernel(Constant(1.0), Constant(1.0), q=q)
 
