@@ -404,3 +404,21 @@ def test_fake_backend_through_the_sklearn_kernel(fake_backend) -> None:  # noqa:
     Kn = kg(graphs, nodal=True)
     Rn = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs, nodal=True)
     assert Kn.shape == Rn.shape and np.allclose(Kn, Rn, rtol=1e-6, atol=1e-12 * np.abs(Rn).max())
+
+
+def test_bench_gpu_grad_runs_on_the_cpu_backend(tmp_path) -> None:
+    """The benchmark script end to end on a few graphs with the CPU backend (what the device run does)."""
+    import json
+
+    from mgkflow.bench import gpu_grad
+
+    assert gpu_grad.main(["--backend", "cpu", "--graphs", "3", "--reps", "1", "--check", "0", "--nodal", "2",
+                          "--sweep", "2", "--out", str(tmp_path)]) == 0  # fmt: skip
+    res = json.loads((tmp_path / "gpu_grad.json").read_text())
+    assert set(res["gram"]) == {"nws-labeled q=0.05", "ba-labeled q=0.05", "nws-unlabeled q=0.05",
+                                "ba-unlabeled q=0.05"}  # fmt: skip
+    row = res["gram"]["nws-labeled q=0.05"]
+    assert row["pairs"] == 6 and row["theta"] >= 2 and row["grad_pairs_per_s"] > 0
+    assert res["nodal"]["shape"][0] == res["nodal"]["shape"][1] > 0 and res["sweep"]["compiles_after_first"] == 0
+    lines = gpu_grad.compare(res, res)  # against itself: every ratio is 1
+    assert len(lines) == 6 and all("1.00x" in line for line in lines)
