@@ -133,11 +133,13 @@ class _SolverModule(device.Module):
 
     log: list[dict] = []
 
-    def __init__(self, source: str, nk: BaseKernel, ek: BaseKernel, config_of: dict) -> None:
+    #: kernels and configurations of the current call (a compiled module outlives a call: new values
+    #: of the hyperparameters reach it through mgk_kpar only)
+    current: dict = {}
+
+    def __init__(self, source: str) -> None:
         super().__init__(self, source)
         self.src = source
-        self.nk, self.ek = nk, ek
-        self.config = config_of["#define GRADIENT 1" in source]
         self.gradient = "#define GRADIENT 1" in source
         self.nodal = "#define NODAL 1" in source
         self.block = int(re.search(r"#define BLOCK (\d+)", source).group(1))
@@ -167,6 +169,8 @@ class _SolverModule(device.Module):
         params = self.signatures["mgk_solve"]
         assert len(args) == len(params), (len(args), [p.name for p in params])
         assert block == (self.block, 1, 1) and grid[0] >= 1
+        self.nk, self.ek = _SolverModule.current["nk"], _SolverModule.current["ek"]
+        self.config = _SolverModule.current["configs"]["#define GRADIENT 1" in self.src]
         assert np.array_equal(self.kpar.view(np.float32), kernel_values(self.nk, self.ek)), "kernel values not set"
         kw = {}
         for p, v in zip(params, args, strict=True):
@@ -213,7 +217,8 @@ class _SolverModule(device.Module):
 def _install(nk: BaseKernel, ek: BaseKernel, systems: list[GraphSystem], backend_obj: Any) -> None:
     # label storage and gradient columns of the configurations the backend builds
     configs = {k == "gradient": backend_obj._config(systems, nk, ek, **{k: True}) for k in ("gradient", "nodal")}
-    sys.modules["pycuda.compiler"].factory = lambda src: _SolverModule(src, nk, ek, configs)
+    _SolverModule.current.update(nk=nk, ek=ek, configs=configs)
+    sys.modules["pycuda.compiler"].factory = _SolverModule
 
 
 FAKE_CASES = {
@@ -264,6 +269,25 @@ def test_fake_pairs_too_large_for_a_block_go_to_the_cpu_oracle(fake_backend) -> 
     rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
     assert be.last_extra["cpu_pairs"] == 1 and sum(e["jobs"] for e in _SolverModule.log) == len(pairs) - 1
     assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
+
+
+def test_fake_theta_sweep_compiles_once(fake_backend) -> None:  # noqa: F811
+    """Other hyperparameter values (node h, edge length scale, q) reuse the compiled gradient modules:
+    the values travel in mgk_kpar (the fake module checks it holds this call's values)."""
+    _drv, backend = fake_backend
+    graphs = [_graph(n, min(1.0, 4.0 / n), 60 + k) for k, n in enumerate((9, 12))]
+    be = backend.GPUBackend(wide=False, rtol=1e-10)
+    pairs = np.array([(0, 0), (0, 1), (1, 1)])
+    counts = []
+    for h, ls, q in ((0.5, 1.0, 0.05), (0.3, 0.7, 0.05), (0.8, 2.0, 0.2), (0.6, 1.5, 0.01)):
+        nk, ek = KroneckerDelta(h, "label"), SquareExponential(ls, "length")
+        systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
+        _install(nk, ek, systems, be)
+        vals, grads, *_ = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+        rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+        assert np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
+        counts.append(device.compile_count())
+    assert counts[0] >= 1 and len(set(counts)) == 1, counts
 
 
 def test_fake_solve_nodal_matches_cpu(fake_backend) -> None:  # noqa: F811
