@@ -156,11 +156,12 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         const int n_tp = h1.nt * nt2;
         const long long N = (long long)n_tp * 64;
 #if GRADIENT
-        // pass 0 solves M x = b, pass 1 the adjoint M y = p_x (X and XS swap between them)
-        double* XS = blk + scratch_per_block - n_max;
+        // pass 0 solves M x = b into X, pass 1 the adjoint M y = p_x into the last n_max doubles of the
+        // block's scratch (the inner X of pass 1)
         // iterations, residual, success of each pass (thread 0's copies, in shared memory: no registers)
         __shared__ double s_pass[2][3];
         for (int pass = 0; pass < 2; ++pass) {
+        double* const X = pass == 0 ? blk : blk + scratch_per_block - n_max;
 #endif
 
         // ---------------------------------------------------------------- init
@@ -246,15 +247,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             s_pass[pass][1] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
             s_pass[pass][2] = (conv && !broke) ? 1.0 : 0.0;
         }
-        {  // X <-> XS: after pass 0 XS holds x and pass 1 solves into the other buffer
-            double* t_ = X;
-            X = XS;
-            XS = t_;
-        }
         __syncthreads();
-        }  // passes: X = x, XS = y
-        grad_contraction(h1, h2, nt2, n_tp, N, X, XS, nlab, nlab_stride, dvec, qvec, rrowptr, rcoff, rweight, relab,
-                         relab_stride, out_grad + (long long)jb * N_GRAD, red);
+        }  // passes: x in X (= blk), y after the block's other vectors
+        grad_contraction(h1, h2, nt2, n_tp, N, X, blk + scratch_per_block - n_max, nlab, nlab_stride, dvec, qvec,
+                         rrowptr, rcoff, rweight, relab, relab_stride, out_grad + (long long)jb * N_GRAD, red);
 #endif
 
         // ---------------------------------------------------------------- K = p^T x
