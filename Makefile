@@ -1,6 +1,6 @@
 # mgkflow: two commands that work on a fresh machine.
 #   make demo  - set up .venv and run the ordering comparison on built-in synthetic data
-#   make test  - set up .venv and run the test suite (GPU tests skip without a GPU)
+#   make test  - set up .venv and run the test suite and the package's doctests (GPU tests skip without a GPU)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -25,7 +25,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check mgkflow tests datasets
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --doctest-modules tests mgkflow
 
 lint: $(STAMP)
 	$(PY) -m ruff check mgkflow tests datasets

@@ -7,7 +7,17 @@ The data flow is load -> reorder -> pack -> solve -> report:
 (Gaussian processes, kernel ridge, SVMs), with analytic gradients (docs/gradients.md).
 """
 
-from .errors import ConvergenceError, ConvergenceWarning, GraphError, KernelRangeError
+from .errors import (
+    ConvergenceError,
+    ConvergenceWarning,
+    FileFormatError,
+    GraphError,
+    KernelRangeError,
+    MgkflowError,
+    OutputPathError,
+    ParameterError,
+    ParameterTypeError,
+)
 from .gram import load_gram
 from .graph import Graph
 from .mgk import DegenerateKernelWarning, MarginalizedGraphKernel, SolveStats, gpu_available
@@ -18,8 +28,13 @@ __all__ = [
     "Graph",
     "MarginalizedGraphKernel",
     "SolveStats",
+    "MgkflowError",
     "GraphError",
+    "FileFormatError",
     "KernelRangeError",
+    "ParameterError",
+    "ParameterTypeError",
+    "OutputPathError",
     "ConvergenceError",
     "ConvergenceWarning",
     "DegenerateKernelWarning",

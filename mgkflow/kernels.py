@@ -40,7 +40,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from .errors import GraphError, KernelRangeError
+from .errors import GraphError, KernelRangeError, ParameterError, ParameterTypeError
 
 __all__ = [
     "Hyperparameter",
@@ -99,20 +99,20 @@ def _check_bounds(bounds: Any, what: str, lo: float, hi: float) -> Bounds:
     """Validate ``bounds``: "fixed" or (a, b) with lo <= a <= b <= hi, a > 0."""
     if isinstance(bounds, str):
         if bounds != "fixed":
-            raise ValueError(f"{what}: bounds must be a (low, high) pair or 'fixed', got {bounds!r}")
+            raise ParameterError(f"{what}: bounds must be a (low, high) pair or 'fixed', got {bounds!r}")
         return "fixed"
     try:
         a, b = (float(v) for v in bounds)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what}: bounds must be a (low, high) pair or 'fixed', got {bounds!r}") from exc
+        raise ParameterError(f"{what}: bounds must be a (low, high) pair or 'fixed', got {bounds!r}") from exc
     if not (0 < a <= b and math.isfinite(b) and lo <= a and b <= hi):
-        raise ValueError(f"{what}: bounds must satisfy 0 < low <= high within [{lo:g}, {hi:g}], got ({a}, {b})")
+        raise ParameterError(f"{what}: bounds must satisfy 0 < low <= high within [{lo:g}, {hi:g}], got ({a}, {b})")
     return (a, b)
 
 
 def _as_float(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{what} must be a real number, got {value!r}")
+        raise ParameterTypeError(f"{what} must be a real number, got {value!r}")
     try:
         v = float(value)
     except OverflowError as exc:
@@ -296,7 +296,7 @@ class KroneckerDelta(BaseKernel):
         if 0.0 < h < 1e-30:
             raise KernelRangeError(f"KroneckerDelta(h, '{field}') needs h = 0 or h >= 1e-30, got h={h}")
         if not isinstance(field, str) or not field:
-            raise TypeError("KroneckerDelta: field must be a non-empty label field name")
+            raise ParameterTypeError("KroneckerDelta: field must be a non-empty label field name")
         self.h = h
         self.field = field
         self.h_bounds = _check_bounds(h_bounds, f"KroneckerDelta(h, {field!r})", 0.0, 1.0)
@@ -354,7 +354,7 @@ class SquareExponential(BaseKernel):
                 f"SquareExponential(length_scale, '{field}') needs {lo:g} <= length_scale <= {hi:g}, got {ls}"
             )
         if not isinstance(field, str) or not field:
-            raise TypeError("SquareExponential: field must be a non-empty label field name")
+            raise ParameterTypeError("SquareExponential: field must be a non-empty label field name")
         self.length_scale = ls
         self.field = field
         self.length_scale_bounds = _check_bounds(
@@ -416,10 +416,10 @@ class Product(BaseKernel):
         flat: list[BaseKernel] = []
         for k in kernels:
             if not isinstance(k, BaseKernel):
-                raise TypeError(f"Product: {k!r} is not a kernel")
+                raise ParameterTypeError(f"Product: {k!r} is not a kernel")
             flat.extend(k.kernels if isinstance(k, Product) else [k])
         if not flat:
-            raise ValueError("Product needs at least one kernel")
+            raise ParameterError("Product needs at least one kernel")
         self.kernels = tuple(flat)
         self.fields = tuple(dict.fromkeys(f for k in flat for f in k.fields))
 
@@ -470,7 +470,7 @@ class Product(BaseKernel):
     def with_values(self, values):
         values = list(values)
         if len(values) != len(self.hyperparameters):
-            raise ValueError(f"{self!r} has {len(self.hyperparameters)} hyperparameters, got {len(values)} values")
+            raise ParameterError(f"{self!r} has {len(self.hyperparameters)} hyperparameters, got {len(values)} values")
         out, o = [], 0
         for k in self.kernels:
             n = len(k.hyperparameters)
@@ -500,10 +500,10 @@ class Sum(BaseKernel):
         flat: list[BaseKernel] = []
         for k in kernels:
             if not isinstance(k, BaseKernel):
-                raise TypeError(f"Sum: {k!r} is not a kernel")
+                raise ParameterTypeError(f"Sum: {k!r} is not a kernel")
             flat.extend(k.kernels if isinstance(k, Sum) else [k])
         if not flat:
-            raise ValueError("Sum needs at least one kernel")
+            raise ParameterError("Sum needs at least one kernel")
         self.kernels = tuple(flat)
         self.fields = tuple(dict.fromkeys(f for k in flat for f in k.fields))
 
@@ -541,7 +541,7 @@ class Sum(BaseKernel):
     def with_values(self, values):
         values = list(values)
         if len(values) != len(self.hyperparameters):
-            raise ValueError(f"{self!r} has {len(self.hyperparameters)} hyperparameters, got {len(values)} values")
+            raise ParameterError(f"{self!r} has {len(self.hyperparameters)} hyperparameters, got {len(values)} values")
         out, o = [], 0
         for k in self.kernels:
             n = len(k.hyperparameters)
@@ -577,7 +577,7 @@ def tensor_product(*kernels: BaseKernel) -> Product:
 def check_node_kernel(kernel: BaseKernel) -> BaseKernel:
     """Raise :class:`KernelRangeError` unless the kernel's values lie in (0, 1]."""
     if not isinstance(kernel, BaseKernel):
-        raise TypeError(f"node_kernel must be a kernel from mgkflow.kernels, got {kernel!r}")
+        raise ParameterTypeError(f"node_kernel must be a kernel from mgkflow.kernels, got {kernel!r}")
     r = kernel.range
     if r.hi > 1.0 or r.lo < 0.0 or (r.lo == 0.0 and not r.lo_open):
         raise KernelRangeError(
@@ -590,7 +590,7 @@ def check_node_kernel(kernel: BaseKernel) -> BaseKernel:
 def check_edge_kernel(kernel: BaseKernel) -> BaseKernel:
     """Raise :class:`KernelRangeError` unless the kernel's values lie in [0, 1]."""
     if not isinstance(kernel, BaseKernel):
-        raise TypeError(f"edge_kernel must be a kernel from mgkflow.kernels, got {kernel!r}")
+        raise ParameterTypeError(f"edge_kernel must be a kernel from mgkflow.kernels, got {kernel!r}")
     r = kernel.range
     if r.hi > 1.0 or r.lo < 0.0:
         raise KernelRangeError(
@@ -863,7 +863,7 @@ class CosineSimilarity(BaseKernel):
 
     def with_values(self, values):
         if len(list(values)):
-            raise ValueError(f"{self!r} has no hyperparameters, got {list(values)}")
+            raise ParameterError(f"{self!r} has no hyperparameters, got {list(values)}")
         return CosineSimilarity(self.field, self.dim)
 
     def device_values(self):
@@ -879,12 +879,12 @@ class CosineSimilarity(BaseKernel):
 
 def _check_field(field: Any, kind: str) -> None:
     if not isinstance(field, str) or not field:
-        raise TypeError(f"{kind}: field must be a non-empty label field name")
+        raise ParameterTypeError(f"{kind}: field must be a non-empty label field name")
 
 
 def _check_dim(dim: Any, kind: str) -> int:
     if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
-        raise TypeError(f"{kind}: dim must be a positive int (the vector field's length), got {dim!r}")
+        raise ParameterTypeError(f"{kind}: dim must be a positive int (the vector field's length), got {dim!r}")
     return int(dim)
 
 
@@ -925,12 +925,14 @@ def vector_dims(kernel: BaseKernel) -> dict[str, int]:
     for k in leaves:
         if isinstance(k, VectorSquareExponential | CosineSimilarity):
             if out.setdefault(k.field, k.dim) != k.dim:
-                raise ValueError(f"vector label field '{k.field}' is read with dimensions {out[k.field]} and {k.dim}")
+                raise ParameterError(
+                    f"vector label field '{k.field}' is read with dimensions {out[k.field]} and {k.dim}"
+                )
     for k in leaves:
         if not isinstance(k, VectorSquareExponential | CosineSimilarity):
             for f in k.fields:
                 if f in out:
-                    raise ValueError(
+                    raise ParameterError(
                         f"label field '{f}' is read both as a vector (by a vector kernel) and as a scalar by {k!r}"
                     )
     return out

@@ -37,7 +37,7 @@ except ImportError:  # scikit-learn is needed only to combine the kernel with it
                 fixed = isinstance(bounds, str) and bounds == "fixed"
             return super().__new__(cls, name, value_type, bounds, n_elements, fixed)
 
-from .errors import ConvergenceError, ConvergenceWarning, GraphError
+from .errors import ConvergenceError, ConvergenceWarning, GraphError, ParameterError, ParameterTypeError
 from .gradient import length0_term, log_space, normalized_gradient
 from .graph import Graph
 from .kernels import BaseKernel, Constant, check_edge_kernel, check_node_kernel
@@ -142,7 +142,7 @@ def _same_graphs(X, Y) -> bool:
 def _check_probability_param(value, what: str, name: str, lo_open: bool) -> None:
     """Validate a start/stop probability parameter at construction (naming it)."""
     if isinstance(value, bool):
-        raise TypeError(
+        raise ParameterTypeError(
             f"{what} {name} must be a number, a vector, a node label field name or a callable, got {value!r}"
         )
     if isinstance(value, numbers.Real):
@@ -152,14 +152,14 @@ def _check_probability_param(value, what: str, name: str, lo_open: bool) -> None
             v = math.inf if value > 0 else -math.inf
         if name == "q":
             if not (0.0 < v < 1.0):
-                raise ValueError(f"{what} {name} must lie in (0, 1), got {value!r:.40}")
+                raise ParameterError(f"{what} {name} must lie in (0, 1), got {value!r:.40}")
             if v < Q_MIN:
-                raise ValueError(
+                raise ParameterError(
                     f"{what} {name} = {v:g} is below {Q_MIN:g}: the product-graph system's condition number "
                     "grows as 1/q and float64 can no longer resolve K; use q >= 1e-10"
                 )
         elif not (v >= 0.0) or not math.isfinite(v):
-            raise ValueError(f"{what} {name} must be non-negative and finite, got {value!r:.40}")
+            raise ParameterError(f"{what} {name} must be non-negative and finite, got {value!r:.40}")
         return
     if isinstance(value, str) or callable(value):
         return
@@ -167,14 +167,14 @@ def _check_probability_param(value, what: str, name: str, lo_open: bool) -> None
         try:
             arr = np.asarray(value)
         except ValueError as exc:
-            raise TypeError(f"{what} {name} must be a numeric vector, got a ragged sequence") from exc
+            raise ParameterTypeError(f"{what} {name} must be a numeric vector, got a ragged sequence") from exc
         if arr.dtype.kind not in "biuf" or arr.ndim != 1:
-            raise TypeError(
+            raise ParameterTypeError(
                 f"{what} {name} must be a 1-D numeric vector (or a number, a field name or a callable), "
                 f"got {value!r:.60}"
             )
         return
-    raise TypeError(
+    raise ParameterTypeError(
         f"{what} {name} must be a number, a vector, a node label field name or a callable, got {value!r:.60}"
     )
 
@@ -301,46 +301,48 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         _check_probability_param(self.q, "stop probability", "q", lo_open=True)
         _check_probability_param(self.p, "start probability", "p", lo_open=False)
         if not isinstance(self.backend, str) or self.backend not in ("auto", "cpu", "gpu"):
-            raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', got {self.backend!r}")
+            raise ParameterError(f"backend must be 'auto', 'cpu' or 'gpu', got {self.backend!r}")
         if not isinstance(self.on_nonconvergence, str) or self.on_nonconvergence not in ("raise", "warn"):
-            raise ValueError(f"on_nonconvergence must be 'raise' or 'warn', got {self.on_nonconvergence!r}")
+            raise ParameterError(f"on_nonconvergence must be 'raise' or 'warn', got {self.on_nonconvergence!r}")
         if self.rtol is not None:
             if isinstance(self.rtol, bool) or not isinstance(self.rtol, numbers.Real):
-                raise TypeError(f"rtol must be a number in (0, 1) or None, got {self.rtol!r}")
+                raise ParameterTypeError(f"rtol must be a number in (0, 1) or None, got {self.rtol!r}")
             if not (0 < float(self.rtol) < 1):
-                raise ValueError(f"rtol must lie in (0, 1), got {self.rtol}")
+                raise ParameterError(f"rtol must lie in (0, 1), got {self.rtol}")
         mi = self.max_iter
         if isinstance(mi, bool) or not isinstance(mi, numbers.Real):
-            raise TypeError(f"max_iter must be an integer >= 1, got {mi!r}")
+            raise ParameterTypeError(f"max_iter must be an integer >= 1, got {mi!r}")
         if isinstance(mi, numbers.Integral):
             if mi < 1:
-                raise ValueError(f"max_iter must be >= 1, got {mi}")
+                raise ParameterError(f"max_iter must be >= 1, got {mi}")
         elif not (math.isfinite(float(mi)) and float(mi).is_integer() and mi >= 1):
-            raise ValueError(f"max_iter must be a finite integer >= 1, got {mi!r}")
+            raise ParameterError(f"max_iter must be a finite integer >= 1, got {mi!r}")
         if int(mi) > 2**62:
-            raise ValueError(f"max_iter must be at most 2**62, got {mi}")
+            raise ParameterError(f"max_iter must be at most 2**62, got {mi}")
         go = self.gpu_options
         if go is not None and not isinstance(go, dict):
-            raise TypeError(f"gpu_options must be a dict of GPUBackend options or None, got {go!r:.60}")
+            raise ParameterTypeError(f"gpu_options must be a dict of GPUBackend options or None, got {go!r:.60}")
         if go and self.backend == "cpu":
-            raise ValueError("gpu_options apply to the GPU backend; backend='cpu' was asked for")
+            raise ParameterError("gpu_options apply to the GPU backend; backend='cpu' was asked for")
         if go and not all(isinstance(k, str) for k in go):
-            raise TypeError(f"gpu_options keys must be option names (str), got {list(go)!r:.60}")
+            raise ParameterTypeError(f"gpu_options keys must be option names (str), got {list(go)!r:.60}")
         qb = self.q_bounds
         if isinstance(qb, str):
             if qb != "fixed":
-                raise ValueError(f"q_bounds must be a (low, high) pair in (0, 1) or 'fixed', got {qb!r}")
+                raise ParameterError(f"q_bounds must be a (low, high) pair in (0, 1) or 'fixed', got {qb!r}")
         else:
             try:
                 lo, hi = (float(v) for v in qb)
             except (TypeError, ValueError, OverflowError) as exc:
-                raise ValueError(f"q_bounds must be a (low, high) pair in (0, 1) or 'fixed', got {qb!r:.60}") from exc
+                raise ParameterError(
+                    f"q_bounds must be a (low, high) pair in (0, 1) or 'fixed', got {qb!r:.60}"
+                ) from exc
             if not (0 < lo <= hi < 1):
-                raise ValueError(f"q_bounds must satisfy 0 < low <= high < 1, got ({lo}, {hi})")
+                raise ParameterError(f"q_bounds must satisfy 0 < low <= high < 1, got ({lo}, {hi})")
         if isinstance(self.lmin, bool) or self.lmin not in (0, 1):
-            raise ValueError(f"lmin must be 0 or 1, got {self.lmin!r}")
+            raise ParameterError(f"lmin must be 0 or 1, got {self.lmin!r}")
         if not isinstance(self.normalize, bool | np.bool_):
-            raise TypeError(f"normalize must be True or False, got {self.normalize!r}")
+            raise ParameterTypeError(f"normalize must be True or False, got {self.normalize!r}")
 
     @property
     def _max_iter(self) -> int:
@@ -392,7 +394,7 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         vals = np.array([v for _, _, v in entries], dtype=np.float64)
         if np.any(vals <= 0):
             name = entries[int(np.flatnonzero(vals <= 0)[0])][0]
-            raise ValueError(
+            raise ParameterError(
                 f"hyperparameter {name} is 0, which has no logarithm: give it a positive value or "
                 "bounds='fixed'"
             )
@@ -403,7 +405,9 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         theta = np.asarray(theta, dtype=np.float64).ravel()
         free = self._free()
         if theta.size != int(free.sum()):
-            raise ValueError(f"theta has {theta.size} entries; this kernel has {int(free.sum())} free hyperparameters")
+            raise ParameterError(
+                f"theta has {theta.size} entries; this kernel has {int(free.sum())} free hyperparameters"
+            )
         entries = self._hyper_entries()
         values = np.array([v for _, _, v in entries], dtype=np.float64)
         new = np.exp(theta)
@@ -462,14 +466,14 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             elif key in names:
                 updates[key] = value
             else:
-                raise ValueError(
+                raise ParameterError(
                     f"invalid parameter {key!r} for MarginalizedGraphKernel; valid: {sorted(plain) + names[:-1]}"
                 )
         if updates:
             entries = self._hyper_entries()  # after plain updates (new kernels or q)
             values = [updates.get(n, v) for n, _, v in entries]
             if len(values) != len(entries) or any(k not in [n for n, _, _ in entries] for k in updates):
-                raise ValueError("set_params: hyperparameter names changed along with the kernels; set them apart")
+                raise ParameterError("set_params: hyperparameter names changed along with the kernels; set them apart")
             self._set_values(values)
         else:
             self._validate()
@@ -561,12 +565,12 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
 
     def _prepare(self, graphs: Sequence[Graph], what: str) -> list[GraphSystem]:
         if isinstance(graphs, Graph):
-            raise TypeError(f"{what} must be a sequence of Graph objects, not a single Graph")
+            raise ParameterTypeError(f"{what} must be a sequence of Graph objects, not a single Graph")
         if graphs is None or isinstance(graphs, str | bytes) or not hasattr(graphs, "__iter__"):
-            raise TypeError(f"{what} must be a sequence of mgkflow.Graph objects, got {graphs!r:.60}")
+            raise ParameterTypeError(f"{what} must be a sequence of mgkflow.Graph objects, got {graphs!r:.60}")
         graphs = list(graphs)
         if not graphs:
-            raise ValueError(f"{what} is empty")
+            raise ParameterError(f"{what} is empty")
         # Graphs are immutable, so a graph's system depends only on the label fields the
         # kernels read, p and q: reuse the previous call's systems (repeated calls on the
         # same graphs, hyperparameter searches, benchmarks) unless p or q is a callable or a vector.
@@ -735,15 +739,15 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         """
         normalize = self.normalize if normalize is None else normalize
         if not isinstance(normalize, bool | np.bool_):
-            raise TypeError(f"normalize must be True or False, got {normalize!r}")
+            raise ParameterTypeError(f"normalize must be True or False, got {normalize!r}")
         if not isinstance(nodal, bool | np.bool_):
-            raise TypeError(f"nodal must be True or False, got {nodal!r}")
+            raise ParameterTypeError(f"nodal must be True or False, got {nodal!r}")
         if Y is not None and _same_graphs(X, Y):
             Y = None
         if eval_gradient and Y is not None:
-            raise ValueError("eval_gradient=True needs Y=None (the gradient of a Gram matrix)")
+            raise ParameterError("eval_gradient=True needs Y=None (the gradient of a Gram matrix)")
         if eval_gradient and nodal:
-            raise ValueError("eval_gradient is not available with nodal=True")
+            raise ParameterError("eval_gradient is not available with nodal=True")
         xs = self._prepare(X, "X")
         ys = None if Y is None else self._prepare(Y, "Y")
         if normalize:

@@ -13,9 +13,9 @@ from typing import Any, Union
 
 import numpy as np
 
-from .errors import GraphError, describe_graph
+from .errors import GraphError, ParameterTypeError, describe_graph
 from .graph import Graph
-from .kernels import BaseKernel
+from .kernels import BaseKernel, vector_dims
 
 #: A start/stop probability: a scalar, the name of a node label field, a
 #: callable ``f(graph) -> array of length n``, or one vector (graphs of its length only).
@@ -92,7 +92,7 @@ def _node_vector(value: NodeProbability, graph: Graph, what: str, who: str) -> n
         try:
             arr = np.full(n, float(value))
         except (TypeError, ValueError) as exc:
-            raise TypeError(
+            raise ParameterTypeError(
                 f"{what} must be a number, a vector, a node label field name or a callable, got {value!r}"
             ) from exc
     if arr.shape != (n,):
@@ -128,7 +128,7 @@ def prepare_graph(
     (-2, array([3., 3.]))
     """
     if not isinstance(graph, Graph):
-        raise TypeError(
+        raise ParameterTypeError(
             f"{describe_graph(index, None)}: expected mgkflow.Graph, got {type(graph).__name__} "
             "(convert with Graph.from_networkx)"
         )
@@ -145,6 +145,20 @@ def prepare_graph(
                 f"{who}: edge kernel reads edge label field '{field}', which the graph lacks "
                 f"(it has {sorted(graph.edge_labels) or 'none'})"
             )
+    for what, kernel, labels in (("node", node_kernel, graph.node_labels), ("edge", edge_kernel, graph.edge_labels)):
+        dims = vector_dims(kernel)
+        for field in kernel.fields:
+            arr = labels[field]
+            if field in dims and (arr.ndim != 2 or arr.shape[1] != dims[field]):
+                raise GraphError(
+                    f"{who}: {what} kernel reads '{field}' as a vector of dimension {dims[field]}, but the "
+                    f"{what} label field has shape {arr.shape}"
+                )
+            if field not in dims and arr.ndim != 1:
+                raise GraphError(
+                    f"{who}: {what} label field '{field}' holds vectors (shape {arr.shape}), but {kernel!r} reads "
+                    "it as a scalar; use a vector kernel (VectorSquareExponential, CosineSimilarity)"
+                )
     qv = _node_vector(q, graph, "stop probability q", who)
     if np.any(qv <= 0) or np.any(qv >= 1):
         raise GraphError(f"{who}: stop probability q must lie in (0, 1), got values in [{qv.min()}, {qv.max()}]")

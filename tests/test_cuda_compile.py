@@ -75,6 +75,17 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
             path = tmp_path / f"{name}-rows-{block}x{min_blocks}-{int(p_smem)}.cu"
             path.write_text(kernel_source(replace(cfg, p_smem=p_smem)))
             jobs.append(path)
+        # derivatives (every configuration; the backend's 512 x 2 with P in shared memory, the small
+        # pairs' 128 x 8 for two) and node-pair similarities (two)
+        for kind in ("gradient", "nodal"):
+            shapes = [(512, 2)] + ([(128, 8)] if name in ("unlabeled", "products") else [])
+            if kind == "nodal" and name not in ("unlabeled", "kd-node-se-edge"):
+                continue
+            for block, min_blocks in shapes:
+                cfg = make_config(nk, ek, nd, ed, block=block, min_blocks=min_blocks, row_ilp=2, **{kind: True})
+                path = tmp_path / f"{name}-{kind}-{block}x{min_blocks}.cu"
+                path.write_text(kernel_source(replace(cfg, p_smem=True)))
+                jobs.append(path)
         # the other XMV mapping (octile with and without the adaptive primitive selection)
         if name in ("unlabeled", "kd-node-se-edge", "products"):
             for xmv, adaptive in (("octile", True), ("octile", False)):

@@ -161,8 +161,15 @@ def test_proteins_cutoff_and_subset():
 # ---------------------------------------------------------------------- registry
 def test_list_datasets_records():
     recs = datasets.list_datasets()
-    assert [d.name for d in recs] == ["nws", "ba", "drugs", "proteins"]
+    assert [d.name for d in recs] == ["nws", "ba", "drugs", "proteins", "molecules", "freesolv", "solubility"]
     info = {d.name: d for d in recs}
+    for name in ("molecules", "freesolv", "solubility"):  # every record loads, with the fields it names
+        g = datasets.load(name, n_graphs=2)[0]
+        assert set(info[name].node_labels) <= set(g.node_labels) and set(info[name].edge_labels) <= set(g.edge_labels)
+        nk, ek = datasets.default_kernels(name)
+        assert set(nk.fields) <= set(g.node_labels) and set(ek.fields) <= set(g.edge_labels)
+    assert len(datasets.load("freesolv")) == info["freesolv"].n_graphs
+    assert len(datasets.load("solubility")) == info["solubility"].n_graphs
     assert info["nws"].n_graphs == 160 and info["ba"].n_graphs == 160
     assert info["drugs"].n_graphs == 2622 and info["proteins"].n_graphs == 40
     assert "bond_order" in info["drugs"].edge_labels and "element" in info["proteins"].node_labels

@@ -113,7 +113,6 @@ def test_gpr_path_with_a_stand_in_graph_kernel(tmp_path):
     assert folds[folds["model"] == "mgk-gpr"]["params"].str.contains("Normalized").all()
 
 
-@pytest.mark.skipif(not ex.sklearn_kernel_available(), reason="the MGK has no scikit-learn interface yet")
 def test_gpr_with_the_real_mgk(tmp_path):
     cfg = ex.RunConfig(
         dataset="freesolv", out=tmp_path, n_molecules=12, seeds=(0,), folds=2, backend="cpu", mode="gpr",
@@ -121,14 +120,6 @@ def test_gpr_with_the_real_mgk(tmp_path):
     )  # fmt: skip
     ex.run(cfg)
     _check_outputs(tmp_path, "freesolv", ["mgk-gpr"], 12)
-
-
-def test_mode_gpr_without_the_interface_is_a_clear_error(tmp_path):
-    if ex.sklearn_kernel_available():
-        pytest.skip("the scikit-learn interface is present")
-    with pytest.raises(RuntimeError, match="scikit-learn kernel interface"):
-        ex.run(ex.RunConfig(out=tmp_path, n_molecules=8, mode="gpr", **QUIET))
-    assert ex.sklearn_kernel_available() == hasattr(MarginalizedGraphKernel, "theta")
 
 
 @pytest.mark.parametrize(
@@ -201,8 +192,7 @@ def test_molecular_kernels_and_normalized_mgk():
     assert [h.value for h in node.hyperparameters] == [0.3] * 4
     assert [h.value for h in edge.hyperparameters] == [0.7] * 2
     k = ex.normalized_mgk(0.3, 0.7, q=0.1, backend="cpu")
-    mgk = k.kernel if isinstance(k, ex.Normalized) else k
-    assert isinstance(mgk, MarginalizedGraphKernel) and mgk.q == 0.1
+    assert isinstance(k, MarginalizedGraphKernel) and k.q == 0.1 and k.normalize
 
 
 def test_morgan_fingerprints():

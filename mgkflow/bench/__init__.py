@@ -2,7 +2,10 @@
 
 Suites: ``gpu`` (paper workloads, GPU solver, optional GraphDot ratios), ``cpu``
 (CPU backend vs GraKeL), ``reorder`` (orderings: octiles and time), ``primitives``
-and ``ablation`` (GPU primitive map and ablation). Each writes CSV under ``reports/``.
+and ``ablation`` (GPU primitive map and ablation), ``gpu_sweep`` (a hyperparameter sweep:
+compiles and time per evaluation), ``gpu_calibrate`` (cost models of the GPU strategies),
+``gram`` (tiled Gram matrices: in-process vs Dask, kill and resume) and ``fuzz``
+(property-based fuzzing of the API and CLI). Each writes CSV or JSON under ``reports/``.
 """
 
 SUITES = {
@@ -11,4 +14,8 @@ SUITES = {
     "reorder": "mgkflow.bench.reorder",
     "primitives": "mgkflow.bench.primitives",
     "ablation": "mgkflow.bench.ablation",
+    "gpu_sweep": "mgkflow.bench.gpu_sweep",
+    "gpu_calibrate": "mgkflow.bench.gpu_calibrate",
+    "gram": "mgkflow.gram.bench",
+    "fuzz": "mgkflow.bench.fuzz",
 }

@@ -5,10 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from . import SUITES as _SUITES
-
-#: The suites of :mod:`mgkflow.bench` plus ``fuzz`` (property-based fuzzing, needs hypothesis).
-SUITES = {**_SUITES, "fuzz": "mgkflow.bench.fuzz"}
+from . import SUITES
 
 
 def main(argv: list[str] | None = None) -> int:

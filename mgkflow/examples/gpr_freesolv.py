@@ -18,7 +18,7 @@ Two modes:
     The marginalized graph kernel is a scikit-learn kernel (``MarginalizedGraphKernel`` has
     ``theta``): its hyperparameters (the delta values, q) are fitted with the GP's marginal
     likelihood and analytic gradients, together with the amplitude and the noise level.
-``grid`` (fallback, used automatically while the kernel has no scikit-learn interface)
+``grid`` (the comparison the hyperparameter fit has to beat)
     Kernel ridge regression on precomputed normalized Gram matrices, hyperparameters chosen
     from a grid (:data:`GRID`: node delta, edge delta, q; ridge alpha) by 5-fold CV inside
     each training fold (nested CV). Labelled ``mgk-krr-grid`` in every output.
@@ -34,7 +34,7 @@ Examples
 >>> from mgkflow import datasets
 >>> K = normalized_mgk(backend="cpu")
 >>> graphs = datasets.freesolv(n_graphs=3).graphs
->>> G = K(graphs) if sklearn_kernel_available() else K(graphs, normalize=True)
+>>> G = K(graphs)
 >>> bool(np.allclose(np.diag(G), 1.0))
 True
 """
@@ -68,7 +68,6 @@ __all__ = [
     "ALPHAS",
     "molecular_kernels",
     "normalized_mgk",
-    "sklearn_kernel_available",
     "Normalized",
     "Tanimoto",
     "morgan_fingerprints",
@@ -109,23 +108,16 @@ def molecular_kernels(h_node: float = 0.5, h_edge: float = 0.5) -> tuple[BaseKer
     return node, edge
 
 
-def sklearn_kernel_available() -> bool:
-    """True when :class:`MarginalizedGraphKernel` implements scikit-learn's kernel interface."""
-    return hasattr(MarginalizedGraphKernel, "theta") and hasattr(MarginalizedGraphKernel, "clone_with_theta")
-
-
 def normalized_mgk(
     h_node: float = 0.5, h_edge: float = 0.5, q: float = 0.05, backend: str = "auto"
 ) -> Kernel | MarginalizedGraphKernel:
     """The normalized marginalized graph kernel of this example (the one place it is built).
 
-    With the scikit-learn interface present, a scikit-learn kernel with K(G, G) = 1
-    (:class:`Normalized` around the MGK); without it, the plain
-    :class:`MarginalizedGraphKernel`, to be called with ``normalize=True`` (grid mode).
+    ``MarginalizedGraphKernel(..., normalize=True)``: a scikit-learn kernel with K(G, G) = 1
+    whose θ-gradient comes from the kernel's and the diagonal's analytic gradients.
     """
     node, edge = molecular_kernels(h_node, h_edge)
-    mgk = MarginalizedGraphKernel(node_kernel=node, edge_kernel=edge, q=q, backend=backend)
-    return Normalized(mgk) if sklearn_kernel_available() else mgk
+    return MarginalizedGraphKernel(node_kernel=node, edge_kernel=edge, q=q, backend=backend, normalize=True)
 
 
 class Normalized(Kernel):
@@ -465,14 +457,9 @@ def run(cfg: RunConfig) -> pd.DataFrame:
     log = cfg.log
     mode = cfg.mode
     if mode == "auto":
-        mode = "gpr" if (sklearn_kernel_available() or cfg.mgk_factory is not None) else "grid"
+        mode = "gpr"
     if mode not in ("gpr", "grid"):
         raise ValueError(f"mode must be 'auto', 'gpr' or 'grid', got {cfg.mode!r}")
-    if mode == "gpr" and not (sklearn_kernel_available() or cfg.mgk_factory is not None):
-        raise RuntimeError(
-            "mode 'gpr' needs MarginalizedGraphKernel with the scikit-learn kernel interface (theta, "
-            "clone_with_theta); this mgkflow has none: use mode 'grid'"
-        )
     bad = set(cfg.models) - {"mgk", "morgan", "mean"}
     if bad:
         raise ValueError(f"unknown models {sorted(bad)}; choose from mgk, morgan, mean")
@@ -505,7 +492,7 @@ def run(cfg: RunConfig) -> pd.DataFrame:
             kern = normalized_mgk(hn, he, q, backend=cfg.backend)
             X_all = np.empty(len(data), dtype=object)
             X_all[:] = data.graphs
-            grams.append(kern(X_all) if isinstance(kern, Normalized) else kern(data.graphs, normalize=True))
+            grams.append(kern(X_all))
             log(f"  Gram {i + 1}/{len(cfg.grid)} (h_node={hn}, h_edge={he}, q={q}): {time.perf_counter() - t0:.1f} s")
         gram_seconds = time.perf_counter() - t0
 

@@ -162,6 +162,13 @@ class GPUBackend:
     ----------
     last_extra : dict
         Figures of the last ``solve``: device seconds, launches, GFLOP/s etc.
+
+    Notes
+    -----
+    ``solve_gradient`` and ``solve_nodal`` (the optional backend interface of docs/gradients.md)
+    run the per-pair solver compiled with the ``gradient`` / ``nodal`` flag of
+    :class:`~mgkflow.gpu.source.KernelConfig` (:mod:`mgkflow.gpu.gradient`); pairs too large for
+    one block are solved by the CPU oracle, unlabeled pairs in closed form where it holds.
     """
 
     name = "gpu"
@@ -459,8 +466,44 @@ class GPUBackend:
         self._vd_cache = (arrays, digest)
         return digest
 
-    def _config(self, systems: Sequence[GraphSystem], node_kernel: BaseKernel, edge_kernel: BaseKernel) -> KernelConfig:
-        """The value-free :class:`KernelConfig` of a call (kernel structure, dtypes, settings)."""
+    # ------------------------------------------------------------------ derivatives, nodal
+    def solve_gradient(
+        self,
+        xs: Sequence[GraphSystem],
+        ys: Sequence[GraphSystem],
+        pairs: Sequence[tuple[int, int]],
+        node_kernel: BaseKernel,
+        edge_kernel: BaseKernel,
+        wrt_q: bool = False,
+        progress: Callable[[int], Any] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Values and dK/dh of ``pairs`` (interface: :class:`mgkflow.cpu_solver.CPUBackend`; the
+        device side: :mod:`mgkflow.gpu.gradient`)."""
+        from .gradient import solve_gradient
+
+        return solve_gradient(self, xs, ys, pairs, node_kernel, edge_kernel, wrt_q, progress)
+
+    def solve_nodal(
+        self,
+        xs: Sequence[GraphSystem],
+        ys: Sequence[GraphSystem],
+        pairs: Sequence[tuple[int, int]],
+        node_kernel: BaseKernel,
+        edge_kernel: BaseKernel,
+        progress: Callable[[int], Any] | None = None,
+    ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+        """Node-pair similarity blocks p_i p'_i' x_ii' of ``pairs`` (see :mod:`mgkflow.gpu.gradient`)."""
+        from .gradient import solve_nodal
+
+        return solve_nodal(self, xs, ys, pairs, node_kernel, edge_kernel, progress)
+
+    def _config(
+        self, systems: Sequence[GraphSystem], node_kernel: BaseKernel, edge_kernel: BaseKernel,
+        gradient: bool = False, nodal: bool = False,
+    ) -> KernelConfig:  # fmt: skip
+        """The value-free :class:`KernelConfig` of a call (kernel structure, dtypes, settings);
+        ``gradient`` / ``nodal`` solves use the row-pair XMV whatever ``xmv``."""
+        special = gradient or nodal
         first = systems[0].graph
         weight_double = self._weights_double(systems)
         return make_config(
@@ -472,17 +515,24 @@ class GPUBackend:
             a_double=self.a_double,
             weight_double=weight_double,
             min_blocks=self.min_blocks,
-            xmv=self.xmv,
+            xmv="rows" if special else self.xmv,
             row_ilp=self.row_ilp,
-            adaptive=not (isinstance(self.primitives, str) and self.primitives == "ss"),
+            adaptive=not special and not (isinstance(self.primitives, str) and self.primitives == "ss"),
+            gradient=gradient,
+            nodal=nodal,
         )
 
     def _cost(self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
         """Estimated cost per pair (largest first when ``sort_jobs``): the block strategy's."""
         return strategies.get(self.xmv).job_cost(db, g1, g2)
 
-    def _plan(self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel) -> tuple[LaunchPlan, int]:
-        """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes)."""
+    def _plan(
+        self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, wide: bool | str | None = None,
+        wide_min_products: float = WIDE_MIN_PRODUCTS, fit_budget: float = 1.0,
+    ) -> tuple[LaunchPlan, int]:  # fmt: skip
+        """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes); ``wide``
+        and ``wide_min_products`` override the backend's settings, ``fit_budget`` scales the budget
+        a pair's one-block scratch must fit (a gradient block needs 5/4 of the value solve's)."""
         N = db.nt[g1] * db.nt[g2] * 64
         per_entry = _SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8
         smem_cap = self.limits.smem_optin - func.shared_size_bytes - 64
@@ -493,8 +543,9 @@ class GPUBackend:
         kept = self._wide_workspace.get("vec_bytes", 0) * N_VECTORS  # the wide path's vectors, given back if needed
         budget = self.max_scratch_bytes or int(0.6 * (free + kept))
         plan = plan_launches(
-            N, products, per_entry=per_entry, smem_cap=smem_cap, budget=budget, n_sm=self.n_sm, wide=self.wide,
-            wide_min_products=WIDE_MIN_PRODUCTS, small_block=self.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
+            N, products, per_entry=per_entry, smem_cap=smem_cap, budget=int(budget * fit_budget), n_sm=self.n_sm,
+            wide=self.wide if wide is None else wide,
+            wide_min_products=wide_min_products, small_block=self.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
             a_in_shared=self.a_in_shared, a_bytes=8 if self.a_double else 4,
             warp_bins=tiny_mod.warp_bins(self.tiny_max_unknowns) if self.tiny == "warp" else (),
         )  # fmt: skip
@@ -528,9 +579,12 @@ class GPUBackend:
 
     def _run_class(
         self, sel: np.ndarray, use_smem: bool, fn: device.Kernel, blk: int, g1: np.ndarray, g2: np.ndarray,
-        db: _DeviceBatch, shared: _SharedArgs, budget: int, pairs: Sequence,
+        db: _DeviceBatch, shared: _SharedArgs, budget: int, pairs: Sequence, extra: Any = None,
     ) -> tuple[float, dict]:  # fmt: skip
-        """One persistent-grid launch of ``mgk_solve`` over the pairs ``sel``: device seconds, figures."""
+        """One persistent-grid launch of ``mgk_solve`` over the pairs ``sel``: device seconds, figures.
+
+        ``extra``: the outputs of a gradient or nodal configuration (:mod:`mgkflow.gpu.gradient`:
+        ``extra_doubles(n_max)`` more scratch per block, ``args(order)``, ``collect(order)``)."""
         if shared.N.size != len(g1):  # a caller that built its own _SharedArgs (gradient, nodal)
             shared.N = db.nt[g1] * db.nt[g2] * 64
             shared.cost = self._cost(db, g1, g2) if self.sort_jobs else None
@@ -543,6 +597,8 @@ class GPUBackend:
         a_bytes = 8 if self.a_double else 4
         smem = (int(n_max * per_entry) + 15) // 16 * 16 if use_smem else 0
         per_block = int(scratch_doubles(np.array([n_max]), np.array([use_smem]), self.a_in_shared, a_bytes)[0])
+        if extra is not None:
+            per_block += extra.extra_doubles(n_max)
         mode = (1 if self.a_in_shared else 2) if use_smem else 0
         if smem > 48 * 1024:
             fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
@@ -571,10 +627,13 @@ class GPUBackend:
             jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
             out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv,
             scratch=scratch, scratch_per_block=per_block, use_smem=mode, n_max=n_max, stream=self.stream,
+            **({} if extra is None else extra.args(order)),
         )  # fmt: skip
         _record(stop, self.stream)
         _wait(stop)
         o.collect(order, self.stream)
+        if extra is not None:
+            extra.collect(order)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": use_smem}  # fmt: skip
         return stop.time_since(start) * 1e-3, info

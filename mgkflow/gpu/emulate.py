@@ -8,12 +8,16 @@ checked on machines without a GPU. Slow: for tests on small graphs only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ..format.octile import OctileBatch
 
-__all__ = ["blocked_index", "xmv_blocked", "xmv_rows", "xmv_staged", "to_blocked", "from_blocked"]
+__all__ = [
+    "blocked_index", "xmv_blocked", "xmv_rows", "xmv_staged", "to_blocked", "from_blocked", "system_blocked",
+    "pcg_blocked", "gradient_rows", "solve_pair_blocked",
+]  # fmt: skip
 
 
 def blocked_index(nt2: int, i: np.ndarray, i2: np.ndarray) -> np.ndarray:
@@ -208,3 +212,139 @@ def xmv_staged(
                 yv = acc[:, rt[k] : rt[k + 1]].sum(axis=1)
                 y[((I * nt2 + (row >> 3)) << 6) + np.arange(8) * 8 + (row & 7)] = yv
     return y
+
+
+# ------------------------------------------------------------------------------ per-pair solver
+def _entries(nt1: int, nt2: int, n1: int, n2: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(i, i2, real) of every entry of the blocked layout (padding: real False)."""
+    idx = np.arange(nt1 * nt2 * 64)
+    tp, e = idx >> 6, idx & 63
+    i, i2 = (tp // nt2) * 8 + (e >> 3), (tp % nt2) * 8 + (e & 7)
+    return i, i2, (i < n1) & (i2 < n2)
+
+
+def system_blocked(
+    hdr: np.ndarray, g1: int, g2: int, node_labels: dict, node_kernel: Callable[[dict, dict], np.ndarray] | None,
+    d: np.ndarray, p: np.ndarray, q: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """(DG, b, p_x, v) of a pair in the blocked layout, like ``system_entry`` and ``adjoint_rhs``:
+    DG = d d' / v (v floored at 1e-30), b = d d' q q', p_x = p p'; padding DG = 1, v = 1, b = p_x = 0.
+    ``node_labels`` by field over the batch's nodes, ``hdr`` the (G, 5) graph headers."""
+    n1, nt1, o1 = (int(v) for v in hdr[g1, :3])
+    n2, nt2, o2 = (int(v) for v in hdr[g2, :3])
+    i, i2, real = _entries(nt1, nt2, n1, n2)
+    u1, u2 = o1 + i[real], o2 + i2[real]
+    v = np.ones(i.size)
+    if node_kernel is not None:
+        kv = node_kernel({f: a[u1] for f, a in node_labels.items()}, {f: a[u2] for f, a in node_labels.items()})
+        v[real] = np.maximum(np.broadcast_to(kv, u1.shape), 1e-30)
+    dd = np.zeros(i.size)
+    dd[real] = d[u1] * d[u2]
+    DG = np.where(real, dd / v, 1.0)
+    b = np.zeros(i.size)
+    b[real] = dd[real] * q[u1] * q[u2]
+    px = np.zeros(i.size)
+    px[real] = p[u1] * p[u2]
+    return DG, b, px, v
+
+
+def pcg_blocked(
+    DG: np.ndarray, b: np.ndarray, xmv: Callable[[np.ndarray], np.ndarray], rtol: float, max_iter: int
+) -> tuple[np.ndarray, int, float, bool]:
+    """The solver's Jacobi PCG (X = 0 start, recursive residual, stop at ||r|| <= rtol ||b||)."""
+    X = np.zeros_like(b)
+    R = b.copy()
+    DI = 1.0 / DG
+    P = b * DI
+    rz, bb = float(R @ P), float(b @ b)
+    rr, it, conv = bb, 0, bb <= rtol * rtol * bb
+    while not conv and it < max_iter:
+        A = DG * P - xmv(P)
+        pa = float(P @ A)
+        if not pa > 0:
+            break
+        alpha = rz / pa
+        X += alpha * P
+        R -= alpha * A
+        it += 1
+        rr = float(R @ R)
+        if rr <= rtol * rtol * bb:
+            conv = True
+            break
+        rz_new = float(R @ (R * DI))
+        P = R * DI + rz_new / rz * P
+        rz = rz_new
+    return X, it, (float(np.sqrt(rr / bb)) if bb > 0 else 0.0), bool(conv)
+
+
+def gradient_rows(
+    rows: dict, hdr: np.ndarray, g1: int, g2: int, X: np.ndarray, Y: np.ndarray, node_labels: dict,
+    edge_labels: dict, node_kernel: Any, edge_kernel: Any, d: np.ndarray, q: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """dK/dh of a pair from x (``X``) and y (``Y``) in the blocked layout, computed like
+    ``grad_contraction`` (mgk_gradient.cuh): node and q terms entry by entry, edge terms along
+    the row-pair walk of every output (lane mapping (x, u), (7 - x, 7 - u)). Columns: node
+    hyperparameters, edge hyperparameters, q (from the per-node q of both graphs)."""
+    n1, nt1, o1 = (int(v) for v in hdr[g1, :3])
+    n2, nt2, o2 = (int(v) for v in hdr[g2, :3])
+    r1, r2 = int(hdr[g1, 4]), int(hdr[g2, 4])
+    nn, ne = len(node_kernel.hyperparameters), len(edge_kernel.hyperparameters)
+    g = np.zeros(nn + ne + 1)
+    i, i2, real = _entries(nt1, nt2, n1, n2)
+    u1, u2 = o1 + i[real], o2 + i2[real]
+    la = {f: a[u1] for f, a in node_labels.items()}
+    lb = {f: a[u2] for f, a in node_labels.items()}
+    v = np.maximum(np.broadcast_to(node_kernel(la, lb), u1.shape), 1e-30)
+    dd = d[u1] * d[u2]
+    xv, yv = X[real], Y[real]
+    w = yv * xv * dd / (v * v)
+    for h, dv in enumerate(node_kernel.gradient(la, lb) if nn else []):
+        g[h] = float(np.sum(w * np.broadcast_to(dv, w.shape)))
+    q1, q2 = q[u1], q[u2]
+    dD = dd * (1.0 / (1.0 - q1) + 1.0 / (1.0 - q2))
+    g[-1] = float(np.sum(yv * (dD * q1 * q2 + dd * (q1 + q2) - dD / v * xv)))
+    rp, coff, wt = rows["rrowptr"], rows["rcoff"], rows["rweight"]
+    for tp in range(nt1 * nt2):
+        I, I2 = divmod(tp, nt2)
+        for lane in range(32):
+            rx, ru = lane >> 3, lane & 7
+            for x, u in ((rx, ru), (7 - rx, 7 - ru)):
+                a0, a1 = int(rp[r1 + I * 8 + x]), int(rp[r1 + I * 8 + x + 1])
+                b0, b1 = int(rp[r2 + I2 * 8 + u]), int(rp[r2 + I2 * 8 + u + 1])
+                if a0 == a1 or b0 == b1:
+                    continue
+                ka, kb = np.arange(a0, a1)[:, None], np.arange(b0, b1)[None, :]
+                ca, cb = coff[ka].astype(np.int64), coff[kb].astype(np.int64)
+                col = (((ca >> 6) * nt2) << 6) + ((ca & 7) << 3) + cb
+                cx = wt[ka].astype(np.float64) * wt[kb].astype(np.float64) * X[col]
+                e1 = {f: a[ka] for f, a in edge_labels.items()}
+                e2 = {f: a[kb] for f, a in edge_labels.items()}
+                yo = Y[(tp << 6) + x * 8 + u]
+                for h, de in enumerate(edge_kernel.gradient(e1, e2)):
+                    g[nn + h] += yo * float(np.sum(cx * np.broadcast_to(de, cx.shape)))
+    return g
+
+
+def solve_pair_blocked(
+    rows: dict, hdr: np.ndarray, g1: int, g2: int, node_labels: dict, edge_labels: dict, node_kernel: Any,
+    edge_kernel: Any, d: np.ndarray, p: np.ndarray, q: np.ndarray, rtol: float = 1e-12, max_iter: int = 10_000,
+    gradient: bool = True,
+) -> dict:  # fmt: skip
+    """One job of ``mgk_solve`` (gradient or nodal configuration) in numpy: the value PCG, the
+    adjoint PCG and :func:`gradient_rows`. Returns k, x (blocked), iterations, residual,
+    converged (the worse of the two solves) and, with ``gradient``, y and grad."""
+
+    def ke(e1: dict, e2: dict) -> np.ndarray:
+        return edge_kernel(e1, e2)
+
+    def xmv(P: np.ndarray) -> np.ndarray:
+        return xmv_rows(rows, hdr, g1, g2, P, edge_labels, ke)
+
+    DG, b, px, _ = system_blocked(hdr, g1, g2, node_labels, node_kernel, d, p, q)
+    X, it, res, conv = pcg_blocked(DG, b, xmv, rtol, max_iter)
+    out = {"k": float(px @ X), "x": X, "iterations": it, "residual": res, "converged": conv}
+    if gradient:
+        Y, it2, res2, conv2 = pcg_blocked(DG, px, xmv, rtol, max_iter)
+        out.update(y=Y, iterations=max(it, it2), residual=max(res, res2), converged=conv and conv2)
+        out["grad"] = gradient_rows(rows, hdr, g1, g2, X, Y, node_labels, edge_labels, node_kernel, edge_kernel, d, q)
+    return out

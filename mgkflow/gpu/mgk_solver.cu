@@ -25,12 +25,19 @@
 // LOAD_V1/LOAD_V2 (node label loads), LOAD_E1/LOAD_E2 (edge label loads),
 // A_TYPE (float or double storage of a = M p), W_TYPE/COEF (edge weights stored as float,
 // or as double when some weight is not exactly a float).
+//
+// Optional sections (off in value-only builds; the preprocessed value-only code is unchanged):
+// GRADIENT (mgk_gradient.cuh spliced as GRADIENT_FRAGMENT: a second PCG for the adjoint
+// y, M y = p_x, then dK/dh per pair into out_grad; docs/gradients.md) and NODAL (p_i p'_i' x_ii'
+// of every pair into out_nodal). EXTRA_PARAMS adds their kernel parameters.
 
 #define BLOCK ${BLOCK}
 #define MIN_BLOCKS ${MIN_BLOCKS}
 #define ADAPTIVE ${ADAPTIVE}
 #define ROW_ILP ${ROW_ILP}
 #define P_SMEM ${P_SMEM}
+#define GRADIENT ${GRADIENT}
+#define NODAL ${NODAL}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 #define NODE_KERNEL_EXPR (${NODE_KERNEL})
@@ -83,6 +90,8 @@ __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
     __syncthreads();
 }
 
+${GRADIENT_FRAGMENT}
+
 extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int* __restrict__ hdr,                  // 5 ints per graph
     ${XMV_PARAMS},
@@ -103,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int use_smem,                           // 1: P and A in shared memory, 2: P only, 0: none
     const long long n_max,                        // largest product size of this launch
     const double rtol,
-    const int max_iter)
+    const int max_iter${EXTRA_PARAMS})
 {
     extern __shared__ double smem[];
     __shared__ double red[2 * NWARP];
@@ -146,12 +155,23 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         const int nt2 = h2.nt;
         const int n_tp = h1.nt * nt2;
         const long long N = (long long)n_tp * 64;
+#if GRADIENT
+        // pass 0 solves M x = b into X, pass 1 the adjoint M y = p_x into the last n_max doubles of the
+        // block's scratch (the inner X of pass 1)
+        // iterations, residual, success of each pass (thread 0's copies, in shared memory: no registers)
+        __shared__ double s_pass[2][3];
+        for (int pass = 0; pass < 2; ++pass) {
+        double* const X = pass == 0 ? blk : blk + scratch_per_block - n_max;
+#endif
 
         // ---------------------------------------------------------------- init
         double rz = 0.0, bb = 0.0;
         for (long long idx = tid; idx < N; idx += BLOCK) {
             double dg, b;
             system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
+#if GRADIENT
+            if (pass == 1) b = adjoint_rhs(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
+#endif
             const double di = 1.0 / dg;
             const double z = b * di;
             DG[idx] = dg;
@@ -221,6 +241,17 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             for (long long idx = tid; idx < N; idx += BLOCK) P[idx] = R[idx] * DI[idx] + beta * P[idx];
             __syncthreads();
         }
+#if GRADIENT
+        if (tid == 0) {
+            s_pass[pass][0] = (double)it;
+            s_pass[pass][1] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
+            s_pass[pass][2] = (conv && !broke) ? 1.0 : 0.0;
+        }
+        __syncthreads();
+        }  // passes: x in X (= blk), y after the block's other vectors
+        grad_contraction(h1, h2, nt2, n_tp, N, X, blk + scratch_per_block - n_max, nlab, nlab_stride, dvec, qvec,
+                         rrowptr, rcoff, rweight, relab, relab_stride, out_grad + (long long)jb * N_GRAD, red);
+#endif
 
         // ---------------------------------------------------------------- K = p^T x
         double k = 0.0, dummy2 = 0.0;
@@ -232,11 +263,29 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
         }
         block_sum2(k, dummy2, red);
+#if NODAL
+        for (long long idx = tid; idx < N; idx += BLOCK) {
+            const int tp = (int)(idx >> 6), e = (int)(idx & 63);
+            const int I = tp / nt2, I2 = tp - I * nt2;
+            const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
+            if (i < h1.n && i2 < h2.n)
+                out_nodal[nodal_off[jb] + (long long)i * h2.n + i2] =
+                    pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
+        }
+#endif
         if (tid == 0) {
+#if GRADIENT
+            out_k[jb] = k;
+            // the worse of the two solves
+            out_iter[jb] = (int)fmax(s_pass[0][0], s_pass[1][0]);
+            out_res[jb] = fmax(s_pass[0][1], s_pass[1][1]);
+            out_conv[jb] = (s_pass[0][2] > 0.0 && s_pass[1][2] > 0.0 && isfinite(k)) ? 1 : 0;
+#else
             out_k[jb] = k;
             out_iter[jb] = it;
             out_res[jb] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
             out_conv[jb] = (conv && !broke && isfinite(k)) ? 1 : 0;
+#endif
         }
     }
 }

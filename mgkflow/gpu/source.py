@@ -24,7 +24,7 @@ from ..kernels import BaseKernel, SquareExponential
 
 __all__ = [
     "KernelConfig", "kernel_source", "make_config", "label_macros", "coef_expr", "kernel_values", "se_scale",
-    "DEFAULT_BLOCK", "XMV_MODES", "KPAR",
+    "DEFAULT_BLOCK", "XMV_MODES", "KPAR", "gradient_fragment",
 ]  # fmt: skip
 
 #: Name of the ``__constant__`` float array of the kernels' run-time hyperparameters.
@@ -75,6 +75,16 @@ class KernelConfig:
         The edge kernel is one ``SquareExponential`` (the staged wide XMV then folds the
         weight into the exponent, scaled at run time by ``mgk_kpar[n_node_par + n_edge_par]``
         = sqrt(log2(e) / (2 l^2)): one MUFU op per product).
+    gradient : bool
+        Per-pair solver with derivatives (``mgk_gradient.cuh``): after the value PCG a second
+        PCG for the adjoint y (M y = p_x) and a contraction pass writing dK/dh per pair (node
+        hyperparameters, edge hyperparameters, then q) to ``out_grad``. Row-pair XMV only.
+    nodal : bool
+        Per-pair solver writing the node-pair similarities p_i p'_i' x_ii' of every pair to
+        ``out_nodal`` (at the pair's offset ``nodal_off[job]``).
+    node_grad, edge_grad : tuple of str
+        C float expressions of the node and edge kernels' derivatives (``c_grad``, reading
+        ``mgk_kpar`` like the values; structure only), filled when ``gradient``.
     """
 
     node_expr: str
@@ -92,6 +102,15 @@ class KernelConfig:
     n_node_par: int = 0
     n_edge_par: int = 0
     se_edge: bool = False
+    gradient: bool = False
+    nodal: bool = False
+    node_grad: tuple[str, ...] = ()
+    edge_grad: tuple[str, ...] = ()
+
+    @property
+    def n_grad(self) -> int:
+        """Columns of ``out_grad``: node hyperparameters, edge hyperparameters, q (always computed)."""
+        return len(self.node_grad) + len(self.edge_grad) + 1
 
     @property
     def n_par(self) -> int:
@@ -121,6 +140,8 @@ def make_config(
     xmv: str = "rows",
     adaptive: bool = False,
     row_ilp: int = 1,
+    gradient: bool = False,
+    nodal: bool = False,
 ) -> KernelConfig:
     """Build the :class:`KernelConfig` of a pair of base kernels.
 
@@ -145,6 +166,9 @@ def make_config(
         Per-octile-pair primitive selection (octile mode).
     row_ilp : {1, 2}
         Row mode: independent float64 accumulation chains per lane.
+    gradient, nodal : bool
+        Derivatives or node-pair similarities (see :class:`KernelConfig`); they need
+        ``xmv="rows"`` and exclude each other.
 
     Examples
     --------
@@ -159,6 +183,10 @@ def make_config(
 
     if xmv not in available("block"):
         raise ValueError(f"xmv must be one of {sorted(available('block'))}, got {xmv!r}")
+    if (gradient or nodal) and xmv != "rows":
+        raise ValueError(f"gradient and nodal solves use the row-pair XMV, got xmv={xmv!r}")
+    if gradient and nodal:
+        raise ValueError("gradient and nodal solves are separate configurations")
     if row_ilp not in (1, 2):
         raise ValueError(f"row_ilp must be 1 or 2, got {row_ilp}")
     if block % 32 or not 32 <= block <= 1024:
@@ -172,6 +200,15 @@ def make_config(
     nn = node_kernel.n_device_values
     node_expr = node_kernel.c_expr(lambda f: f"v1_{ni[f]}", lambda f: f"v2_{ni[f]}", lambda i: f"{KPAR}[{i}]")
     edge_expr = edge_kernel.c_expr(lambda f: f"e1_{ei[f]}", lambda f: f"e2_{ei[f]}", lambda i: f"{KPAR}[{nn + i}]")
+    node_grad: tuple[str, ...] = ()
+    edge_grad: tuple[str, ...] = ()
+    if gradient:
+        node_grad = tuple(
+            node_kernel.c_grad(lambda f: f"v1_{ni[f]}", lambda f: f"v2_{ni[f]}", lambda i: f"{KPAR}[{i}]")
+        )
+        edge_grad = tuple(
+            edge_kernel.c_grad(lambda f: f"e1_{ei[f]}", lambda f: f"e2_{ei[f]}", lambda i: f"{KPAR}[{nn + i}]")
+        )
     return KernelConfig(
         node_expr, edge_expr, nf, ef, int(block), bool(a_double), bool(weight_double), int(min_blocks), xmv,
         bool(adaptive) and xmv == "octile",
@@ -179,6 +216,10 @@ def make_config(
         n_node_par=nn,
         n_edge_par=edge_kernel.n_device_values,
         se_edge=type(edge_kernel) is SquareExponential,
+        gradient=bool(gradient),
+        nodal=bool(nodal),
+        node_grad=node_grad,
+        edge_grad=edge_grad,
     )
 
 
@@ -246,6 +287,21 @@ def coef_expr(config: KernelConfig) -> str:
     return "((w1) * (w2) * (double)(ke))" if config.weight_double else "((double)((w1) * (w2) * (ke)))"
 
 
+def gradient_fragment(config: KernelConfig) -> str:
+    """``mgk_gradient.cuh`` with the derivative expressions of ``config`` spliced in: one
+    ``#define NODE_GRAD_<h>`` / ``EDGE_GRAD_<h>`` per hyperparameter (C float expressions over
+    the label variables and ``mgk_kpar``) and the X-macros ``NODE_GRAD_LIST(F)`` /
+    ``EDGE_GRAD_LIST(F)`` applying ``F(slot, expr)`` to each."""
+    nn = len(config.node_grad)
+    lines = [f"#define N_NODE_GRAD {nn}", f"#define N_EDGE_GRAD {len(config.edge_grad)}",
+             f"#define N_GRAD {config.n_grad}"]  # fmt: skip
+    node_list = " ".join(f"F({k}, ({g}))" for k, g in enumerate(config.node_grad))
+    edge_list = " ".join(f"F({k}, ({g}))" for k, g in enumerate(config.edge_grad))
+    lines.append(f"#define NODE_GRAD_LIST(F) {node_list}")
+    lines.append(f"#define EDGE_GRAD_LIST(F) {edge_list}")
+    return Template(template_text("mgk_gradient.cuh")).substitute(GRAD_DEFINES="\n".join(lines))
+
+
 def kernel_source(config: KernelConfig) -> str:
     """The complete CUDA source of the solver for ``config``.
 
@@ -259,7 +315,17 @@ def kernel_source(config: KernelConfig) -> str:
     from .strategies import get
 
     strategy = get(config.xmv)
+    extra_params, fragment = "", ""
+    if config.gradient:
+        extra_params = ",\n    double* __restrict__ out_grad"
+        fragment = gradient_fragment(config)
+    elif config.nodal:
+        extra_params = ",\n    double* __restrict__ out_nodal,\n    const long long* __restrict__ nodal_off"
     return Template(template_text()).substitute(
+        GRADIENT="1" if config.gradient else "0",
+        NODAL="1" if config.nodal else "0",
+        GRADIENT_FRAGMENT=fragment,
+        EXTRA_PARAMS=extra_params,
         XMV_FRAGMENT=template_text(strategy.fragment),
         XMV_PARAMS=strategy.c_params(),
         BLOCK=str(config.block),

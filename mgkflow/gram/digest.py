@@ -86,6 +86,10 @@ def kernel_params(kernel: Any) -> dict[str, str]:
     >>> kernel_params(MarginalizedGraphKernel(q=0.1, backend="cpu"))["q"]
     '0.1'
     """
+    if hasattr(kernel, "get_params"):  # every constructor parameter (scikit-learn convention)
+        params = kernel.get_params(deep=False)
+        params.pop("progress", None)  # does not change values
+        return {k: _describe(sorted(v.items()) if isinstance(v, dict) else v) for k, v in sorted(params.items())}
     return {
         "node_kernel": _describe(kernel.node_kernel),
         "edge_kernel": _describe(kernel.edge_kernel),
@@ -94,7 +98,7 @@ def kernel_params(kernel: Any) -> dict[str, str]:
         "backend": _describe(kernel.backend),
         "rtol": _describe(kernel.rtol),
         "max_iter": _describe(kernel.max_iter),
-        "gpu_options": _describe(sorted(kernel.gpu_options.items())),
+        "gpu_options": _describe(sorted((kernel.gpu_options or {}).items())),
     }
 
 

@@ -1,0 +1,303 @@
+"""Derivatives and node-pair similarities on the GPU (host side; docs/gradients.md).
+
+:meth:`mgkflow.gpu.backend.GPUBackend.solve_gradient` and ``solve_nodal`` land here. Both run
+the per-pair solver (``mgk_solver.cu``, one thread block per pair) compiled with a structure flag
+of :class:`~mgkflow.gpu.source.KernelConfig`:
+
+* ``gradient``: after the value PCG a second PCG for the adjoint y (M y = p_x) in the same block,
+  then one contraction pass (``mgk_gradient.cuh``) over the product nodes (node-kernel and q
+  terms) and the edge pairs (the row-pair walk with the edge kernel's ``c_grad`` expressions),
+  block-reduced in float64 into ``out_grad[job, h]``. The hyperparameter values travel in
+  ``mgk_kpar`` as for the values: a θ sweep compiles once.
+* ``nodal``: the value PCG, then p_i p'_i' x_ii' of every pair written to ``out_nodal``.
+
+Pairs whose one-block scratch does not fit the device memory (the plan's "wide" group) are
+solved by the CPU oracle (:func:`mgkflow.cpu_solver.solve_pair_gradient` / ``solve_pair``):
+correct, slow, and reported in ``backend.last_extra["cpu_pairs"]``. A host-driven gradient on
+the wide path is not implemented.
+
+The unlabeled case has a closed form (:func:`closed_form`): with Constant node and edge kernels
+(c_v, c_e), one scalar q per graph and no node without edges in either graph, x is constant,
+
+    x = α 1,   α = q q' c_v / (1 − c_e c_v (1 − q)(1 − q')),   K = α (Σ p)(Σ p'),
+
+(M 1 = deg ⊗ deg' (1 / ((1 − q)(1 − q') c_v) − c_e) and b = deg ⊗ deg' q q' / ((1 − q)(1 − q')),
+with deg the weighted degrees), so K and its derivatives need no solve; the value solve converges
+in one CG iteration there but the adjoint (right-hand side p_x) does not. The conditions are
+checked on the host per pair; other pairs go to the device.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..kernels import BaseKernel, Constant
+from ..system import GraphSystem
+
+__all__ = ["closed_form_ok", "closed_form", "closed_form_pairs", "solve_gradient", "solve_nodal"]
+
+
+def closed_form_ok(system: GraphSystem) -> bool:
+    """Whether ``system`` meets the graph conditions of :func:`closed_form`: one q at every node
+    and no node without edges (weighted degree > 0).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mgkflow import Graph
+    >>> from mgkflow.system import prepare_graph
+    >>> A = np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]])
+    >>> closed_form_ok(prepare_graph(Graph(A), 0, Constant(1.0), Constant(1.0), q=0.1))  # node 2 isolated
+    False
+    """
+    q = np.asarray(system.q)
+    if q.size == 0 or not np.all(q == q[0]):
+        return False
+    return bool(np.all(system.graph.degree_sum() > 0))
+
+
+def closed_form(
+    s1: GraphSystem, s2: GraphSystem, node_kernel: BaseKernel, edge_kernel: BaseKernel, wrt_q: bool = False
+) -> tuple[float, np.ndarray]:
+    """K and dK/d(c_v, c_e[, q]) of a pair in closed form (conditions: module docstring).
+
+    Raises ValueError when the conditions do not hold (Constant kernels, :func:`closed_form_ok`
+    for both graphs, and one q for both when ``wrt_q``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mgkflow import Graph
+    >>> from mgkflow.system import prepare_graph
+    >>> g = prepare_graph(Graph(np.array([[0, 1], [1, 0]])), 0, Constant(1.0), Constant(1.0), q=0.5)
+    >>> k, grad = closed_form(g, g, Constant(1.0), Constant(1.0), wrt_q=True)
+    >>> round(k, 6), round(float(grad[-1]), 6)  # 4 q / (2 - q) and 8 / (2 - q)^2
+    (1.333333, 3.555556)
+    """
+    if type(node_kernel) is not Constant or type(edge_kernel) is not Constant:
+        raise ValueError("the closed form needs Constant node and edge kernels")
+    if not (closed_form_ok(s1) and closed_form_ok(s2)):
+        raise ValueError("the closed form needs one q per graph and no node without edges")
+    if wrt_q and float(s1.q[0]) != float(s2.q[0]):
+        raise ValueError("dK/dq needs one scalar q for both graphs")
+    k, grad = closed_form_pairs(
+        np.array([float(s1.q[0])]), np.array([float(s2.q[0])]), np.array([float(np.sum(s1.p))]),
+        np.array([float(np.sum(s2.p))]), node_kernel.c, edge_kernel.c, wrt_q,
+    )  # fmt: skip
+    return float(k[0]), grad[0]
+
+
+def closed_form_pairs(
+    q1: np.ndarray, q2: np.ndarray, sp1: np.ndarray, sp2: np.ndarray, cv: float, ce: float, wrt_q: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`closed_form` for many pairs at once from each side's q and Σ p (no checks).
+
+    Returns K (k,) and the derivatives (k, 2 + wrt_q): d/dc_v, d/dc_e[, d/dq with q = q1 = q2].
+
+    Examples
+    --------
+    >>> k, g = closed_form_pairs(np.array([0.5]), np.array([0.5]), np.array([2.0]), np.array([2.0]), 1.0, 1.0, True)
+    >>> round(float(k[0]), 6), round(float(g[0, 2]), 6)
+    (1.333333, 3.555556)
+    """
+    u = (1.0 - q1) * (1.0 - q2)
+    den = 1.0 - ce * cv * u
+    s = sp1 * sp2
+    qq = q1 * q2
+    cols = [qq / den**2 * s, qq * cv * cv * u / den**2 * s]
+    if wrt_q:
+        cols.append((2.0 * q1 * cv / den - qq * cv * 2.0 * ce * cv * (1.0 - q1) / den**2) * s)
+    return qq * cv / den * s, np.stack(cols, axis=1)
+
+
+class _GradientOut:
+    """``out_grad`` of the launches of one call: N_GRAD doubles per job (job order)."""
+
+    def __init__(self, cuda: Any, npairs: int, n_grad: int) -> None:
+        self.cuda = cuda
+        self.n_grad = n_grad
+        self.grad = np.zeros((npairs, n_grad))
+        self.buf = cuda.mem_alloc(8 * max(npairs, 1) * n_grad)
+
+    def extra_doubles(self, n_max: int) -> int:
+        return int(n_max)  # the saved solution x (XS) at the end of each block's scratch
+
+    def args(self, order: np.ndarray) -> dict:
+        return {"out_grad": self.buf}
+
+    def collect(self, order: np.ndarray) -> None:
+        host = np.empty((len(order), self.n_grad))
+        self.cuda.memcpy_dtoh(host, self.buf)
+        self.grad[order] = host
+
+
+class _NodalOut:
+    """``out_nodal`` / ``nodal_off`` of one launch: the (n_i, m_j) blocks in job order."""
+
+    def __init__(self, cuda: Any, device: Any, n1: np.ndarray, n2: np.ndarray, perms1: list, perms2: list) -> None:
+        self.cuda, self.device = cuda, device
+        self.n1, self.n2 = n1, n2
+        self.perms1, self.perms2 = perms1, perms2
+        self.blocks: list = [None] * len(n1)
+        self._buf: Any = None
+        self._off: np.ndarray | None = None
+
+    def extra_doubles(self, n_max: int) -> int:
+        return 0
+
+    def args(self, order: np.ndarray) -> dict:
+        sizes = self.n1[order].astype(np.int64) * self.n2[order]
+        self._off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._buf = self.cuda.mem_alloc(8 * max(int(self._off[-1]), 1))
+        return {"out_nodal": self._buf, "nodal_off": self.device.upload(self._off[:-1])}
+
+    def collect(self, order: np.ndarray) -> None:
+        host = np.empty(max(int(self._off[-1]), 1))
+        self.cuda.memcpy_dtoh(host, self._buf)
+        for k, t in enumerate(order.tolist()):
+            n, m = int(self.n1[t]), int(self.n2[t])
+            blk = host[self._off[k] : self._off[k] + n * m].reshape(n, m)
+            out = np.empty_like(blk)
+            p1, p2 = self.perms1[t], self.perms2[t]
+            # row a of the packed graph is node perms[a] of the original
+            out[np.ix_(p1, p2)] = blk
+            self.blocks[t] = out
+        self._buf = None
+
+
+def _per_pair(
+    backend: Any, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], pairs: np.ndarray, node_kernel: BaseKernel,
+    edge_kernel: BaseKernel, kind: str, progress: Callable[[int], Any] | None,
+) -> tuple[Any, np.ndarray, Any]:  # fmt: skip
+    """Run the flagged per-pair solver over ``pairs``; returns (outputs, CPU-routed pair indices, results)."""
+    from . import device, strategies
+    from .backend import _Outputs, _SharedArgs, compile_module
+    from .source import kernel_values
+
+    cuda = device.driver()
+    t_start = time.perf_counter()
+    npairs = len(pairs)
+    out = _Outputs(npairs)
+    same = xs is ys
+    systems = list(xs) if same else list(xs) + list(ys)
+    yoff = 0 if same else len(xs)
+    config = backend._config(systems, node_kernel, edge_kernel, gradient=kind == "gradient", nodal=kind == "nodal")
+    values = kernel_values(node_kernel, edge_kernel)
+    t0 = time.perf_counter()
+    func = compile_module(config).function("mgk_solve")
+    t_compile = time.perf_counter() - t0
+    db = backend._device_batch(systems, config)
+    g1 = pairs[:, 0]
+    g2 = pairs[:, 1] + yoff
+    # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
+    # are returned for the CPU oracle
+    plan, budget = backend._plan(db, g1, g2, func, wide="auto", wide_min_products=float("inf"),
+                                 fit_budget=0.8 if kind == "gradient" else 1.0)  # fmt: skip
+    if kind == "gradient":
+        extra: Any = _GradientOut(cuda, npairs, config.n_grad)
+    else:
+        n = np.array([s.n for s in systems], dtype=np.int64)
+        perms = db.perms if db.perms is not None else [np.arange(s.n) for s in systems]
+        extra = _NodalOut(cuda, device, n[g1], n[g2], [perms[i] for i in g1], [perms[j] for j in g2])
+    shared = _SharedArgs(db, strategies.get("rows").args(db, None), out, backend.rtol, backend.max_iter)
+    dev_seconds = 0.0
+    launches = []
+    for sel, use_smem, fn, blk in backend._launch_classes(plan, config, func, values):
+        secs, info = backend._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs, extra=extra)
+        dev_seconds += secs
+        launches.append(info)
+        if progress is not None:
+            progress(info["pairs"])
+    backend.last_extra = {
+        "device": backend.device_name, "device_s": dev_seconds, "compile_s": t_compile,
+        "host_s": time.perf_counter() - t_start, "launches": launches, "compiles": device.compile_count(),
+        "regs": func.num_regs, "kind": kind, "cpu_pairs": int(plan.wide.size),
+    }  # fmt: skip
+    return extra, plan.wide, out
+
+
+def solve_gradient(
+    backend: Any, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], pairs: Any, node_kernel: BaseKernel,
+    edge_kernel: BaseKernel, wrt_q: bool = False, progress: Callable[[int], Any] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """``GPUBackend.solve_gradient`` (interface: :class:`mgkflow.cpu_solver.CPUBackend`)."""
+    from ..cpu_solver import solve_pair_gradient
+
+    pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    k = len(pr)
+    nn, ne = len(node_kernel.hyperparameters), len(edge_kernel.hyperparameters)
+    nh = nn + ne + int(bool(wrt_q))
+    values, grads = np.zeros(k), np.zeros((k, nh))
+    iters, res, conv = np.zeros(k, dtype=np.int64), np.zeros(k), np.ones(k, dtype=bool)
+    if wrt_q:
+        qs = np.concatenate([np.asarray(s.q) for s in (*xs, *ys)])
+        if qs.size and not np.all(qs == qs[0]):
+            raise ValueError("dK/dq needs one scalar q for every node of both graphs")
+    # unlabeled: the closed form where it provably holds
+    closed = np.zeros(k, dtype=bool)
+    if type(node_kernel) is Constant and type(edge_kernel) is Constant:
+        okx = np.array([closed_form_ok(s) for s in xs], dtype=bool)
+        oky = okx if ys is xs else np.array([closed_form_ok(s) for s in ys], dtype=bool)
+        closed = okx[pr[:, 0]] & oky[pr[:, 1]] if k else closed
+        if closed.any():
+            sel = pr[closed]
+
+            def side(systems: Sequence[GraphSystem], idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                q = np.array([float(s.q[0]) for s in systems])
+                sp = np.array([float(np.sum(s.p)) for s in systems])
+                return q[idx], sp[idx]
+
+            q1, sp1 = side(xs, sel[:, 0])
+            q2, sp2 = side(ys, sel[:, 1])
+            values[closed], grads[closed] = closed_form_pairs(q1, q2, sp1, sp2, node_kernel.c, edge_kernel.c, wrt_q)
+        if progress is not None and closed.any():
+            progress(int(closed.sum()))
+    rest = np.flatnonzero(~closed)
+    backend.last_extra = {"closed_form_pairs": int(closed.sum())}
+    if rest.size:
+        gout, cpu, out = _per_pair(backend, xs, ys, pr[rest], node_kernel, edge_kernel, "gradient", progress)
+        v, it, rs, cv = out.result()
+        values[rest], iters[rest], res[rest], conv[rest] = v, it, rs, cv
+        g = gout.grad[:, : nn + ne]
+        if wrt_q:
+            g = np.concatenate([g, gout.grad[:, -1:]], axis=1)
+        grads[rest] = g
+        for t in rest[cpu].tolist():  # too large for one block: the CPU oracle
+            i, j = int(pr[t, 0]), int(pr[t, 1])
+            sol = solve_pair_gradient(xs[i], ys[j], node_kernel, edge_kernel, wrt_q)
+            values[t], grads[t], iters[t], res[t], conv[t] = (
+                sol.value, sol.gradient, sol.iterations, sol.residual, sol.converged
+            )
+            if progress is not None:
+                progress(1)
+        backend.last_extra["closed_form_pairs"] = int(closed.sum())
+    return values, grads, iters, res, conv
+
+
+def solve_nodal(
+    backend: Any, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], pairs: Any, node_kernel: BaseKernel,
+    edge_kernel: BaseKernel, progress: Callable[[int], Any] | None = None,
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """``GPUBackend.solve_nodal`` (interface: :class:`mgkflow.cpu_solver.CPUBackend`)."""
+    from ..cpu_solver import solve_pair
+
+    pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    k = len(pr)
+    if k == 0:
+        backend.last_extra = {}
+        return [], np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool)
+    nout, cpu, out = _per_pair(backend, xs, ys, pr, node_kernel, edge_kernel, "nodal", progress)
+    _v, iters, res, conv = out.result()
+    blocks = nout.blocks
+    for t in cpu.tolist():  # too large for one block: the CPU oracle
+        i, j = int(pr[t, 0]), int(pr[t, 1])
+        sol = solve_pair(xs[i], ys[j], node_kernel, edge_kernel)
+        blocks[t] = np.outer(xs[i].p, ys[j].p) * sol.x
+        iters[t], res[t], conv[t] = sol.iterations, sol.residual, sol.converged
+        if progress is not None:
+            progress(1)
+    return blocks, iters, res, conv

@@ -1,0 +1,448 @@
+"""GPU derivatives and node-pair similarities (mgkflow.gpu.gradient, mgk_gradient.cuh).
+
+CPU part: the numpy emulation of the gradient kernel (mgkflow.gpu.emulate) against the float64
+oracle (cpu_solver.solve_pair_gradient), the unlabeled closed form against the oracle, and
+GPUBackend.solve_gradient / solve_nodal end to end on a fake PyCUDA driver whose ``mgk_solve``
+is the emulation, bound to the parameters declared in the generated source. GPU part (marked
+gpu, skipped without a device): analytic dK on the device vs the CPU's.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pytest
+from test_wide import FakeAlloc, _decode_labels, fake_backend  # noqa: F401 (fixture)
+
+from mgkflow.cpu_solver import CPUBackend, solve_pair_gradient
+from mgkflow.gpu import device
+from mgkflow.gpu.emulate import solve_pair_blocked
+from mgkflow.gpu.gradient import closed_form, closed_form_ok
+from mgkflow.gpu.pack import pack_host, weights_need_double
+from mgkflow.gpu.source import KPAR, kernel_source, kernel_values, make_config
+from mgkflow.graph import Graph
+from mgkflow.kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
+from mgkflow.system import GraphSystem, prepare_graph
+
+
+def _graph(n: int, p: float, seed: int, isolated: bool = False, weights: str = "float32") -> Graph:
+    rng = np.random.default_rng(seed)
+    G = nx.gnp_random_graph(n, p, seed=seed)
+    if isolated:
+        G.add_node(n)  # a node without edges
+    for e in G.edges:
+        G.edges[e]["length"] = float(np.float32(rng.uniform(1, 2)))
+        G.edges[e]["order"] = int(rng.integers(1, 3))
+        w = rng.uniform(0.5, 2.0)
+        G.edges[e]["weight"] = float(w) if weights == "float64" else float(np.float32(w))
+    for v in G.nodes:
+        G.nodes[v]["label"] = int(rng.integers(0, 3))
+    return Graph.from_networkx(G, node_labels=["label"], edge_labels=["length", "order"])
+
+
+KERNELS = {
+    "kd-se": (KroneckerDelta(0.5, "label"), SquareExponential(1.3, "length")),
+    "products": (
+        KroneckerDelta(0.4, "label") * Constant(0.9),
+        KroneckerDelta(0.7, "order") * SquareExponential(0.8, "length"),
+    ),
+    "sum-node": (0.5 * KroneckerDelta(0.5, "label") + 0.5 * Constant(1.0), Constant(0.8)),
+    "unlabeled": (Constant(1.0), Constant(1.0)),
+}
+
+
+def _normwise(G: np.ndarray, R: np.ndarray) -> float:
+    """max over entries of |error| / max over entries of |R|, per column; the worst column."""
+    scale = np.maximum(np.abs(R).max(axis=0), 1e-300)
+    return float((np.abs(G - R).max(axis=0) / scale).max())
+
+
+def _config(systems: list[GraphSystem], nk: BaseKernel, ek: BaseKernel, **kw: Any):
+    first = systems[0].graph
+    return make_config(
+        nk, ek,
+        {f: np.asarray(first.node_labels[f]).dtype for f in nk.fields},
+        {f: np.asarray(first.edge_labels[f]).dtype for f in ek.fields},
+        weight_double=weights_need_double(systems), **kw,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------- emulation
+@pytest.mark.parametrize("case", list(KERNELS))
+@pytest.mark.parametrize("q", [0.05, 0.002])
+def test_emulated_gradient_matches_cpu(case: str, q: float) -> None:
+    nk, ek = KERNELS[case]
+    graphs = [_graph(11, 0.35, 1), _graph(17, 0.2, 2, isolated=True, weights="float64"), _graph(6, 0.6, 3)]
+    systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
+    config = _config(systems, nk, ek, gradient=True)
+    hb = pack_host(systems, config, sort=True)  # the backend's layout: nodes sorted by degree per tile
+    h = hb.host
+    hdr = h["hdr"].reshape(-1, 5)
+    nlab = _decode_labels(h["nlab"], config.node_fields, hb.nlab_stride)
+    elab = _decode_labels(h["relab"], config.edge_fields, hb.relab_stride)
+    rows = {k: h[k] for k in ("rrowptr", "rcoff", "rweight")}
+    for g1, g2 in ((0, 1), (1, 1), (2, 0), (1, 2)):
+        got = solve_pair_blocked(rows, hdr, g1, g2, nlab, elab, nk, ek, h["d"], h["p"], h["q"], rtol=1e-13)
+        ref = solve_pair_gradient(systems[g1], systems[g2], nk, ek, wrt_q=True)
+        assert got["converged"]
+        assert abs(got["k"] - ref.value) <= 1e-9 * abs(ref.value)
+        n_nh = len(nk.hyperparameters) + len(ek.hyperparameters)
+        grad = np.concatenate([got["grad"][:n_nh], got["grad"][-1:]])
+        assert _normwise(grad[None], ref.gradient[None]) <= 1e-8, (case, g1, g2, grad, ref.gradient)
+
+
+# ------------------------------------------------------------------------------------- closed form
+@pytest.mark.parametrize("cv,ce", [(1.0, 1.0), (0.7, 0.4), (0.9, 0.0)])
+@pytest.mark.parametrize("q", [0.05, 0.5, 0.0005])
+def test_closed_form_matches_oracle(cv: float, ce: float, q: float) -> None:
+    nk, ek = Constant(cv), Constant(ce)
+    a = prepare_graph(_graph(9, 0.5, 4, weights="float64"), 0, nk, ek, q=q, p=0.3)
+    b = prepare_graph(Graph.from_networkx(nx.cycle_graph(5)), 1, nk, ek, q=q)
+    assert closed_form_ok(a) and closed_form_ok(b)
+    for s1, s2 in ((a, b), (a, a), (b, b)):
+        k, grad = closed_form(s1, s2, nk, ek, wrt_q=True)
+        ref = solve_pair_gradient(s1, s2, nk, ek, wrt_q=True)
+        assert abs(k - ref.value) <= 1e-9 * abs(ref.value)
+        assert np.allclose(grad, ref.gradient, rtol=1e-7, atol=0), (grad, ref.gradient)
+
+
+def test_closed_form_refuses_where_it_does_not_hold() -> None:
+    nk, ek = Constant(1.0), Constant(1.0)
+    iso = prepare_graph(_graph(7, 0.5, 5, isolated=True), 0, nk, ek, q=0.1)
+    assert not closed_form_ok(iso)
+    ok = prepare_graph(Graph.from_networkx(nx.cycle_graph(4)), 1, nk, ek, q=0.1)
+    qvec = prepare_graph(Graph.from_networkx(nx.cycle_graph(4)), 2, nk, ek, q=np.array([0.1, 0.2, 0.1, 0.1]))
+    assert not closed_form_ok(qvec)
+    with pytest.raises(ValueError, match="no node without edges"):
+        closed_form(iso, ok, nk, ek)
+    with pytest.raises(ValueError, match="Constant"):
+        closed_form(ok, ok, KroneckerDelta(0.5, "label"), ek)
+    other_q = prepare_graph(Graph.from_networkx(nx.cycle_graph(4)), 3, nk, ek, q=0.2)
+    with pytest.raises(ValueError, match="one scalar q"):
+        closed_form(ok, other_q, nk, ek, wrt_q=True)
+
+
+# ------------------------------------------------------------------------------------- fake driver
+class _SolverModule(device.Module):
+    """``mgk_solve`` (gradient / nodal configurations) on the fake driver: arguments bound by the
+    declared parameters (count, order, pointer or scalar, scalar width) and emulated in numpy."""
+
+    log: list[dict] = []
+
+    #: kernels and configurations of the current call (a compiled module outlives a call: new values
+    #: of the hyperparameters reach it through mgk_kpar only)
+    current: dict = {}
+
+    def __init__(self, source: str) -> None:
+        super().__init__(self, source)
+        self.src = source
+        self.gradient = "#define GRADIENT 1" in source
+        self.nodal = "#define NODAL 1" in source
+        self.block = int(re.search(r"#define BLOCK (\d+)", source).group(1))
+        self.kpar = FakeAlloc(4 * int(re.search(rf"__constant__ float {KPAR}\[(\d+)\]", source).group(1)))
+
+    def get_global(self, name: str) -> tuple[FakeAlloc, int]:
+        assert name == KPAR
+        return self.kpar, self.kpar.nbytes
+
+    def get_function(self, name: str) -> Any:
+        assert name == "mgk_solve"
+        mod = self
+
+        class Func:
+            num_regs = 64
+            shared_size_bytes = 320
+
+            def set_attribute(self, *a: Any) -> None:
+                pass
+
+            def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0) -> None:
+                mod.launch(args, block, grid)
+
+        return Func()
+
+    def launch(self, args: tuple, block: tuple, grid: tuple) -> None:
+        params = self.signatures["mgk_solve"]
+        assert len(args) == len(params), (len(args), [p.name for p in params])
+        assert block == (self.block, 1, 1) and grid[0] >= 1
+        self.nk, self.ek = _SolverModule.current["nk"], _SolverModule.current["ek"]
+        self.config = _SolverModule.current["configs"]["#define GRADIENT 1" in self.src]
+        assert np.array_equal(self.kpar.view(np.float32), kernel_values(self.nk, self.ek)), "kernel values not set"
+        kw = {}
+        for p, v in zip(params, args, strict=True):
+            if p.kind == "P":
+                assert isinstance(v, FakeAlloc), p
+                kw[p.name] = v.view(p.dtype)
+            else:
+                assert type(v) is p.dtype.type, (p, type(v))
+                kw[p.name] = v.item()
+        names = {p.name for p in params}
+        assert ("out_grad" in names) == self.gradient and ("out_nodal" in names) == self.nodal
+        cfg = self.config
+        n_max = kw["n_max"]
+        # X, R, DG, DI in global memory (P, A in shared), plus x saved by the gradient's first pass
+        need = (4 + int(self.gradient)) * n_max
+        assert kw["scratch_per_block"] >= need and 8 * kw["scratch_per_block"] * grid[0] <= args[
+            [p.name for p in params].index("scratch")
+        ].nbytes
+        hdr = kw["hdr"].reshape(-1, 5)
+        nlab = _decode_labels(kw["nlab"], cfg.node_fields, kw["nlab_stride"])
+        elab = _decode_labels(kw["relab"], cfg.edge_fields, kw["relab_stride"])
+        rows = {"rrowptr": kw["rrowptr"], "rcoff": kw["rcoff"], "rweight": kw["rweight"]}
+        jobs = kw["jobs"].reshape(-1, 2)
+        for jb in range(kw["n_jobs"]):
+            g1, g2 = (int(v) for v in jobs[jb])
+            r = solve_pair_blocked(rows, hdr, g1, g2, nlab, elab, self.nk, self.ek, kw["dvec"], kw["pvec"],
+                                   kw["qvec"], kw["rtol"], kw["max_iter"], gradient=self.gradient)  # fmt: skip
+            kw["out_k"][jb], kw["out_iter"][jb] = r["k"], r["iterations"]
+            kw["out_res"][jb], kw["out_conv"][jb] = r["residual"], int(r["converged"])
+            if self.gradient:
+                kw["out_grad"][jb * cfg.n_grad : (jb + 1) * cfg.n_grad] = r["grad"]
+            if self.nodal:
+                n1, nt1, o1 = (int(v) for v in hdr[g1, :3])
+                n2, nt2, o2 = (int(v) for v in hdr[g2, :3])
+                from mgkflow.gpu.emulate import from_blocked
+
+                X = from_blocked(r["x"], n1, n2, nt2)
+                blk = np.outer(kw["pvec"][o1 : o1 + n1], kw["pvec"][o2 : o2 + n2]) * X
+                off = int(kw["nodal_off"][jb])
+                kw["out_nodal"][off : off + n1 * n2] = blk.ravel()
+        _SolverModule.log.append({"gradient": self.gradient, "nodal": self.nodal, "jobs": kw["n_jobs"]})
+
+
+def _install(nk: BaseKernel, ek: BaseKernel, systems: list[GraphSystem], backend_obj: Any) -> None:
+    # label storage and gradient columns of the configurations the backend builds
+    configs = {k == "gradient": backend_obj._config(systems, nk, ek, **{k: True}) for k in ("gradient", "nodal")}
+    _SolverModule.current.update(nk=nk, ek=ek, configs=configs)
+    sys.modules["pycuda.compiler"].factory = _SolverModule
+
+
+FAKE_CASES = {
+    "kd-se": (KroneckerDelta(0.5, "label"), SquareExponential(1.3, "length"), (9, 21, 14)),
+    "sum-node": (0.5 * KroneckerDelta(0.5, "label") + 0.5 * Constant(1.0), Constant(0.8), (12, 7, 18)),
+    "unlabeled": (Constant(1.0), Constant(0.9), (10, 16, 8)),
+}
+
+
+@pytest.mark.parametrize("case", list(FAKE_CASES))
+def test_fake_solve_gradient_matches_cpu(fake_backend, case: str) -> None:  # noqa: F811
+    _drv, backend = fake_backend
+    nk, ek, sizes = FAKE_CASES[case]
+    graphs = [_graph(n, min(1.0, 4.0 / n), 20 + k, isolated=(k == 1)) for k, n in enumerate(sizes)]
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    be = backend.GPUBackend(wide=False, rtol=1e-12)
+    _install(nk, ek, systems, be)
+    _SolverModule.log.clear()
+    pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
+    vals, grads, its, res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    assert conv.all()
+    assert np.allclose(vals, rv, rtol=1e-6, atol=0)
+    assert grads.shape == rg.shape
+    assert _normwise(grads, rg) <= 1e-6, (grads, rg)
+    n_closed = be.last_extra["closed_form_pairs"]
+    if case == "unlabeled":  # graph 1 has an isolated node: its pairs go to the device, the others are closed-form
+        assert n_closed == 3 and sum(e["jobs"] for e in _SolverModule.log) == 3
+    else:
+        assert n_closed == 0 and sum(e["jobs"] for e in _SolverModule.log) == len(pairs)
+    assert all(e["gradient"] for e in _SolverModule.log)
+    # without wrt_q the q column is dropped
+    _, g2, *_ = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=False)
+    assert np.array_equal(g2, grads[:, :-1])
+
+
+def test_fake_pairs_too_large_for_a_block_go_to_the_cpu_oracle(fake_backend) -> None:  # noqa: F811
+    _drv, backend = fake_backend
+    nk, ek, sizes = FAKE_CASES["kd-se"]  # 9, 21, 14 nodes: 2, 3, 2 tiles per side
+    graphs = [_graph(n, min(1.0, 4.0 / n), 20 + k) for k, n in enumerate(sizes)]
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    # 16,000 bytes of scratch: 384 unknowns fit (5 vectors with x kept), the (1, 1) pair's 576 do not
+    be = backend.GPUBackend(wide=False, rtol=1e-12, max_scratch_bytes=16_000)
+    _install(nk, ek, systems, be)
+    _SolverModule.log.clear()
+    pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
+    vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    assert be.last_extra["cpu_pairs"] == 1 and sum(e["jobs"] for e in _SolverModule.log) == len(pairs) - 1
+    assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
+
+
+def test_fake_theta_sweep_compiles_once(fake_backend) -> None:  # noqa: F811
+    """Other hyperparameter values (node h, edge length scale, q) reuse the compiled gradient modules:
+    the values travel in mgk_kpar (the fake module checks it holds this call's values)."""
+    _drv, backend = fake_backend
+    graphs = [_graph(n, min(1.0, 4.0 / n), 60 + k) for k, n in enumerate((9, 12))]
+    be = backend.GPUBackend(wide=False, rtol=1e-10)
+    pairs = np.array([(0, 0), (0, 1), (1, 1)])
+    counts = []
+    for h, ls, q in ((0.5, 1.0, 0.05), (0.3, 0.7, 0.05), (0.8, 2.0, 0.2), (0.6, 1.5, 0.01)):
+        nk, ek = KroneckerDelta(h, "label"), SquareExponential(ls, "length")
+        systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
+        _install(nk, ek, systems, be)
+        vals, grads, *_ = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+        rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+        assert np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
+        counts.append(device.compile_count())
+    assert counts[0] >= 1 and len(set(counts)) == 1, counts
+
+
+def test_fake_solve_nodal_matches_cpu(fake_backend) -> None:  # noqa: F811
+    _drv, backend = fake_backend
+    nk, ek, sizes = FAKE_CASES["kd-se"]
+    graphs = [_graph(n, min(1.0, 4.0 / n), 30 + k, isolated=(k == 2)) for k, n in enumerate(sizes)]
+    xs = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    ys = xs[1:]
+    be = backend.GPUBackend(wide=False, rtol=1e-12)
+    _install(nk, ek, xs + ys, be)
+    pairs = np.array([(0, 0), (2, 1), (1, 0)])
+    blocks, its, res, conv = be.solve_nodal(xs, ys, pairs, nk, ek)
+    ref, *_ = CPUBackend().solve_nodal(xs, ys, pairs, nk, ek)
+    assert conv.all()
+    for b, r in zip(blocks, ref, strict=True):
+        assert b.shape == r.shape
+        assert np.allclose(b, r, rtol=1e-6, atol=1e-12 * np.abs(r).max())
+
+
+def test_value_only_source_has_no_gradient_code() -> None:
+    nk, ek = KERNELS["kd-se"]
+    src = kernel_source(make_config(nk, ek, {"label": "int64"}, {"length": "float64"}))
+    assert "void grad_contraction" not in src and "#define GRADIENT 0" in src
+    assert "double* __restrict__ out_grad" not in src
+    g = kernel_source(make_config(nk, ek, {"label": "int64"}, {"length": "float64"}, gradient=True))
+    assert "void grad_contraction" in g and "${" not in g
+    with pytest.raises(ValueError, match="row-pair"):
+        make_config(nk, ek, {"label": "int64"}, {"length": "float64"}, gradient=True, xmv="octile")
+
+
+# ------------------------------------------------------------------------------------- device
+def _gpu_vs_cpu(graphs: list[Graph], nk: BaseKernel, ek: BaseKernel, q: float) -> float:
+    from mgkflow.gpu import GPUBackend
+
+    systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
+    n = len(systems)
+    pairs = np.array([(i, j) for i in range(n) for j in range(i, n)])
+    be = GPUBackend()
+    vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    assert conv.all()
+    assert np.max(np.abs(vals - rv) / np.abs(rv)) <= 1e-5
+    return _normwise(grads, rg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["nws", "ba"])
+@pytest.mark.parametrize("labeled", [True, False])
+@pytest.mark.parametrize("q", [0.05, 0.0005])
+def test_gpu_gradient_synthetic(name: str, labeled: bool, q: float) -> None:
+    from mgkflow import datasets
+
+    graphs = getattr(datasets, name)(n_graphs=5, labeled=labeled)
+    nk, ek = datasets.default_kernels(name, labeled=labeled)
+    err = _gpu_vs_cpu(graphs, nk, ek, q)
+    print(f"\nGPUGRADERR {name} labeled={labeled} q={q}: {err:.3e}")
+    assert err <= (1e-4 if q < 0.01 else 1e-5)
+
+
+@pytest.mark.gpu
+def test_gpu_gradient_drugs() -> None:
+    from mgkflow import datasets
+
+    graphs = datasets.drugs(n_graphs=12)
+    nk, ek = datasets.default_kernels("drugs")
+    err = _gpu_vs_cpu(graphs, nk, ek, 0.05)
+    print(f"\nGPUGRADERR drugs: {err:.3e}")
+    assert err <= 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["kd-se", "products", "sum-node", "unlabeled"])
+def test_gpu_gradient_weighted_isolated(case: str) -> None:
+    nk, ek = KERNELS[case]
+    graphs = [_graph(30, 0.15, 40, isolated=True, weights="float64"), _graph(45, 0.1, 41), _graph(12, 0.4, 42)]
+    err = _gpu_vs_cpu(graphs, nk, ek, 0.05)
+    print(f"\nGPUGRADERR weighted {case}: {err:.3e}")
+    assert err <= 1e-5
+
+
+@pytest.mark.gpu
+def test_gpu_nodal_matches_cpu() -> None:
+    from mgkflow import datasets
+    from mgkflow.gpu import GPUBackend
+
+    graphs = datasets.nws(n_graphs=6, labeled=True)
+    nk, ek = datasets.default_kernels("nws", labeled=True)
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    pairs = np.array([(i, j) for i in range(6) for j in range(i, 6)])
+    blocks, _its, _res, conv = GPUBackend().solve_nodal(systems, systems, pairs, nk, ek)
+    ref, *_ = CPUBackend().solve_nodal(systems, systems, pairs, nk, ek)
+    assert conv.all()
+    err = max(float(np.abs(b - r).max() / np.abs(r).max()) for b, r in zip(blocks, ref, strict=True))
+    print(f"\nGPUNODALERR nws-labeled: {err:.3e}")
+    assert err <= 1e-5
+
+
+@pytest.mark.gpu
+def test_gpu_theta_sweep_compiles_once() -> None:
+    from mgkflow import datasets
+    from mgkflow.gpu import GPUBackend
+
+    graphs = datasets.nws(n_graphs=4, labeled=True)
+    be = GPUBackend()
+    pairs = np.array([(i, j) for i in range(4) for j in range(i, 4)])
+    counts = []
+    nk0, ek0 = datasets.default_kernels("nws", labeled=True)
+    for h in np.linspace(0.2, 0.9, 5):
+        nk, ek = nk0.with_values([float(h)] * len(nk0.hyperparameters)), ek0
+        systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+        be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+        counts.append(device.compile_count())
+    assert len(set(counts[1:])) == 1
+
+
+def test_fake_backend_through_the_sklearn_kernel(fake_backend) -> None:  # noqa: F811
+    """``MarginalizedGraphKernel`` takes the GPU backend's solve_gradient / solve_nodal (normalized
+    gradients use its diagonal too) and agrees with the CPU backend."""
+    from mgkflow.mgk import MarginalizedGraphKernel
+
+    _drv, backend = fake_backend
+    nk, ek, sizes = FAKE_CASES["kd-se"]
+    graphs = [_graph(n, min(1.0, 4.0 / n), 50 + k, isolated=(k == 0)) for k, n in enumerate(sizes)]
+    be = backend.GPUBackend(wide=False, rtol=1e-12)
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    _install(nk, ek, systems, be)
+    for normalize in (False, True):
+        kg = MarginalizedGraphKernel(nk, ek, q=0.05, normalize=normalize)
+        kg._backend_obj = be
+        kc = MarginalizedGraphKernel(nk, ek, q=0.05, normalize=normalize, backend="cpu")
+        K, dK = kg(graphs, eval_gradient=True)
+        R, dR = kc(graphs, eval_gradient=True)
+        assert kg.last_stats.backend == "gpu"
+        assert np.allclose(K, R, rtol=1e-6, atol=1e-12)
+        assert _normwise(dK.reshape(-1, dK.shape[-1]), dR.reshape(-1, dR.shape[-1])) <= 1e-6
+    kg = MarginalizedGraphKernel(nk, ek, q=0.05)
+    kg._backend_obj = be
+    Kn = kg(graphs, nodal=True)
+    Rn = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs, nodal=True)
+    assert Kn.shape == Rn.shape and np.allclose(Kn, Rn, rtol=1e-6, atol=1e-12 * np.abs(Rn).max())
+
+
+def test_bench_gpu_grad_runs_on_the_cpu_backend(tmp_path) -> None:
+    """The benchmark script end to end on a few graphs with the CPU backend (what the device run does)."""
+    import json
+
+    from mgkflow.bench import gpu_grad
+
+    assert gpu_grad.main(["--backend", "cpu", "--graphs", "3", "--reps", "1", "--check", "0", "--nodal", "2",
+                          "--sweep", "2", "--out", str(tmp_path)]) == 0  # fmt: skip
+    res = json.loads((tmp_path / "gpu_grad.json").read_text())
+    assert set(res["gram"]) == {"nws-labeled q=0.05", "ba-labeled q=0.05", "nws-unlabeled q=0.05",
+                                "ba-unlabeled q=0.05"}  # fmt: skip
+    row = res["gram"]["nws-labeled q=0.05"]
+    assert row["pairs"] == 6 and row["theta"] >= 2 and row["grad_pairs_per_s"] > 0
+    assert res["nodal"]["shape"][0] == res["nodal"]["shape"][1] > 0 and res["sweep"]["compiles_after_first"] == 0
+    lines = gpu_grad.compare(res, res)  # against itself: every ratio is 1
+    assert len(lines) == 6 and all("1.00x" in line for line in lines)
