@@ -8,10 +8,15 @@
 //
 // Entry ownership: lane l owns, in every tile pair tp, the two outputs (oa, ob) that the XMV
 // fragment gives it (XMV_LANE_SETUP; 32 lanes x 2 = the 64 entries of a tile pair). Every loop
-// (initialisation, update, direction, K) walks those same entries, so X, R, DG, DI and A are
+// (initialisation, update, direction) walks those same entries, so W, R, DG, DI and A are
 // private to the lane (global scratch, L1-resident for tiny pairs) and only the search
 // direction P, which the XMV reads across lanes, is shared (shared memory, one slice per warp;
 // __syncwarp after each write phase).
+//
+// No solution vector: K = w^T x with x = sum_k alpha_k p_k and w_(i,i') = p_i p'_i' (start
+// probabilities), so K = sum_k alpha_k (w^T p_k), the dot product w^T p_k taken in the XMV loop
+// and reduced with p^T A p (W, read-only, replaces X: one 8-byte access per entry and
+// iteration less, and no final pass).
 //
 // Placeholders filled by mgkflow.gpu.strategies.tiny (same as mgk_solver.cu, plus WARPS).
 
@@ -66,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_tiny(
     int* __restrict__ out_iter,
     double* __restrict__ out_res,
     int* __restrict__ out_conv,
-    double* __restrict__ scratch,                 // per warp: X, R, DG, DI, A
+    double* __restrict__ scratch,                 // per warp: W, R, DG, DI, A
     const long long scratch_per_warp,             // doubles
     const int n_max,                              // largest product size of this launch (multiple of 64)
     const double rtol,
@@ -75,8 +80,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_tiny(
     extern __shared__ double smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     double* const P = smem + (long long)warp * n_max;
-    double* const X = scratch + ((long long)blockIdx.x * WARPS + warp) * scratch_per_warp;
-    double* const R = X + n_max;
+    double* const W = scratch + ((long long)blockIdx.x * WARPS + warp) * scratch_per_warp;
+    double* const R = W + n_max;
     double* const DG = R + n_max;
     double* const DI = DG + n_max;
     a_t* const A = (a_t*)(DI + n_max);
@@ -95,16 +100,19 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_tiny(
         // ---------------------------------------------------------------- init
         double rz = 0.0, bb = 0.0;
         for (int tp = 0; tp < n_tp; ++tp) {
+            const int I = tp / nt2, I2 = tp - I * nt2;
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
-                const int idx = (tp << 6) + (s ? ob : oa);
+                const int e = s ? ob : oa;
+                const int idx = (tp << 6) + e;
                 double dg, b;
                 system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
                 const double di = 1.0 / dg;
                 const double z = b * di;
                 DG[idx] = dg;
                 DI[idx] = di;
-                X[idx] = 0.0;
+                // padding has p = 0
+                W[idx] = pvec[h1.node_off + I * 8 + (e >> 3)] * pvec[h2.node_off + I2 * 8 + (e & 7)];
                 R[idx] = b;
                 P[idx] = z;
                 rz += b * z;
@@ -118,11 +126,12 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_tiny(
         int it = 0;
         bool conv = rr <= thr;
         bool broke = false;
+        double k = 0.0;  // K = sum over iterations of alpha w^T p
 
         // ---------------------------------------------------------------- PCG
         while (!conv && it < max_iter) {
-            // XMV: y = (A∘E) p on the fly, a = DG p - y, pa = p.a (the lane's own entries)
-            double pa = 0.0, dummy = 0.0;
+            // XMV: y = (A∘E) p on the fly, a = DG p - y, pa = p.a, wp = w.p (the lane's own entries)
+            double pa = 0.0, wp = 0.0;
             for (int tp = 0; tp < n_tp; ++tp) {
                 const int I = tp / nt2, I2 = tp - I * nt2;
                 double acca = 0.0, accb = 0.0;
@@ -135,21 +144,21 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_tiny(
                 A[ia] = (a_t)va;
                 A[ib] = (a_t)vb;
                 pa += pa_ * va + pb_ * vb;
+                wp += W[ia] * pa_ + W[ib] * pb_;
             }
-            warp_sum2(pa, dummy);
+            warp_sum2(pa, wp);
             if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
                 broke = true;
                 break;
             }
             const double alpha = rz / pa;
+            k += alpha * wp;
             double rz_new = 0.0, rr_new = 0.0;
             for (int tp = 0; tp < n_tp; ++tp) {
 #pragma unroll
                 for (int s = 0; s < 2; ++s) {
                     const int idx = (tp << 6) + (s ? ob : oa);
-                    const double pv = P[idx];
                     const double r = R[idx] - alpha * (double)A[idx];
-                    X[idx] += alpha * pv;
                     R[idx] = r;
                     const double z = r * DI[idx];
                     rz_new += r * z;
@@ -178,19 +187,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_tiny(
             __syncwarp();  // the new P is visible to every lane's XMV
         }
 
-        // ---------------------------------------------------------------- K = p^T x
-        double k = 0.0, dummy2 = 0.0;
-        for (int tp = 0; tp < n_tp; ++tp) {
-            const int I = tp / nt2, I2 = tp - I * nt2;
-#pragma unroll
-            for (int s = 0; s < 2; ++s) {
-                const int e = s ? ob : oa;
-                const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
-                // padding has p = 0
-                k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[(tp << 6) + e];
-            }
-        }
-        warp_sum2(k, dummy2);
         if (lane == 0) {
             out_k[jb] = k;
             out_iter[jb] = it;

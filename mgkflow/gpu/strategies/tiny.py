@@ -6,7 +6,9 @@ WARP of a block solves its own pair, with warp-shuffle reductions and no block b
 where the per-block kernel spends a whole block (and ``__syncthreads`` per CG step) on a
 few hundred product unknowns. The float64 Jacobi-preconditioned CG, the blocked layout and
 the stopping rule are those of ``mgk_solver.cu``; the search direction P of each warp lives
-in shared memory, the lane-private X, R, DG, DI and A in global scratch.
+in shared memory, the lane-private W, R, DG, DI and A in global scratch. No solution vector is
+kept: K = w^T x = sum_k alpha_k (w^T p_k) with w the products of start probabilities, the dot
+product w^T p_k reduced with p^T A p in each iteration.
 
 :class:`mgkflow.gpu.backend.GPUBackend` routes pairs to it with ``tiny="warp"``: the
 planner (:func:`mgkflow.gpu.plan.plan_launches`, ``warp_bins``) puts the pairs of at most
@@ -91,7 +93,7 @@ def tiny_source(config: Any, warps: int = DEFAULT_WARPS, min_blocks: int = 1) ->
 
 def launch_layout(n_max: int, warps: int = DEFAULT_WARPS, a_bytes: int = 4) -> tuple[int, int]:
     """(dynamic shared memory bytes per block, global scratch doubles per warp) of a launch whose
-    largest pair has ``n_max`` product unknowns (P per warp in shared memory; X, R, DG, DI and A
+    largest pair has ``n_max`` product unknowns (P per warp in shared memory; W, R, DG, DI and A
     per warp in global memory)."""
     n_max = int(n_max)
     return warps * n_max * 8, 4 * n_max + (n_max * int(a_bytes) + 7) // 8
@@ -149,7 +151,8 @@ def _product_matrix(kw: dict, g1: int, g2: int, config: Any, edge_kernel: Any) -
 def emulate_launch(kw: dict, config: Any, node_kernel: Any, edge_kernel: Any) -> None:
     """Run one ``mgk_solve_tiny`` launch in numpy on the bound arguments ``kw`` (parameter name ->
     numpy view of the device array or scalar): every job's K, iterations, residual and flag are
-    written to ``out_k``, ``out_iter``, ``out_res``, ``out_conv`` (job order), like the kernel."""
+    written to ``out_k``, ``out_iter``, ``out_res``, ``out_conv`` (job order), like the kernel
+    (K accumulated as the sum of alpha_k w^T p_k, no solution vector)."""
     hdr = kw["hdr"].reshape(-1, 5)
     nlab = _decode(kw["nlab"], config.node_fields, int(kw["nlab_stride"]))
     d, q, pv = kw["dvec"], kw["qvec"], kw["pvec"]
@@ -175,7 +178,8 @@ def emulate_launch(kw: dict, config: Any, node_kernel: Any, edge_kernel: Any) ->
             dg[real] = dd / kv
             b[real] = dd * q[u1[real]] * q[u2[real]]
         di = 1.0 / dg
-        x, r, p = np.zeros(N), b.copy(), b * di
+        w = pv[u1] * pv[u2]  # padding has p = 0
+        k, r, p = 0.0, b.copy(), b * di
         rz, bb = float(b @ (b * di)), float(b @ b)
         thr, rr, it, conv, broke = rtol * rtol * bb, bb, 0, bb <= rtol * rtol * bb, False
         while not conv and it < max_iter:
@@ -185,7 +189,7 @@ def emulate_launch(kw: dict, config: Any, node_kernel: Any, edge_kernel: Any) ->
                 broke = True
                 break
             alpha = rz / pa
-            x += alpha * p
+            k += alpha * float(w @ p)
             r = r - alpha * a
             z = r * di
             rz_new, rr = float(r @ z), float(r @ r)
@@ -198,7 +202,6 @@ def emulate_launch(kw: dict, config: Any, node_kernel: Any, edge_kernel: Any) ->
                 break
             p = z + (rz_new / rz) * p
             rz = rz_new
-        k = float(np.sum(pv[u1] * pv[u2] * x))  # padding has p = 0
         kw["out_k"][jb] = k
         kw["out_iter"][jb] = it
         kw["out_res"][jb] = np.sqrt(rr / bb) if bb > 0 else 0.0
