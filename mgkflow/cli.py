@@ -164,7 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--labeled", action="store_true", help="labeled variant of the synthetic sets (nws, ba)")
     p.add_argument("--node-kernel", type=parse_kernel_spec, default=None, metavar="SPEC", help=KERNEL_SPEC_HELP)
     p.add_argument("--edge-kernel", type=parse_kernel_spec, default=None, metavar="SPEC", help="as --node-kernel")
-    p.add_argument("--ordering", default="pbr", help="node ordering applied before solving (default pbr)")
+    p.add_argument(
+        "--ordering", default="auto",
+        help="node ordering applied before solving (default auto: natural below 256 nodes, PBR above)",
+    )
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto", help="solver backend")
     p.add_argument("--normalize", action="store_true", help="normalize K(G,G') by sqrt(K(G,G) K(G',G'))")
     p.add_argument("--out", "-o", type=Path, required=True,

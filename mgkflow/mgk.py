@@ -631,9 +631,11 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         if not raw:
             return scale, None
         pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        ex = np.array([xs[i].p_exponent for i in pr[:, 0]], dtype=np.int64) + np.array(
-            [ys[j].p_exponent for j in pr[:, 1]], dtype=np.int64
-        )
+        ex_x = np.fromiter((s.p_exponent for s in xs), dtype=np.int64, count=len(xs))
+        ex_y = ex_x if ys is xs else np.fromiter((s.p_exponent for s in ys), dtype=np.int64, count=len(ys))
+        if not (ex_x.any() or ex_y.any()):
+            return scale, None
+        ex = ex_x[pr[:, 0]] + ex_y[pr[:, 1]]
         return scale, (ex if np.any(ex) else None)
 
     def _solve(self, xs, ys, pairs, gradient: bool = False, raw: bool = True):

@@ -113,9 +113,9 @@ def device_free_bytes() -> int | None:
     try:
         import pycuda.driver as cuda
 
-        from ..gpu.backend import _ensure_context
+        from ..gpu import device
 
-        _ensure_context()
+        device.ensure_context()
         return int(cuda.mem_get_info()[0])
     except Exception:  # noqa: BLE001 - no PyCUDA, no device, no driver: nothing to report
         return None
