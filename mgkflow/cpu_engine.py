@@ -1,0 +1,790 @@
+"""Fast float64 CPU backend: numba-compiled Jacobi PCG on every core, without a size cap.
+
+For a pair (G, G') with n and m nodes it solves the same system as the exact scipy
+oracle (:mod:`mgkflow.cpu_solver`),
+
+    (D_x V_x^-1 - A_x ∘ E_x) x = D_x q_x,    K = p_x^T x,
+
+with Jacobi-preconditioned CG in float64 to a relative residual ``rtol``, the
+unknowns held as an (n, m) array. The off-diagonal product ``(A_x ∘ E_x) x`` is
+applied in one of three ways, chosen per pair:
+
+``cached``
+    The nnz(G) x nnz(G') edge-pair products ``w_e w_e' k_e(e, e')`` are computed once
+    and kept, when they fit the memory budget ``cache_bytes``.
+``matrix-free``
+    Otherwise the edge kernel is recomputed on every product, one edge of G against
+    all edges of G' at a time: memory O(n·m + nnz(G')) per thread.
+``constant``
+    A :class:`~mgkflow.kernels.Constant` edge kernel factorizes:
+    ``c · A X A'^T`` in O(n·nnz(G') + m·nnz(G)) per product, no edge-pair storage.
+
+Edge kernels built from :class:`~mgkflow.kernels.Constant`,
+:class:`~mgkflow.kernels.KroneckerDelta` and :class:`~mgkflow.kernels.SquareExponential`
+(products and sums of them) on 1-D label fields are evaluated inside the compiled code
+(a small postfix program with run-time parameters); any other kernel or label layout is
+evaluated through the kernel's numpy ``__call__`` on blocks of edge pairs (the generic
+path, same results). The node kernel is always evaluated through ``__call__``.
+
+Parallelism: small pairs are spread over ``threads`` worker threads, one pair per
+task (the compiled solver releases the GIL); a large pair is solved one at a time with
+its rows split over the threads. The threads come from :mod:`concurrent.futures`.
+Compiled code is cached on disk (numba ``cache=True``): only the first process on a
+machine pays the compile time.
+
+Examples
+--------
+>>> import numpy as np
+>>> from mgkflow import Graph
+>>> from mgkflow.kernels import Constant
+>>> from mgkflow.system import prepare_graph
+>>> g = prepare_graph(Graph(np.array([[0, 1], [1, 0]])), 0, Constant(1.0), Constant(1.0), q=0.5)
+>>> vals, its, res, conv = NumbaCPUBackend(threads=1).solve([g], [g], [(0, 0)], Constant(1.0), Constant(1.0))
+>>> round(float(vals[0]), 6), bool(conv[0])  # 4 q^2 / (1 - (1-q)^2)
+(1.333333, True)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from .errors import GraphError
+from .kernels import BaseKernel, Constant, KroneckerDelta, Product, SquareExponential, Sum
+from .system import GraphSystem
+
+__all__ = ["NumbaCPUBackend", "EdgeProgram", "compile_edge_program", "DEFAULT_CACHE_BYTES"]
+
+#: Default memory budget for cached edge-pair products (all concurrently solved pairs together).
+DEFAULT_CACHE_BYTES = 1 << 30
+#: Pairs with more edge pairs than this (or more unknowns than ``_BIG_UNKNOWNS``) are solved
+#: one at a time with their rows spread over the threads.
+_BIG_EDGE_PAIRS = 4_000_000
+_BIG_UNKNOWNS = 1_000_000
+
+# opcodes of the compiled edge-kernel program
+_OP_CONST, _OP_DELTA, _OP_SQEXP, _OP_MUL, _OP_ADD = 0, 1, 2, 3, 4
+# matrix-vector product modes
+_MODE_CACHED, _MODE_FREE, _MODE_CONST = 0, 1, 2
+
+
+# ====================================================================== compiled kernels
+@njit(cache=True, nogil=True)
+def _eval_edge_row(prog, par, f1, e1, F2, stack):  # pragma: no cover - compiled
+    """Edge kernel between edge ``e1`` of G (features ``f1[:, e1]``) and every edge of G'.
+
+    Runs the postfix program; the result is left in ``stack[0]``."""
+    L = F2.shape[1]
+    sp = 0
+    for t in range(prog.shape[0]):
+        op = prog[t, 0]
+        s = prog[t, 1]
+        k = prog[t, 2]
+        if op == 0:  # constant
+            v = par[k]
+            for e in range(L):
+                stack[sp, e] = v
+            sp += 1
+        elif op == 1:  # Kronecker delta on label codes
+            a = f1[s, e1]
+            h = par[k]
+            for e in range(L):
+                stack[sp, e] = 1.0 if F2[s, e] == a else h
+            sp += 1
+        elif op == 2:  # square exponential, par = -1 / (2 l^2)
+            a = f1[s, e1]
+            g = par[k]
+            for e in range(L):
+                d = a - F2[s, e]
+                stack[sp, e] = math.exp(g * (d * d))
+            sp += 1
+        elif op == 3:  # product of the two top entries
+            sp -= 1
+            for e in range(L):
+                stack[sp - 1, e] *= stack[sp, e]
+        else:  # sum of the two top entries
+            sp -= 1
+            for e in range(L):
+                stack[sp - 1, e] += stack[sp, e]
+
+
+@njit(cache=True, nogil=True)
+def _build_cache(e0, e1, w1, w2, prog, par, F1, F2, depth, C):  # pragma: no cover - compiled
+    """C[e - e0, :] = w1[e] * w2 * k_e(e, :) for edges e0 <= e < e1 of G."""
+    L = w2.shape[0]
+    stack = np.empty((depth, L))
+    for e in range(e0, e1):
+        _eval_edge_row(prog, par, F1, e, F2, stack)
+        we = w1[e]
+        row = C[e - e0]
+        for f in range(L):
+            row[f] = we * w2[f] * stack[0, f]
+
+
+_FM = {"reassoc", "contract", "arcp", "nsz"}  # reductions may vectorize; results move by ulps only
+
+
+@njit(cache=True, nogil=True)
+def _gather_rows(j0, j1, ix2, x, X2):  # pragma: no cover - compiled
+    """X2[j, f] = x[j, ix2[f]] for rows j0 <= j < j1."""
+    for j in range(j0, j1):
+        xj = x[j]
+        gj = X2[j]
+        for f in range(ix2.shape[0]):
+            gj[f] = xj[ix2[f]]
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _finish_row(i, ip2, accp, diag, x, y):  # pragma: no cover - compiled
+    """y[i, a] = diag[i, a] x[i, a] - sum of accp over the edges f of row a of G'; returns x[i]·y[i]."""
+    xi = x[i]
+    yi = y[i]
+    di = diag[i]
+    dot = 0.0
+    for a in range(xi.shape[0]):
+        s = 0.0
+        for f in range(ip2[a], ip2[a + 1]):
+            s += accp[f]
+        v = di[a] * xi[a] - s
+        yi[a] = v
+        dot += xi[a] * v
+    return dot
+
+
+@njit(cache=True, nogil=True)
+def _mv_cached_rows(i0, i1, ip1, ix1, ip2, ix2, C, ebase, X2, diag, x, y):  # pragma: no cover - compiled
+    """Rows i0..i1 of y = diag x - W x from cached products ``C[e - ebase]``; ``X2`` is the
+    gathered x[:, ix2] (or an empty array: gather on the fly). Returns the partial x·y."""
+    L = ix2.shape[0]
+    accp = np.empty(L)
+    gathered = X2.shape[0] > 0
+    dot = 0.0
+    for i in range(i0, i1):
+        accp[:] = 0.0
+        for e1 in range(ip1[i], ip1[i + 1]):
+            ce = C[e1 - ebase]
+            if gathered:
+                gj = X2[ix1[e1]]
+                for f in range(L):
+                    accp[f] += ce[f] * gj[f]
+            else:
+                xj = x[ix1[e1]]
+                for f in range(L):
+                    accp[f] += ce[f] * xj[ix2[f]]
+        dot += _finish_row(i, ip2, accp, diag, x, y)
+    return dot
+
+
+@njit(cache=True, nogil=True)
+def _mv_free_rows(i0, i1, ip1, ix1, w1, ip2, ix2, w2, prog, par, F1, F2, depth, diag, x, y):  # pragma: no cover
+    """Rows i0..i1 of y = diag x - W x, the edge kernel evaluated by the program (matrix-free)."""
+    L = ix2.shape[0]
+    accp = np.empty(L)
+    stack = np.empty((depth, L))
+    dot = 0.0
+    for i in range(i0, i1):
+        accp[:] = 0.0
+        for e1 in range(ip1[i], ip1[i + 1]):
+            _eval_edge_row(prog, par, F1, e1, F2, stack)
+            we = w1[e1]
+            ke = stack[0]
+            xj = x[ix1[e1]]
+            for f in range(L):
+                accp[f] += (we * w2[f] * ke[f]) * xj[ix2[f]]
+        dot += _finish_row(i, ip2, accp, diag, x, y)
+    return dot
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _mv_const_rows(i0, i1, ip1, ix1, w1, cconst, T, diag, x, y):  # pragma: no cover - compiled
+    """Rows i0..i1 of y = diag x - c A X A'^T with T = X A'^T precomputed."""
+    m = x.shape[1]
+    acc = np.empty(m)
+    dot = 0.0
+    for i in range(i0, i1):
+        acc[:] = 0.0
+        for e1 in range(ip1[i], ip1[i + 1]):
+            c = cconst * w1[e1]
+            tj = T[ix1[e1]]
+            for a in range(m):
+                acc[a] += c * tj[a]
+        xi = x[i]
+        yi = y[i]
+        di = diag[i]
+        for a in range(m):
+            v = di[a] * xi[a] - acc[a]
+            yi[a] = v
+            dot += xi[a] * v
+    return dot
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _xa2t(j0, j1, ip2, ix2, w2, x, T):  # pragma: no cover - compiled
+    """T[j, a] = sum_f w2[f] x[j, ix2[f]] over the edges f of row a of G' (T = X A'^T), rows j0..j1."""
+    m = x.shape[1]
+    for j in range(j0, j1):
+        xj = x[j]
+        tj = T[j]
+        for a in range(m):
+            s = 0.0
+            for f in range(ip2[a], ip2[a + 1]):
+                s += w2[f] * xj[ix2[f]]
+            tj[a] = s
+
+
+@njit(cache=True, nogil=True)
+def _matvec(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, v, y):
+    """y = diag v - W v on the whole (n, m) array, serially (mode: 0 cached, 1 free, 2 constant)."""
+    n = diag.shape[0]  # pragma: no cover - compiled
+    if mode == 0:
+        if X2.shape[0] > 0:
+            _gather_rows(0, n, ix2, v, X2)
+        return _mv_cached_rows(0, n, ip1, ix1, ip2, ix2, C, 0, X2, diag, v, y)
+    if mode == 1:
+        return _mv_free_rows(0, n, ip1, ix1, w1, ip2, ix2, w2, prog, par, F1, F2, depth, diag, v, y)
+    _xa2t(0, n, ip2, ix2, w2, v, X2)
+    return _mv_const_rows(0, n, ip1, ix1, w1, cconst, X2, diag, v, y)
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _init_rows(i0, i1, r, y, invd, p):  # pragma: no cover - compiled
+    """r = r - y (r holds b on entry), p = r / diag on rows i0..i1; returns (r·r, r·z)."""
+    m = r.shape[1]
+    rf, yf, df, pf = r.reshape(-1), y.reshape(-1), invd.reshape(-1), p.reshape(-1)
+    rr = 0.0
+    rz = 0.0
+    for k in range(i0 * m, i1 * m):
+        v = rf[k] - yf[k]
+        rf[k] = v
+        z = v * df[k]
+        pf[k] = z
+        rr += v * v
+        rz += v * z
+    return rr, rz
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _update_rows(i0, i1, alpha, x, r, p, y, invd):  # pragma: no cover - compiled
+    """x += alpha p, r -= alpha y on rows i0..i1; returns (r·r, r·z) with z = r / diag."""
+    m = r.shape[1]
+    xf, rf, pf, yf, df = x.reshape(-1), r.reshape(-1), p.reshape(-1), y.reshape(-1), invd.reshape(-1)
+    rr = 0.0
+    rz = 0.0
+    for k in range(i0 * m, i1 * m):
+        xf[k] += alpha * pf[k]
+        v = rf[k] - alpha * yf[k]
+        rf[k] = v
+        rr += v * v
+        rz += v * v * df[k]
+    return rr, rz
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _direction_rows(i0, i1, beta, p, r, invd):  # pragma: no cover - compiled
+    """p = r / diag + beta p on rows i0..i1."""
+    m = r.shape[1]
+    pf, rf, df = p.reshape(-1), r.reshape(-1), invd.reshape(-1)
+    for k in range(i0 * m, i1 * m):
+        pf[k] = rf[k] * df[k] + beta * pf[k]
+
+
+@njit(cache=True, nogil=True)
+def _pcg_serial(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, invd, r, x, bb,
+                rtol, max_iter):  # fmt: skip
+    """Whole Jacobi PCG of one pair on the calling thread; r holds b on entry, x the start.
+
+    Returns (iterations, relative residual)."""  # pragma: no cover - compiled
+    n, m = diag.shape
+    y = np.empty((n, m))
+    p = np.empty((n, m))
+    bnorm = math.sqrt(bb)
+    _matvec(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, x, y)
+    rr, rz = _init_rows(0, n, r, y, invd, p)
+    res = math.sqrt(rr) / bnorm
+    it = 0
+    while res > rtol and it < max_iter:
+        pap = _matvec(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, p, y)
+        alpha = rz / pap
+        rr, rz_new = _update_rows(0, n, alpha, x, r, p, y, invd)
+        it += 1
+        res = math.sqrt(rr) / bnorm
+        if res <= rtol:
+            break
+        _direction_rows(0, n, rz_new / rz, p, r, invd)
+        rz = rz_new
+    return it, res
+
+
+# ====================================================================== edge-kernel programs
+@dataclass(frozen=True)
+class EdgeProgram:
+    """An edge kernel compiled to a postfix program for the numba engine.
+
+    Attributes
+    ----------
+    code : ndarray of int64, shape (k, 3)
+        (opcode, feature slot, parameter index) per instruction.
+    par : ndarray of float64
+        Run-time parameters (``h`` of a Kronecker delta, ``-1/(2 l^2)`` of a square exponential,
+        ``c`` of a constant).
+    slots : tuple of (field, kind)
+        Feature rows: ``kind`` is ``"code"`` (labels as integer codes, for equality) or
+        ``"value"`` (labels as float64).
+    depth : int
+        Stack depth the program needs.
+    """
+
+    code: np.ndarray
+    par: np.ndarray
+    slots: tuple[tuple[str, str], ...]
+    depth: int
+
+
+def compile_edge_program(kernel: BaseKernel) -> EdgeProgram | None:
+    """Compile ``kernel`` for the numba engine, or None when it holds a kernel type the
+    engine does not know (the backend then evaluates it through ``kernel(x, y)``).
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import KroneckerDelta, SquareExponential
+    >>> prog = compile_edge_program(KroneckerDelta(0.5, "order") * SquareExponential(2.0, "length"))
+    >>> prog.code.tolist(), prog.slots, prog.depth
+    ([[1, 0, 0], [2, 1, 1], [3, -1, -1]], (('order', 'code'), ('length', 'value')), 2)
+    >>> compile_edge_program(object.__new__(BaseKernel)) is None
+    True
+    """
+    code: list[tuple[int, int, int]] = []
+    par: list[float] = []
+    slots: list[tuple[str, str]] = []
+
+    def slot(field: str, kind: str) -> int:
+        if (field, kind) not in slots:
+            slots.append((field, kind))
+        return slots.index((field, kind))
+
+    def emit(k: BaseKernel) -> tuple[int, int]:
+        """Append k's code; returns (stack depth needed, stack entries pushed = 1)."""
+        t = type(k)
+        if t is Constant:
+            par.append(k.c)
+            code.append((_OP_CONST, -1, len(par) - 1))
+            return 1, 1
+        if t is KroneckerDelta:
+            par.append(k.h)
+            code.append((_OP_DELTA, slot(k.field, "code"), len(par) - 1))
+            return 1, 1
+        if t is SquareExponential:
+            par.append(-0.5 / k.length_scale**2)
+            code.append((_OP_SQEXP, slot(k.field, "value"), len(par) - 1))
+            return 1, 1
+        if t is Product or t is Sum:
+            op = _OP_MUL if t is Product else _OP_ADD
+            depth = 0
+            for idx, child in enumerate(k.kernels):
+                d, _ = emit(child)
+                depth = max(depth, d + (1 if idx > 0 else 0))
+                if idx > 0:
+                    code.append((op, -1, -1))
+            return depth, 1
+        raise _Unsupported
+
+    try:
+        depth, _ = emit(kernel)
+    except _Unsupported:
+        return None
+    return EdgeProgram(
+        code=np.asarray(code, dtype=np.int64).reshape(-1, 3),
+        par=np.asarray(par, dtype=np.float64),
+        slots=tuple(slots),
+        depth=int(depth),
+    )
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _edge_features(program: EdgeProgram, graphs: Sequence[GraphSystem]) -> list[np.ndarray] | None:
+    """Feature matrices (len(slots), nnz) per graph, or None when a field is not 1-D numeric
+    (codes: shared integer codes over all ``graphs``, so equality is preserved)."""
+    feats = [np.empty((len(program.slots), g.graph.nnz)) for g in graphs]
+    for s, (field, kind) in enumerate(program.slots):
+        arrays = [np.asarray(g.graph.edge_labels[field]) for g in graphs]
+        if any(a.ndim != 1 for a in arrays):
+            return None
+        if kind == "value":
+            if any(not (np.issubdtype(a.dtype, np.number) or a.dtype == bool) for a in arrays):
+                return None
+            if any(np.iscomplexobj(a) for a in arrays):
+                return None
+            for f, a in zip(feats, arrays):
+                f[s] = a.astype(np.float64)
+        else:
+            if any(a.dtype == object for a in arrays):
+                return None
+            dtypes = {a.dtype.kind for a in arrays if a.size}
+            if len(dtypes) > 1:
+                return None  # mixed kinds (ints and floats): numpy's == semantics, use the generic path
+            try:
+                allv = np.concatenate(arrays) if arrays else np.empty(0)
+                _, inv = np.unique(allv, return_inverse=True)
+            except TypeError:
+                return None
+            if allv.dtype.kind == "f" and np.isnan(allv).any():
+                return None  # NaN != NaN: keep numpy's semantics through the generic path
+            off = 0
+            for f, a in zip(feats, arrays):
+                f[s] = inv[off : off + a.size]
+                off += a.size
+    return feats
+
+
+# ====================================================================== the backend
+@dataclass
+class _GraphArrays:
+    ip: np.ndarray
+    ix: np.ndarray
+    w: np.ndarray
+    feat: np.ndarray
+    node_labels: dict
+    edge_labels: dict
+
+
+def _graph_arrays(s: GraphSystem, feat: np.ndarray | None) -> _GraphArrays:
+    A = s.graph.adjacency
+    return _GraphArrays(
+        ip=np.ascontiguousarray(A.indptr, dtype=np.int64),
+        ix=np.ascontiguousarray(A.indices, dtype=np.int64),
+        w=np.ascontiguousarray(A.data, dtype=np.float64),
+        feat=feat if feat is not None else np.empty((0, s.graph.nnz)),
+        node_labels=dict(s.graph.node_labels),
+        edge_labels=dict(s.graph.edge_labels),
+    )
+
+
+def _row_chunks(ip: np.ndarray, n_chunks: int, weight_edges: bool = True) -> list[tuple[int, int]]:
+    """Split rows 0..n into about ``n_chunks`` contiguous ranges of similar work."""
+    n = len(ip) - 1
+    if n == 0:
+        return []
+    work = np.diff(ip).astype(np.float64) + 1.0 if weight_edges else np.ones(n)
+    cum = np.concatenate([[0.0], np.cumsum(work)])
+    cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_chunks + 1)[1:-1])
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+class NumbaCPUBackend:
+    """Float64 CPU backend without a size cap, on every core (numba-compiled Jacobi PCG).
+
+    Same interface and results (to the CG tolerance) as :class:`mgkflow.cpu_solver.CPUBackend`,
+    the exact scipy oracle; no limit on the number of edge pairs.
+
+    Parameters
+    ----------
+    rtol : float
+        CG stops when ||b - A x|| <= rtol ||b||.
+    max_iter : int
+        CG iteration limit per pair.
+    threads : int, optional
+        Worker threads (default: all cores available to the process).
+    cache_bytes : int
+        Memory budget for cached edge-pair products, shared by the pairs solved at once;
+        a pair whose products do not fit is solved matrix-free (memory O(n·m)).
+    compiled_kernels : bool
+        Evaluate known edge kernels inside the compiled code (default); False always uses
+        the kernel's numpy ``__call__`` (the generic path, for testing).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mgkflow import Graph
+    >>> from mgkflow.kernels import Constant
+    >>> from mgkflow.system import prepare_graph
+    >>> g = prepare_graph(Graph(np.array([[0, 1, 1], [1, 0, 0], [1, 0, 0]])), 0, Constant(1.0), Constant(1.0))
+    >>> from mgkflow.cpu_solver import CPUBackend
+    >>> v, it, res, ok = NumbaCPUBackend(threads=2).solve([g], [g], np.array([[0, 0]]), Constant(1.0), Constant(0.5))
+    >>> ref = CPUBackend().solve([g], [g], np.array([[0, 0]]), Constant(1.0), Constant(0.5))[0]
+    >>> bool(ok[0]), bool(abs(v[0] - ref[0]) <= 1e-12 * ref[0])
+    (True, True)
+    """
+
+    name = "cpu-numba"
+
+    def __init__(
+        self,
+        rtol: float = 1e-12,
+        max_iter: int = 10_000,
+        threads: int | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        compiled_kernels: bool = True,
+    ) -> None:
+        if threads is None:
+            threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
+            raise ValueError(f"threads must be a positive integer, got {threads!r}")
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int | np.integer) or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be a non-negative integer, got {cache_bytes!r}")
+        self.rtol = float(rtol)
+        self.max_iter = int(max_iter)
+        self.threads = int(threads)
+        self.cache_bytes = int(cache_bytes)
+        self.compiled_kernels = bool(compiled_kernels)
+        self.last_extra: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ public
+    def solve(
+        self,
+        xs: Sequence[GraphSystem],
+        ys: Sequence[GraphSystem],
+        pairs: Any,
+        node_kernel: BaseKernel,
+        edge_kernel: BaseKernel,
+        progress: Callable[[int], Any] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Solve ``pairs`` ((n, 2) int array or [(i, j), ...]) between ``xs[i]`` and ``ys[j]``.
+
+        Returns values, CG iterations, final relative residuals and converged flags aligned
+        with the pairs; ``progress(1)`` is called as each pair finishes.
+        """
+        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        k = len(pairs)
+        values = np.empty(k)
+        iters = np.zeros(k, dtype=np.int64)
+        res = np.empty(k)
+        conv = np.empty(k, dtype=bool)
+        if k == 0:
+            return values, iters, res, conv
+        used_x = sorted(set(pairs[:, 0].tolist()))
+        used_y = sorted(set(pairs[:, 1].tolist()))
+        program = compile_edge_program(edge_kernel) if self.compiled_kernels else None
+        const_c = edge_kernel.c if type(edge_kernel) is Constant else None
+        gx: dict[int, _GraphArrays] = {}
+        gy: dict[int, _GraphArrays] = {}
+        feats = None
+        if program is not None and const_c is None:
+            feats = _edge_features(program, [xs[i] for i in used_x] + [ys[j] for j in used_y])
+            if feats is None:
+                program = None
+        for t, i in enumerate(used_x):
+            gx[i] = _graph_arrays(xs[i], feats[t] if feats else None)
+        for t, j in enumerate(used_y):
+            gy[j] = _graph_arrays(ys[j], feats[len(used_x) + t] if feats else None)
+        ctx = _Context(self, node_kernel, edge_kernel, program, const_c)
+
+        big, small = [], []
+        for t, (i, j) in enumerate(pairs.tolist()):
+            ep = xs[i].graph.nnz * ys[j].graph.nnz
+            nm = xs[i].n * ys[j].n
+            (big if ep > _BIG_EDGE_PAIRS or nm > _BIG_UNKNOWNS else small).append(t)
+        modes = {"cached": 0, "matrix-free": 0, "constant": 0}
+
+        def record(t: int, out: tuple[float, int, float, str]) -> None:
+            values[t], iters[t], res[t], mode = out
+            conv[t] = res[t] <= self.rtol
+            modes[mode] += 1
+            if progress is not None:
+                progress(1)
+
+        with ThreadPoolExecutor(max_workers=self.threads) as executor:
+            pool = executor if self.threads > 1 else None
+            if small and pool is None:
+                for t in small:
+                    i, j = pairs[t]
+                    record(t, ctx.solve_pair(xs[i], ys[j], gx[i], gy[j], self.cache_bytes, None))
+            elif small:
+                budget = self.cache_bytes // max(1, min(self.threads, len(small)))
+                futs = {}
+                for t in small:
+                    i, j = pairs[t]
+                    futs[executor.submit(ctx.solve_pair, xs[i], ys[j], gx[i], gy[j], budget, None)] = t
+                try:
+                    for f in as_completed(futs):
+                        record(futs[f], f.result())
+                except BaseException:
+                    for f in futs:
+                        f.cancel()
+                    raise
+            for t in big:
+                i, j = pairs[t]
+                record(t, ctx.solve_pair(xs[i], ys[j], gx[i], gy[j], self.cache_bytes, pool))
+        self.last_extra = {"threads": self.threads, **{f"pairs_{k.replace('-', '_')}": v for k, v in modes.items()}}
+        return values, iters, res, conv
+
+    def __repr__(self) -> str:
+        return (
+            f"NumbaCPUBackend(rtol={self.rtol!r}, max_iter={self.max_iter!r}, threads={self.threads!r}, "
+            f"cache_bytes={self.cache_bytes!r})"
+        )
+
+
+_EMPTY2 = np.empty((0, 0))
+_EMPTY_PROG = np.empty((0, 3), dtype=np.int64)
+_EMPTY1 = np.empty(0)
+
+
+class _Context:
+    """Everything one ``solve`` call shares between its pairs."""
+
+    def __init__(self, backend: NumbaCPUBackend, node_kernel, edge_kernel, program, const_c) -> None:
+        self.rtol = backend.rtol
+        self.max_iter = backend.max_iter
+        self.threads = backend.threads
+        self.node_kernel = node_kernel
+        self.edge_kernel = edge_kernel
+        self.program = program
+        self.const_c = const_c
+
+    # -------------------------------------------------------------- per-pair pieces
+    def _setup_rows(self, s1, s2, g1, g2, i0, i1, diag, invd, r, x) -> float:
+        """diag = D_x / V_x, r = b = D_x q_x, x = b / diag on rows i0..i1; returns sum b^2."""
+        nl1 = {k: v[i0:i1, None] for k, v in g1.node_labels.items()}
+        nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
+        V = np.broadcast_to(np.asarray(self.node_kernel(nl1, nl2), dtype=np.float64), (i1 - i0, s2.n))
+        ok = V > 0
+        if not ok.all():
+            a, c = np.argwhere(~ok)[0]
+            raise GraphError(
+                f"node kernel is {V[a, c]} (not > 0) between node {i0 + a} of {s1.name} and node {c} of "
+                f"{s2.name}; node kernel values must lie in (0, 1]"
+            )
+        Dx = np.outer(s1.d[i0:i1], s2.d)
+        np.divide(Dx, V, out=diag[i0:i1])
+        np.divide(V, Dx, out=invd[i0:i1])
+        np.multiply(Dx, np.outer(s1.q[i0:i1], s2.q), out=r[i0:i1])
+        np.divide(r[i0:i1], diag[i0:i1], out=x[i0:i1])
+        return float(np.vdot(r[i0:i1], r[i0:i1]))
+
+    def _generic_block(self, g1, g2, e0, e1) -> np.ndarray:
+        """Products w_e w_e' k_e(e, e') for edges e0..e1 of G, through the kernel's numpy __call__."""
+        el1 = {k: v[e0:e1, None] for k, v in g1.edge_labels.items()}
+        el2 = {k: v[None, :] for k, v in g2.edge_labels.items()}
+        ke = np.asarray(self.edge_kernel(el1, el2), dtype=np.float64)
+        ke = np.broadcast_to(ke, (e1 - e0, len(g2.w)))
+        return np.ascontiguousarray(g1.w[e0:e1, None] * g2.w[None, :] * ke)
+
+    def solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str]:
+        """Solve one pair; with a pool, every row-wise step is spread over its threads."""
+        n, m = s1.n, s2.n
+        nnz1, nnz2 = len(g1.w), len(g2.w)
+        diag, invd, r, x = (np.empty((n, m)) for _ in range(4))
+        prog = self.program
+        chunks = [(0, n)] if pool is None else _row_chunks(g1.ip, 4 * self.threads)
+        bb = sum(_map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, invd, r, x), chunks))
+        C, X2, cconst = _EMPTY2, _EMPTY2, 0.0
+        code, par, depth = (prog.code, prog.par, prog.depth) if prog is not None else (_EMPTY_PROG, _EMPTY1, 1)
+        F1, F2 = g1.feat, g2.feat
+        generic = prog is None
+        if self.const_c is not None:
+            mode, label, cconst, generic = _MODE_CONST, "constant", float(self.const_c), False
+            X2 = np.empty((n, m))  # T = X A'^T
+        elif nnz1 * nnz2 * 8 <= budget:
+            mode, label, generic = _MODE_CACHED, "cached", False
+            if (nnz1 + n) * nnz2 * 8 <= budget:
+                X2 = np.empty((n, nnz2))
+            C = np.empty((nnz1, nnz2))
+            echunks = [(int(g1.ip[a]), int(g1.ip[b])) for a, b in chunks]
+            if prog is not None:
+                _map(pool, lambda c: _build_cache(c[0], c[1], g1.w, g2.w, code, par, F1, F2, depth,
+                                                  C[c[0]:c[1]]), echunks)  # fmt: skip
+            else:
+                step = max(1, (1 << 22) // max(1, nnz2))
+
+                def fill(c):
+                    for e in range(c[0], c[1], step):
+                        C[e : min(e + step, c[1])] = self._generic_block(g1, g2, e, min(e + step, c[1]))
+
+                _map(pool, fill, echunks)
+        else:
+            mode, label = _MODE_FREE, "matrix-free"
+            if generic and n * nnz2 * 8 <= budget // 2:
+                X2 = np.empty((n, nnz2))
+        if pool is None and not generic:
+            it, res = _pcg_serial(mode, g1.ip, g1.ix, g1.w, g2.ip, g2.ix, g2.w, C, code, par, F1, F2, depth,
+                                  cconst, X2, diag, invd, r, x, bb, self.rtol, self.max_iter)  # fmt: skip
+        else:
+            it, res = self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
+                                        cconst, X2, diag, invd, r, x, bb, budget)  # fmt: skip
+        value = float(np.einsum("i,ij,j->", s1.p, x, s2.p))
+        return value, int(it), float(res), label
+
+    def _pcg_chunked(self, pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth, cconst, X2,
+                     diag, invd, r, x, bb, budget):  # fmt: skip
+        """Jacobi PCG (the steps of :func:`_pcg_serial`) with every row-wise step spread over the pool."""
+        n, m = diag.shape
+        y = np.empty((n, m))
+        p = np.empty((n, m))
+        tchunks = _row_chunks(np.arange(n + 1), len(chunks), weight_edges=False)
+        nnz2 = len(g2.w)
+        gathered = X2.shape[0] > 0
+        # generic matrix-free: blocks of at most `step` edges of G per thread
+        step = max(1, min(1 << 22, (budget // 2) // max(1, 8 * nnz2 * min(self.threads, len(chunks)))))
+
+        def generic_rows(i0, i1, v):
+            dot, a = 0.0, i0
+            while a < i1:
+                b = a + 1
+                while b < i1 and g1.ip[b + 1] - g1.ip[a] <= step:
+                    b += 1
+                e0, e1 = int(g1.ip[a]), int(g1.ip[b])
+                blk = self._generic_block(g1, g2, e0, e1)
+                dot += _mv_cached_rows(a, b, g1.ip, g1.ix, g2.ip, g2.ix, blk, e0, X2, diag, v, y)
+                a = b
+            return dot
+
+        def rows(c, v):
+            i0, i1 = c
+            if generic:
+                return generic_rows(i0, i1, v)
+            if mode == _MODE_CACHED:
+                return _mv_cached_rows(i0, i1, g1.ip, g1.ix, g2.ip, g2.ix, C, 0, X2, diag, v, y)
+            if mode == _MODE_FREE:
+                return _mv_free_rows(i0, i1, g1.ip, g1.ix, g1.w, g2.ip, g2.ix, g2.w, code, par, F1, F2, depth,
+                                     diag, v, y)  # fmt: skip
+            return _mv_const_rows(i0, i1, g1.ip, g1.ix, g1.w, cconst, X2, diag, v, y)
+
+        def matvec(v):
+            if mode == _MODE_CONST:
+                _map(pool, lambda c: _xa2t(c[0], c[1], g2.ip, g2.ix, g2.w, v, X2), tchunks)
+            elif gathered:
+                _map(pool, lambda c: _gather_rows(c[0], c[1], g2.ix, v, X2), tchunks)
+            return sum(_map(pool, lambda c: rows(c, v), chunks))
+
+        bnorm = math.sqrt(bb)
+        matvec(x)
+        rr, rz = _sum2(_map(pool, lambda c: _init_rows(c[0], c[1], r, y, invd, p), tchunks))
+        res = math.sqrt(rr) / bnorm
+        it = 0
+        while res > self.rtol and it < self.max_iter:
+            alpha = rz / matvec(p)
+            rr, rz_new = _sum2(_map(pool, lambda c, a=alpha: _update_rows(c[0], c[1], a, x, r, p, y, invd), tchunks))
+            it += 1
+            res = math.sqrt(rr) / bnorm
+            if res <= self.rtol:
+                break
+            beta = rz_new / rz
+            _map(pool, lambda c, b=beta: _direction_rows(c[0], c[1], b, p, r, invd), tchunks)
+            rz = rz_new
+        return it, res
+
+
+def _map(pool, fn, items) -> list:
+    """fn over items, on the pool's threads when there is a pool and more than one item."""
+    if pool is None or len(items) <= 1:
+        return [fn(c) for c in items]
+    return list(pool.map(fn, items))
+
+
+def _sum2(parts) -> tuple[float, float]:
+    a = b = 0.0
+    for u, v in parts:
+        a += u
+        b += v
+    return a, b
