@@ -297,16 +297,16 @@ def _matvec(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, ccons
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _init_rows(i0, i1, r, y, invd, p):  # pragma: no cover - compiled
+def _init_rows(i0, i1, r, y, diag, p):  # pragma: no cover - compiled
     """r = r - y (r holds b on entry), p = r / diag on rows i0..i1; returns (r·r, r·z)."""
     m = r.shape[1]
-    rf, yf, df, pf = r.reshape(-1), y.reshape(-1), invd.reshape(-1), p.reshape(-1)
+    rf, yf, df, pf = r.reshape(-1), y.reshape(-1), diag.reshape(-1), p.reshape(-1)
     rr = 0.0
     rz = 0.0
     for k in range(i0 * m, i1 * m):
         v = rf[k] - yf[k]
         rf[k] = v
-        z = v * df[k]
+        z = v / df[k]
         pf[k] = z
         rr += v * v
         rz += v * z
@@ -314,10 +314,10 @@ def _init_rows(i0, i1, r, y, invd, p):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _update_rows(i0, i1, alpha, x, r, p, y, invd):  # pragma: no cover - compiled
+def _update_rows(i0, i1, alpha, x, r, p, y, diag):  # pragma: no cover - compiled
     """x += alpha p, r -= alpha y on rows i0..i1; returns (r·r, r·z) with z = r / diag."""
     m = r.shape[1]
-    xf, rf, pf, yf, df = x.reshape(-1), r.reshape(-1), p.reshape(-1), y.reshape(-1), invd.reshape(-1)
+    xf, rf, pf, yf, df = x.reshape(-1), r.reshape(-1), p.reshape(-1), y.reshape(-1), diag.reshape(-1)
     rr = 0.0
     rz = 0.0
     for k in range(i0 * m, i1 * m):
@@ -325,21 +325,21 @@ def _update_rows(i0, i1, alpha, x, r, p, y, invd):  # pragma: no cover - compile
         v = rf[k] - alpha * yf[k]
         rf[k] = v
         rr += v * v
-        rz += v * v * df[k]
+        rz += v * v / df[k]
     return rr, rz
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _direction_rows(i0, i1, beta, p, r, invd):  # pragma: no cover - compiled
+def _direction_rows(i0, i1, beta, p, r, diag):  # pragma: no cover - compiled
     """p = r / diag + beta p on rows i0..i1."""
     m = r.shape[1]
-    pf, rf, df = p.reshape(-1), r.reshape(-1), invd.reshape(-1)
+    pf, rf, df = p.reshape(-1), r.reshape(-1), diag.reshape(-1)
     for k in range(i0 * m, i1 * m):
-        pf[k] = rf[k] * df[k] + beta * pf[k]
+        pf[k] = rf[k] / df[k] + beta * pf[k]
 
 
 @njit(cache=True, nogil=True)
-def _pcg_serial(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, invd, r, x, bb,
+def _pcg_serial(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, r, x, bb,
                 rtol, max_iter):  # fmt: skip
     """Whole Jacobi PCG of one pair on the calling thread; r holds b on entry, x the start.
 
@@ -349,18 +349,18 @@ def _pcg_serial(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, c
     p = np.empty((n, m))
     bnorm = math.sqrt(bb)
     _matvec(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, x, y)
-    rr, rz = _init_rows(0, n, r, y, invd, p)
+    rr, rz = _init_rows(0, n, r, y, diag, p)
     res = math.sqrt(rr) / bnorm
     it = 0
     while res > rtol and it < max_iter:
         pap = _matvec(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, p, y)
         alpha = rz / pap
-        rr, rz_new = _update_rows(0, n, alpha, x, r, p, y, invd)
+        rr, rz_new = _update_rows(0, n, alpha, x, r, p, y, diag)
         it += 1
         res = math.sqrt(rr) / bnorm
         if res <= rtol:
             break
-        _direction_rows(0, n, rz_new / rz, p, r, invd)
+        _direction_rows(0, n, rz_new / rz, p, r, diag)
         rz = rz_new
     return it, res
 
@@ -686,7 +686,7 @@ class _Context:
         self.const_c = const_c
 
     # -------------------------------------------------------------- per-pair pieces
-    def _setup_rows(self, s1, s2, g1, g2, i0, i1, diag, invd, r, x) -> float:
+    def _setup_rows(self, s1, s2, g1, g2, i0, i1, diag, r, x) -> float:
         """diag = D_x / V_x, r = b = D_x q_x, x = b / diag on rows i0..i1; returns sum b^2."""
         nl1 = {k: v[i0:i1, None] for k, v in g1.node_labels.items()}
         nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
@@ -700,7 +700,6 @@ class _Context:
             )
         Dx = np.outer(s1.d[i0:i1], s2.d)
         np.divide(Dx, V, out=diag[i0:i1])
-        np.divide(V, Dx, out=invd[i0:i1])
         np.multiply(Dx, np.outer(s1.q[i0:i1], s2.q), out=r[i0:i1])
         np.divide(r[i0:i1], diag[i0:i1], out=x[i0:i1])
         return float(np.vdot(r[i0:i1], r[i0:i1]))
@@ -717,10 +716,10 @@ class _Context:
         """Solve one pair; with a pool, every row-wise step is spread over its threads."""
         n, m = s1.n, s2.n
         nnz1, nnz2 = len(g1.w), len(g2.w)
-        diag, invd, r, x = (np.empty((n, m)) for _ in range(4))
+        diag, r, x = (np.empty((n, m)) for _ in range(3))
         prog = self.program
         chunks = [(0, n)] if pool is None else _row_chunks(g1.ip, 4 * self.threads)
-        bb = sum(_map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, invd, r, x), chunks))
+        bb = sum(_map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, r, x), chunks))
         C, X2, cconst = _EMPTY2, _EMPTY2, 0.0
         code, par, depth = (prog.code, prog.par, prog.depth) if prog is not None else (_EMPTY_PROG, _EMPTY1, 1)
         F1, F2 = g1.feat, g2.feat
@@ -751,15 +750,15 @@ class _Context:
                 X2 = np.empty((n, nnz2))
         if pool is None and not generic:
             it, res = _pcg_serial(mode, g1.ip, g1.ix, g1.w, g2.ip, g2.ix, g2.w, C, code, par, F1, F2, depth,
-                                  cconst, X2, diag, invd, r, x, bb, self.rtol, self.max_iter)  # fmt: skip
+                                  cconst, X2, diag, r, x, bb, self.rtol, self.max_iter)  # fmt: skip
         else:
             it, res = self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
-                                        cconst, X2, diag, invd, r, x, bb, budget)  # fmt: skip
+                                        cconst, X2, diag, r, x, bb, budget)  # fmt: skip
         value = float(np.einsum("i,ij,j->", s1.p, x, s2.p))
         return value, int(it), float(res), label
 
     def _pcg_chunked(self, pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth, cconst, X2,
-                     diag, invd, r, x, bb, budget):  # fmt: skip
+                     diag, r, x, bb, budget):  # fmt: skip
         """Jacobi PCG (the steps of :func:`_pcg_serial`) with every row-wise step spread over the pool."""
         n, m = diag.shape
         y = np.empty((n, m))
@@ -802,18 +801,18 @@ class _Context:
 
         bnorm = math.sqrt(bb)
         matvec(x)
-        rr, rz = _sum2(_map(pool, lambda c: _init_rows(c[0], c[1], r, y, invd, p), tchunks))
+        rr, rz = _sum2(_map(pool, lambda c: _init_rows(c[0], c[1], r, y, diag, p), tchunks))
         res = math.sqrt(rr) / bnorm
         it = 0
         while res > self.rtol and it < self.max_iter:
             alpha = rz / matvec(p)
-            rr, rz_new = _sum2(_map(pool, lambda c, a=alpha: _update_rows(c[0], c[1], a, x, r, p, y, invd), tchunks))
+            rr, rz_new = _sum2(_map(pool, lambda c, a=alpha: _update_rows(c[0], c[1], a, x, r, p, y, diag), tchunks))
             it += 1
             res = math.sqrt(rr) / bnorm
             if res <= self.rtol:
                 break
             beta = rz_new / rz
-            _map(pool, lambda c, b=beta: _direction_rows(c[0], c[1], b, p, r, invd), tchunks)
+            _map(pool, lambda c, b=beta: _direction_rows(c[0], c[1], b, p, r, diag), tchunks)
             rz = rz_new
         return it, res
 
