@@ -174,16 +174,6 @@ def _build_cache(e0, e1, w1, w2, prog, par, F1, F2, depth, C):  # pragma: no cov
 _FM = {"reassoc", "contract", "arcp", "nsz"}  # reductions may vectorize; results move by ulps only
 
 
-@njit(cache=True, nogil=True)
-def _gather_rows(j0, j1, ix2, x, X2):  # pragma: no cover - compiled
-    """X2[j, f] = x[j, ix2[f]] for rows j0 <= j < j1."""
-    for j in range(j0, j1):
-        xj = x[j]
-        gj = X2[j]
-        for f in range(ix2.shape[0]):
-            gj[f] = xj[ix2[f]]
-
-
 @njit(cache=True, nogil=True, fastmath=_FM)
 def _finish_row(i, ip2, accp, diag, x, y):  # pragma: no cover - compiled
     """y[i, a] = diag[i, a] x[i, a] - sum of accp over the edges f of row a of G'; returns x[i]·y[i]."""
@@ -283,45 +273,43 @@ def _xa2t(j0, j1, ip2, ix2, w2, x, T):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _matvec(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, v, y):
-    """y = diag v - W v on the whole (n, m) array, serially (mode: 0 cached, 1 free, 2 constant)."""
-    n = diag.shape[0]  # pragma: no cover - compiled
+def _prepare_row(mode, j, ip2, ix2, w2, v, X2):  # pragma: no cover - compiled
+    """What the product needs of row j of v: the gathered v[j, ix2] (cached mode with a gather
+    buffer) or (v A'^T)[j] (constant mode)."""
+    if mode == 0 and X2.shape[0] > 0:
+        vj = v[j]
+        gj = X2[j]
+        for f in range(ix2.shape[0]):
+            gj[f] = vj[ix2[f]]
+    elif mode == 2:
+        _xa2t(j, j + 1, ip2, ix2, w2, v, X2)
+
+
+@njit(cache=True, nogil=True)
+def _prepare_rows(mode, j0, j1, ip2, ix2, w2, v, X2):  # pragma: no cover - compiled
+    for j in range(j0, j1):
+        _prepare_row(mode, j, ip2, ix2, w2, v, X2)
+
+
+@njit(cache=True, nogil=True)
+def _mv_rows(mode, i0, i1, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, v, y):
+    """Rows i0..i1 of y = diag v - W v (mode 0 cached, 1 matrix-free, 2 constant), with the rows of
+    v prepared by :func:`_prepare_rows`; returns the partial v·y."""  # pragma: no cover - compiled
     if mode == 0:
-        if X2.shape[0] > 0:
-            _gather_rows(0, n, ix2, v, X2)
-        return _mv_cached_rows(0, n, ip1, ix1, ip2, ix2, C, 0, X2, diag, v, y)
+        return _mv_cached_rows(i0, i1, ip1, ix1, ip2, ix2, C, 0, X2, diag, v, y)
     if mode == 1:
-        return _mv_free_rows(0, n, ip1, ix1, w1, ip2, ix2, w2, prog, par, F1, F2, depth, diag, v, y)
-    _xa2t(0, n, ip2, ix2, w2, v, X2)
-    return _mv_const_rows(0, n, ip1, ix1, w1, cconst, X2, diag, v, y)
+        return _mv_free_rows(i0, i1, ip1, ix1, w1, ip2, ix2, w2, prog, par, F1, F2, depth, diag, v, y)
+    return _mv_const_rows(i0, i1, ip1, ix1, w1, cconst, X2, diag, v, y)
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _init_rows(i0, i1, r, y, diag, p):  # pragma: no cover - compiled
-    """r = r - y (r holds b on entry), p = r / diag on rows i0..i1; returns (r·r, r·z)."""
+def _residual_rows(i0, i1, alpha, r, y, diag):  # pragma: no cover - compiled
+    """r -= alpha y on rows i0..i1; returns (r·r, r·z) with z = r / diag."""
     m = r.shape[1]
-    rf, yf, df, pf = r.reshape(-1), y.reshape(-1), diag.reshape(-1), p.reshape(-1)
+    rf, yf, df = r.reshape(-1), y.reshape(-1), diag.reshape(-1)
     rr = 0.0
     rz = 0.0
     for k in range(i0 * m, i1 * m):
-        v = rf[k] - yf[k]
-        rf[k] = v
-        z = v / df[k]
-        pf[k] = z
-        rr += v * v
-        rz += v * z
-    return rr, rz
-
-
-@njit(cache=True, nogil=True, fastmath=_FM)
-def _update_rows(i0, i1, alpha, x, r, p, y, diag):  # pragma: no cover - compiled
-    """x += alpha p, r -= alpha y on rows i0..i1; returns (r·r, r·z) with z = r / diag."""
-    m = r.shape[1]
-    xf, rf, pf, yf, df = x.reshape(-1), r.reshape(-1), p.reshape(-1), y.reshape(-1), diag.reshape(-1)
-    rr = 0.0
-    rz = 0.0
-    for k in range(i0 * m, i1 * m):
-        xf[k] += alpha * pf[k]
         v = rf[k] - alpha * yf[k]
         rf[k] = v
         rr += v * v
@@ -330,12 +318,24 @@ def _update_rows(i0, i1, alpha, x, r, p, y, diag):  # pragma: no cover - compile
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _direction_rows(i0, i1, beta, p, r, diag):  # pragma: no cover - compiled
-    """p = r / diag + beta p on rows i0..i1."""
+def _direction_rows(mode, i0, i1, alpha, beta, x, p, r, diag, ip2, ix2, w2, X2):  # pragma: no cover - compiled
+    """x += alpha p, then p = r / diag + beta p and its rows prepared for the next product."""
     m = r.shape[1]
-    pf, rf, df = p.reshape(-1), r.reshape(-1), diag.reshape(-1)
+    for i in range(i0, i1):
+        xi, pi, ri, di = x[i], p[i], r[i], diag[i]
+        for a in range(m):
+            xi[a] += alpha * pi[a]
+            pi[a] = ri[a] / di[a] + beta * pi[a]
+        _prepare_row(mode, i, ip2, ix2, w2, p, X2)
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _axpy_rows(i0, i1, alpha, x, p):  # pragma: no cover - compiled
+    """x += alpha p on rows i0..i1."""
+    m = x.shape[1]
+    xf, pf = x.reshape(-1), p.reshape(-1)
     for k in range(i0 * m, i1 * m):
-        pf[k] = rf[k] / df[k] + beta * pf[k]
+        xf[k] += alpha * pf[k]
 
 
 @njit(cache=True, nogil=True)
@@ -343,24 +343,28 @@ def _pcg_serial(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, c
                 rtol, max_iter):  # fmt: skip
     """Whole Jacobi PCG of one pair on the calling thread; r holds b on entry, x the start.
 
+    The update x += alpha p is carried into the next direction pass (one pass less per step).
     Returns (iterations, relative residual)."""  # pragma: no cover - compiled
     n, m = diag.shape
     y = np.empty((n, m))
-    p = np.empty((n, m))
+    p = np.zeros((n, m))
     bnorm = math.sqrt(bb)
-    _matvec(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, x, y)
-    rr, rz = _init_rows(0, n, r, y, diag, p)
+    _prepare_rows(mode, 0, n, ip2, ix2, w2, x, X2)
+    _mv_rows(mode, 0, n, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, x, y)
+    rr, rz = _residual_rows(0, n, 1.0, r, y, diag)
+    _direction_rows(mode, 0, n, 0.0, 0.0, x, p, r, diag, ip2, ix2, w2, X2)
     res = math.sqrt(rr) / bnorm
     it = 0
     while res > rtol and it < max_iter:
-        pap = _matvec(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, p, y)
+        pap = _mv_rows(mode, 0, n, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, p, y)
         alpha = rz / pap
-        rr, rz_new = _update_rows(0, n, alpha, x, r, p, y, diag)
+        rr, rz_new = _residual_rows(0, n, alpha, r, y, diag)
         it += 1
         res = math.sqrt(rr) / bnorm
-        if res <= rtol:
+        if res <= rtol or it >= max_iter:
+            _axpy_rows(0, n, alpha, x, p)
             break
-        _direction_rows(0, n, rz_new / rz, p, r, diag)
+        _direction_rows(mode, 0, n, alpha, rz_new / rz, x, p, r, diag, ip2, ix2, w2, X2)
         rz = rz_new
     return it, res
 
@@ -762,10 +766,11 @@ class _Context:
         """Jacobi PCG (the steps of :func:`_pcg_serial`) with every row-wise step spread over the pool."""
         n, m = diag.shape
         y = np.empty((n, m))
-        p = np.empty((n, m))
+        p = np.zeros((n, m))
         tchunks = _row_chunks(np.arange(n + 1), len(chunks), weight_edges=False)
         nnz2 = len(g2.w)
-        gathered = X2.shape[0] > 0
+        pmode = _MODE_CACHED if generic else mode  # how rows are prepared for the product
+        ip1, ix1, w1, ip2, ix2, w2 = g1.ip, g1.ix, g1.w, g2.ip, g2.ix, g2.w
         # generic matrix-free: blocks of at most `step` edges of G per thread
         step = max(1, min(1 << 22, (budget // 2) // max(1, 8 * nnz2 * min(self.threads, len(chunks)))))
 
@@ -773,46 +778,45 @@ class _Context:
             dot, a = 0.0, i0
             while a < i1:
                 b = a + 1
-                while b < i1 and g1.ip[b + 1] - g1.ip[a] <= step:
+                while b < i1 and ip1[b + 1] - ip1[a] <= step:
                     b += 1
-                e0, e1 = int(g1.ip[a]), int(g1.ip[b])
+                e0, e1 = int(ip1[a]), int(ip1[b])
                 blk = self._generic_block(g1, g2, e0, e1)
-                dot += _mv_cached_rows(a, b, g1.ip, g1.ix, g2.ip, g2.ix, blk, e0, X2, diag, v, y)
+                dot += _mv_cached_rows(a, b, ip1, ix1, ip2, ix2, blk, e0, X2, diag, v, y)
                 a = b
             return dot
 
-        def rows(c, v):
-            i0, i1 = c
-            if generic:
-                return generic_rows(i0, i1, v)
-            if mode == _MODE_CACHED:
-                return _mv_cached_rows(i0, i1, g1.ip, g1.ix, g2.ip, g2.ix, C, 0, X2, diag, v, y)
-            if mode == _MODE_FREE:
-                return _mv_free_rows(i0, i1, g1.ip, g1.ix, g1.w, g2.ip, g2.ix, g2.w, code, par, F1, F2, depth,
-                                     diag, v, y)  # fmt: skip
-            return _mv_const_rows(i0, i1, g1.ip, g1.ix, g1.w, cconst, X2, diag, v, y)
-
         def matvec(v):
-            if mode == _MODE_CONST:
-                _map(pool, lambda c: _xa2t(c[0], c[1], g2.ip, g2.ix, g2.w, v, X2), tchunks)
-            elif gathered:
-                _map(pool, lambda c: _gather_rows(c[0], c[1], g2.ix, v, X2), tchunks)
-            return sum(_map(pool, lambda c: rows(c, v), chunks))
+            if generic:
+                return sum(_map(pool, lambda c: generic_rows(c[0], c[1], v), chunks))
+            return sum(
+                _map(pool, lambda c: _mv_rows(mode, c[0], c[1], ip1, ix1, w1, ip2, ix2, w2, C, code, par, F1, F2,
+                                              depth, cconst, X2, diag, v, y), chunks)
+            )  # fmt: skip
+
+        def direction(alpha, beta):
+            _map(pool, lambda c: _direction_rows(pmode, c[0], c[1], alpha, beta, x, p, r, diag, ip2, ix2, w2, X2),
+                 tchunks)  # fmt: skip
+
+        def residual(alpha):
+            return _sum2(_map(pool, lambda c: _residual_rows(c[0], c[1], alpha, r, y, diag), tchunks))
 
         bnorm = math.sqrt(bb)
+        _map(pool, lambda c: _prepare_rows(pmode, c[0], c[1], ip2, ix2, w2, x, X2), tchunks)
         matvec(x)
-        rr, rz = _sum2(_map(pool, lambda c: _init_rows(c[0], c[1], r, y, diag, p), tchunks))
+        rr, rz = residual(1.0)
+        direction(0.0, 0.0)
         res = math.sqrt(rr) / bnorm
         it = 0
         while res > self.rtol and it < self.max_iter:
             alpha = rz / matvec(p)
-            rr, rz_new = _sum2(_map(pool, lambda c, a=alpha: _update_rows(c[0], c[1], a, x, r, p, y, diag), tchunks))
+            rr, rz_new = residual(alpha)
             it += 1
             res = math.sqrt(rr) / bnorm
-            if res <= self.rtol:
+            if res <= self.rtol or it >= self.max_iter:
+                _map(pool, lambda c, a=alpha: _axpy_rows(c[0], c[1], a, x, p), tchunks)
                 break
-            beta = rz_new / rz
-            _map(pool, lambda c, b=beta: _direction_rows(c[0], c[1], b, p, r, diag), tchunks)
+            direction(alpha, rz_new / rz)
             rz = rz_new
         return it, res
 
