@@ -718,6 +718,18 @@ class _Context:
 
     def solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str]:
         """Solve one pair; with a pool, every row-wise step is spread over its threads."""
+        try:
+            return self._solve_pair(s1, s2, g1, g2, budget, pool)
+        except MemoryError as exc:
+            n, m = s1.n, s2.n
+            need = 6 * 8 * n * m
+            raise MemoryError(
+                f"pair ({s1.name}, {s2.name}) has {n} x {m} = {n * m} unknowns: its float64 CG vectors "
+                f"need about {need / 2**30:.1f} GiB (matrix-free, the least this backend uses), "
+                "more than this machine could allocate"
+            ) from exc
+
+    def _solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str]:
         n, m = s1.n, s2.n
         nnz1, nnz2 = len(g1.w), len(g2.w)
         diag, r, x = (np.empty((n, m)) for _ in range(3))

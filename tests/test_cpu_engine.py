@@ -206,3 +206,14 @@ def test_bad_options(bad):
 def test_empty_pair_list():
     vals, its, res, ok = ce.NumbaCPUBackend().solve([], [], np.empty((0, 2), dtype=int), *NWS_K)
     assert vals.shape == its.shape == res.shape == ok.shape == (0,)
+
+
+def test_out_of_memory_names_the_pair(monkeypatch):
+    xs = systems(datasets.nws(n_graphs=2, labeled=True), *NWS_K)
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate")
+
+    monkeypatch.setattr(ce._Context, "_solve_pair", no_memory)
+    with pytest.raises(MemoryError, match=r"pair \(graph 0 .*96 x 96 = 9216 unknowns"):
+        ce.NumbaCPUBackend(threads=1).solve(xs, xs, [(0, 1)], *NWS_K)
