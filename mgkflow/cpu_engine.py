@@ -83,7 +83,7 @@ _LN2_LO = 1.90821492927058770002e-10
 _EXP_MIN = -708.0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _exp_inplace(v, kbits):  # pragma: no cover - compiled
     """v = exp(v) elementwise, to about 1 ulp, in loops the compiler vectorizes.
 
@@ -115,7 +115,7 @@ def _exp_inplace(v, kbits):  # pragma: no cover - compiled
         v[e] *= scale[e]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _eval_edge_row(prog, par, f1, e1, F2, stack):  # pragma: no cover - compiled
     """Edge kernel between edge ``e1`` of G (features ``f1[:, e1]``) and every edge of G'.
 
@@ -158,7 +158,7 @@ def _eval_edge_row(prog, par, f1, e1, F2, stack):  # pragma: no cover - compiled
                 stack[sp - 1, e] += stack[sp, e]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _build_cache(e0, e1, w1, w2, prog, par, F1, F2, depth, C):  # pragma: no cover - compiled
     """C[e - e0, :] = w1[e] * w2 * k_e(e, :) for edges e0 <= e < e1 of G."""
     L = w2.shape[0]
@@ -174,7 +174,7 @@ def _build_cache(e0, e1, w1, w2, prog, par, F1, F2, depth, C):  # pragma: no cov
 _FM = {"reassoc", "contract", "arcp", "nsz"}  # reductions may vectorize; results move by ulps only
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _finish_row(i, ip2, accp, diag, x, y):  # pragma: no cover - compiled
     """y[i, a] = diag[i, a] x[i, a] - sum of accp over the edges f of row a of G'; returns x[i]·y[i]."""
     xi = x[i]
@@ -191,7 +191,7 @@ def _finish_row(i, ip2, accp, diag, x, y):  # pragma: no cover - compiled
     return dot
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _mv_cached_rows(i0, i1, ip1, ix1, ip2, ix2, C, ebase, X2, diag, x, y):  # pragma: no cover - compiled
     """Rows i0..i1 of y = diag x - W x from cached products ``C[e - ebase]``; ``X2`` is the
     gathered x[:, ix2] (or an empty array: gather on the fly). Returns the partial x·y."""
@@ -215,7 +215,7 @@ def _mv_cached_rows(i0, i1, ip1, ix1, ip2, ix2, C, ebase, X2, diag, x, y):  # pr
     return dot
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _mv_free_rows(i0, i1, ip1, ix1, w1, ip2, ix2, w2, prog, par, F1, F2, depth, diag, x, y):  # pragma: no cover
     """Rows i0..i1 of y = diag x - W x, the edge kernel evaluated by the program (matrix-free)."""
     L = ix2.shape[0]
@@ -235,7 +235,7 @@ def _mv_free_rows(i0, i1, ip1, ix1, w1, ip2, ix2, w2, prog, par, F1, F2, depth, 
     return dot
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _mv_const_rows(i0, i1, ip1, ix1, w1, cconst, T, diag, x, y):  # pragma: no cover - compiled
     """Rows i0..i1 of y = diag x - c A X A'^T with T = X A'^T precomputed."""
     m = x.shape[1]
@@ -258,7 +258,7 @@ def _mv_const_rows(i0, i1, ip1, ix1, w1, cconst, T, diag, x, y):  # pragma: no c
     return dot
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _xa2t(j0, j1, ip2, ix2, w2, x, T):  # pragma: no cover - compiled
     """T[j, a] = sum_f w2[f] x[j, ix2[f]] over the edges f of row a of G' (T = X A'^T), rows j0..j1."""
     m = x.shape[1]
@@ -272,7 +272,7 @@ def _xa2t(j0, j1, ip2, ix2, w2, x, T):  # pragma: no cover - compiled
             tj[a] = s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _prepare_row(mode, j, ip2, ix2, w2, v, X2):  # pragma: no cover - compiled
     """What the product needs of row j of v: the gathered v[j, ix2] (cached mode with a gather
     buffer) or (v A'^T)[j] (constant mode)."""
@@ -285,13 +285,13 @@ def _prepare_row(mode, j, ip2, ix2, w2, v, X2):  # pragma: no cover - compiled
         _xa2t(j, j + 1, ip2, ix2, w2, v, X2)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _prepare_rows(mode, j0, j1, ip2, ix2, w2, v, X2):  # pragma: no cover - compiled
     for j in range(j0, j1):
         _prepare_row(mode, j, ip2, ix2, w2, v, X2)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _mv_rows(mode, i0, i1, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, v, y):
     """Rows i0..i1 of y = diag v - W v (mode 0 cached, 1 matrix-free, 2 constant), with the rows of
     v prepared by :func:`_prepare_rows`; returns the partial v·y."""  # pragma: no cover - compiled
@@ -302,14 +302,17 @@ def _mv_rows(mode, i0, i1, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, dep
     return _mv_const_rows(i0, i1, ip1, ix1, w1, cconst, X2, diag, v, y)
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _residual_rows(i0, i1, alpha, r, y, diag):  # pragma: no cover - compiled
     """r -= alpha y on rows i0..i1; returns (r·r, r·z) with z = r / diag."""
     m = r.shape[1]
-    rf, yf, df = r.reshape(-1), y.reshape(-1), diag.reshape(-1)
+    # flat slices (a loop over range(i0 * m, i1 * m) does not vectorize)
+    rf = r.reshape(-1)[i0 * m : i1 * m]
+    yf = y.reshape(-1)[i0 * m : i1 * m]
+    df = diag.reshape(-1)[i0 * m : i1 * m]
     rr = 0.0
     rz = 0.0
-    for k in range(i0 * m, i1 * m):
+    for k in range(rf.shape[0]):
         v = rf[k] - alpha * yf[k]
         rf[k] = v
         rr += v * v
@@ -317,28 +320,33 @@ def _residual_rows(i0, i1, alpha, r, y, diag):  # pragma: no cover - compiled
     return rr, rz
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _direction_rows(mode, i0, i1, alpha, beta, x, p, r, diag, ip2, ix2, w2, X2):  # pragma: no cover - compiled
     """x += alpha p, then p = r / diag + beta p and its rows prepared for the next product."""
     m = r.shape[1]
-    for i in range(i0, i1):
-        xi, pi, ri, di = x[i], p[i], r[i], diag[i]
-        for a in range(m):
-            xi[a] += alpha * pi[a]
-            pi[a] = ri[a] / di[a] + beta * pi[a]
-        _prepare_row(mode, i, ip2, ix2, w2, p, X2)
+    xf = x.reshape(-1)[i0 * m : i1 * m]
+    pf = p.reshape(-1)[i0 * m : i1 * m]
+    rf = r.reshape(-1)[i0 * m : i1 * m]
+    df = diag.reshape(-1)[i0 * m : i1 * m]
+    for k in range(xf.shape[0]):
+        pk = pf[k]  # read once: the loop then vectorizes
+        xf[k] += alpha * pk
+        pf[k] = rf[k] / df[k] + beta * pk
+    if mode == 2 or (mode == 0 and X2.shape[0] > 0):
+        _prepare_rows(mode, i0, i1, ip2, ix2, w2, p, X2)
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _axpy_rows(i0, i1, alpha, x, p):  # pragma: no cover - compiled
     """x += alpha p on rows i0..i1."""
     m = x.shape[1]
-    xf, pf = x.reshape(-1), p.reshape(-1)
-    for k in range(i0 * m, i1 * m):
+    xf = x.reshape(-1)[i0 * m : i1 * m]
+    pf = p.reshape(-1)[i0 * m : i1 * m]
+    for k in range(xf.shape[0]):
         xf[k] += alpha * pf[k]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _pcg_serial(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, r, x, bb,
                 rtol, max_iter):  # fmt: skip
     """Whole Jacobi PCG of one pair on the calling thread; r holds b on entry, x the start.
