@@ -175,24 +175,33 @@ _FM = {"reassoc", "contract", "arcp", "nsz"}  # reductions may vectorize; result
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def _finish_row(i, ip2, accp, diag, x, y):  # pragma: no cover - compiled
-    """y[i, a] = diag[i, a] x[i, a] - sum of accp over the edges f of row a of G'; returns x[i]·y[i]."""
+def _finish_row(i, bk2, accp, diag, x, y):  # pragma: no cover - compiled
+    """y[i, a] = diag[i, a] x[i, a] - sum of accp over the edges of node a of G'; returns x[i]·y[i].
+
+    G' comes in degree buckets ``bk2`` rows (a0, a1, d, off): nodes a0..a1 have d edges each, stored
+    slot-major from ``off`` (edge k of node a at off + k (a1 - a0) + a - a0), so the sums run as
+    contiguous vector adds."""
     xi = x[i]
     yi = y[i]
     di = diag[i]
+    for a in range(xi.shape[0]):
+        yi[a] = di[a] * xi[a]
+    for b in range(bk2.shape[0]):
+        a0, a1, d, off = bk2[b, 0], bk2[b, 1], bk2[b, 2], bk2[b, 3]
+        nb = a1 - a0
+        yb = yi[a0:a1]
+        for k in range(d):
+            ak = accp[off + k * nb : off + (k + 1) * nb]
+            for t in range(nb):
+                yb[t] -= ak[t]
     dot = 0.0
     for a in range(xi.shape[0]):
-        s = 0.0
-        for f in range(ip2[a], ip2[a + 1]):
-            s += accp[f]
-        v = di[a] * xi[a] - s
-        yi[a] = v
-        dot += xi[a] * v
+        dot += xi[a] * yi[a]
     return dot
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _mv_cached_rows(i0, i1, ip1, ix1, ip2, ix2, C, ebase, X2, diag, x, y):  # pragma: no cover - compiled
+def _mv_cached_rows(i0, i1, ip1, ix1, bk2, ix2, C, ebase, X2, diag, x, y):  # pragma: no cover - compiled
     """Rows i0..i1 of y = diag x - W x from cached products ``C[e - ebase]``; ``X2`` is the
     gathered x[:, ix2] (or an empty array: gather on the fly). Returns the partial x·y."""
     L = ix2.shape[0]
@@ -211,12 +220,12 @@ def _mv_cached_rows(i0, i1, ip1, ix1, ip2, ix2, C, ebase, X2, diag, x, y):  # pr
                 xj = x[ix1[e1]]
                 for f in range(L):
                     accp[f] += ce[f] * xj[ix2[f]]
-        dot += _finish_row(i, ip2, accp, diag, x, y)
+        dot += _finish_row(i, bk2, accp, diag, x, y)
     return dot
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _mv_free_rows(i0, i1, ip1, ix1, w1, ip2, ix2, w2, prog, par, F1, F2, depth, diag, x, y):  # pragma: no cover
+def _mv_free_rows(i0, i1, ip1, ix1, w1, bk2, ix2, w2, prog, par, F1, F2, depth, diag, x, y):  # pragma: no cover
     """Rows i0..i1 of y = diag x - W x, the edge kernel evaluated by the program (matrix-free)."""
     L = ix2.shape[0]
     accp = np.empty(L)
@@ -231,7 +240,7 @@ def _mv_free_rows(i0, i1, ip1, ix1, w1, ip2, ix2, w2, prog, par, F1, F2, depth, 
             xj = x[ix1[e1]]
             for f in range(L):
                 accp[f] += (we * w2[f] * ke[f]) * xj[ix2[f]]
-        dot += _finish_row(i, ip2, accp, diag, x, y)
+        dot += _finish_row(i, bk2, accp, diag, x, y)
     return dot
 
 
@@ -259,21 +268,24 @@ def _mv_const_rows(i0, i1, ip1, ix1, w1, cconst, T, diag, x, y):  # pragma: no c
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def _xa2t(j0, j1, ip2, ix2, w2, x, T):  # pragma: no cover - compiled
-    """T[j, a] = sum_f w2[f] x[j, ix2[f]] over the edges f of row a of G' (T = X A'^T), rows j0..j1."""
-    m = x.shape[1]
+def _xa2t(j0, j1, bk2, ix2, w2, x, T):  # pragma: no cover - compiled
+    """T[j, a] = sum over the edges f of node a of G' of w2[f] x[j, ix2[f]] (T = X A'^T), rows j0..j1."""
     for j in range(j0, j1):
         xj = x[j]
         tj = T[j]
-        for a in range(m):
-            s = 0.0
-            for f in range(ip2[a], ip2[a + 1]):
-                s += w2[f] * xj[ix2[f]]
-            tj[a] = s
+        tj[:] = 0.0
+        for b in range(bk2.shape[0]):
+            a0, a1, d, off = bk2[b, 0], bk2[b, 1], bk2[b, 2], bk2[b, 3]
+            nb = a1 - a0
+            tb = tj[a0:a1]
+            for k in range(d):
+                base = off + k * nb
+                for t in range(nb):
+                    tb[t] += w2[base + t] * xj[ix2[base + t]]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _prepare_row(mode, j, ip2, ix2, w2, v, X2):  # pragma: no cover - compiled
+def _prepare_row(mode, j, bk2, ix2, w2, v, X2):  # pragma: no cover - compiled
     """What the product needs of row j of v: the gathered v[j, ix2] (cached mode with a gather
     buffer) or (v A'^T)[j] (constant mode)."""
     if mode == 0 and X2.shape[0] > 0:
@@ -282,23 +294,23 @@ def _prepare_row(mode, j, ip2, ix2, w2, v, X2):  # pragma: no cover - compiled
         for f in range(ix2.shape[0]):
             gj[f] = vj[ix2[f]]
     elif mode == 2:
-        _xa2t(j, j + 1, ip2, ix2, w2, v, X2)
+        _xa2t(j, j + 1, bk2, ix2, w2, v, X2)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _prepare_rows(mode, j0, j1, ip2, ix2, w2, v, X2):  # pragma: no cover - compiled
+def _prepare_rows(mode, j0, j1, bk2, ix2, w2, v, X2):  # pragma: no cover - compiled
     for j in range(j0, j1):
-        _prepare_row(mode, j, ip2, ix2, w2, v, X2)
+        _prepare_row(mode, j, bk2, ix2, w2, v, X2)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _mv_rows(mode, i0, i1, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, v, y):
+def _mv_rows(mode, i0, i1, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, v, y):
     """Rows i0..i1 of y = diag v - W v (mode 0 cached, 1 matrix-free, 2 constant), with the rows of
     v prepared by :func:`_prepare_rows`; returns the partial v·y."""  # pragma: no cover - compiled
     if mode == 0:
-        return _mv_cached_rows(i0, i1, ip1, ix1, ip2, ix2, C, 0, X2, diag, v, y)
+        return _mv_cached_rows(i0, i1, ip1, ix1, bk2, ix2, C, 0, X2, diag, v, y)
     if mode == 1:
-        return _mv_free_rows(i0, i1, ip1, ix1, w1, ip2, ix2, w2, prog, par, F1, F2, depth, diag, v, y)
+        return _mv_free_rows(i0, i1, ip1, ix1, w1, bk2, ix2, w2, prog, par, F1, F2, depth, diag, v, y)
     return _mv_const_rows(i0, i1, ip1, ix1, w1, cconst, X2, diag, v, y)
 
 
@@ -321,7 +333,7 @@ def _residual_rows(i0, i1, alpha, r, y, diag):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def _direction_rows(mode, i0, i1, alpha, beta, x, p, r, diag, ip2, ix2, w2, X2):  # pragma: no cover - compiled
+def _direction_rows(mode, i0, i1, alpha, beta, x, p, r, diag, bk2, ix2, w2, X2):  # pragma: no cover - compiled
     """x += alpha p, then p = r / diag + beta p and its rows prepared for the next product."""
     m = r.shape[1]
     xf = x.reshape(-1)[i0 * m : i1 * m]
@@ -333,7 +345,7 @@ def _direction_rows(mode, i0, i1, alpha, beta, x, p, r, diag, ip2, ix2, w2, X2):
         xf[k] += alpha * pk
         pf[k] = rf[k] / df[k] + beta * pk
     if mode == 2 or (mode == 0 and X2.shape[0] > 0):
-        _prepare_rows(mode, i0, i1, ip2, ix2, w2, p, X2)
+        _prepare_rows(mode, i0, i1, bk2, ix2, w2, p, X2)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
@@ -347,7 +359,7 @@ def _axpy_rows(i0, i1, alpha, x, p):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _pcg_serial(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, r, x, bb,
+def _pcg_serial(mode, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, r, x, bb,
                 rtol, max_iter):  # fmt: skip
     """Whole Jacobi PCG of one pair on the calling thread; r holds b on entry, x the start.
 
@@ -357,14 +369,14 @@ def _pcg_serial(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, c
     y = np.empty((n, m))
     p = np.zeros((n, m))
     bnorm = math.sqrt(bb)
-    _prepare_rows(mode, 0, n, ip2, ix2, w2, x, X2)
-    _mv_rows(mode, 0, n, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, x, y)
+    _prepare_rows(mode, 0, n, bk2, ix2, w2, x, X2)
+    _mv_rows(mode, 0, n, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, x, y)
     rr, rz = _residual_rows(0, n, 1.0, r, y, diag)
-    _direction_rows(mode, 0, n, 0.0, 0.0, x, p, r, diag, ip2, ix2, w2, X2)
+    _direction_rows(mode, 0, n, 0.0, 0.0, x, p, r, diag, bk2, ix2, w2, X2)
     res = math.sqrt(rr) / bnorm
     it = 0
     while res > rtol and it < max_iter:
-        pap = _mv_rows(mode, 0, n, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, p, y)
+        pap = _mv_rows(mode, 0, n, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, p, y)
         alpha = rz / pap
         rr, rz_new = _residual_rows(0, n, alpha, r, y, diag)
         it += 1
@@ -372,7 +384,7 @@ def _pcg_serial(mode, ip1, ix1, w1, ip2, ix2, w2, C, prog, par, F1, F2, depth, c
         if res <= rtol or it >= max_iter:
             _axpy_rows(0, n, alpha, x, p)
             break
-        _direction_rows(mode, 0, n, alpha, rz_new / rz, x, p, r, diag, ip2, ix2, w2, X2)
+        _direction_rows(mode, 0, n, alpha, rz_new / rz, x, p, r, diag, bk2, ix2, w2, X2)
         rz = rz_new
     return it, res
 
@@ -504,23 +516,65 @@ def _edge_features(program: EdgeProgram, graphs: Sequence[GraphSystem]) -> list[
 # ====================================================================== the backend
 @dataclass
 class _GraphArrays:
+    """A graph's arrays for the engine, in the role of G (rows, the graph's own order) or of G'
+    (columns: nodes sorted by degree, edges in degree buckets ``bk``, see :func:`_finish_row`)."""
+
     ip: np.ndarray
     ix: np.ndarray
     w: np.ndarray
     feat: np.ndarray
     node_labels: dict
     edge_labels: dict
+    d: np.ndarray
+    q: np.ndarray
+    p: np.ndarray
+    perm: np.ndarray
+    bk: np.ndarray
 
 
-def _graph_arrays(s: GraphSystem, feat: np.ndarray | None) -> _GraphArrays:
+def _graph_arrays(s: GraphSystem, feat: np.ndarray | None, columns: bool = False) -> _GraphArrays:
     A = s.graph.adjacency
+    ip = np.ascontiguousarray(A.indptr, dtype=np.int64)
+    ix = np.ascontiguousarray(A.indices, dtype=np.int64)
+    w = np.ascontiguousarray(A.data, dtype=np.float64)
+    feat = feat if feat is not None else np.empty((0, s.graph.nnz))
+    n = s.n
+    perm = np.arange(n)
+    bk = np.empty((0, 4), dtype=np.int64)
+    eperm = None
+    if columns:
+        deg = np.diff(ip)
+        perm = np.argsort(deg, kind="stable")
+        inv = np.empty(n, dtype=np.int64)
+        inv[perm] = np.arange(n)
+        sdeg = deg[perm]
+        cuts = np.flatnonzero(np.diff(sdeg)) + 1
+        a0s = np.concatenate([[0], cuts])
+        a1s = np.concatenate([cuts, [n]])
+        rows, blocks, off = [], [], 0
+        for a0, a1 in zip(a0s.tolist(), a1s.tolist()):
+            d = int(sdeg[a0])
+            rows.append((a0, a1, d, off))
+            # edge k of node a at off + k * (a1 - a0) + (a - a0): slot-major
+            blocks.append((ip[perm[a0:a1]][None, :] + np.arange(d)[:, None]).ravel())
+            off += d * (a1 - a0)
+        bk = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+        eperm = np.concatenate(blocks).astype(np.int64) if blocks else np.empty(0, dtype=np.int64)
+        ix = np.ascontiguousarray(inv[ix[eperm]])
+        w = np.ascontiguousarray(w[eperm])
+        feat = np.ascontiguousarray(feat[:, eperm])
     return _GraphArrays(
-        ip=np.ascontiguousarray(A.indptr, dtype=np.int64),
-        ix=np.ascontiguousarray(A.indices, dtype=np.int64),
-        w=np.ascontiguousarray(A.data, dtype=np.float64),
-        feat=feat if feat is not None else np.empty((0, s.graph.nnz)),
-        node_labels=dict(s.graph.node_labels),
-        edge_labels=dict(s.graph.edge_labels),
+        ip=ip,
+        ix=ix,
+        w=w,
+        feat=feat,
+        node_labels={k: v[perm] for k, v in s.graph.node_labels.items()},
+        edge_labels={k: v[eperm] if eperm is not None else v for k, v in s.graph.edge_labels.items()},
+        d=s.d[perm],
+        q=s.q[perm],
+        p=s.p[perm],
+        perm=perm,
+        bk=bk,
     )
 
 
@@ -631,7 +685,7 @@ class NumbaCPUBackend:
         for t, i in enumerate(used_x):
             gx[i] = _graph_arrays(xs[i], feats[t] if feats else None)
         for t, j in enumerate(used_y):
-            gy[j] = _graph_arrays(ys[j], feats[len(used_x) + t] if feats else None)
+            gy[j] = _graph_arrays(ys[j], feats[len(used_x) + t] if feats else None, columns=True)
         ctx = _Context(self, node_kernel, edge_kernel, program, const_c)
 
         big, small = [], []
@@ -707,12 +761,12 @@ class _Context:
         if not ok.all():
             a, c = np.argwhere(~ok)[0]
             raise GraphError(
-                f"node kernel is {V[a, c]} (not > 0) between node {i0 + a} of {s1.name} and node {c} of "
-                f"{s2.name}; node kernel values must lie in (0, 1]"
+                f"node kernel is {V[a, c]} (not > 0) between node {i0 + a} of {s1.name} and node "
+                f"{g2.perm[c]} of {s2.name}; node kernel values must lie in (0, 1]"
             )
-        Dx = np.outer(s1.d[i0:i1], s2.d)
+        Dx = np.outer(g1.d[i0:i1], g2.d)
         np.divide(Dx, V, out=diag[i0:i1])
-        np.multiply(Dx, np.outer(s1.q[i0:i1], s2.q), out=r[i0:i1])
+        np.multiply(Dx, np.outer(g1.q[i0:i1], g2.q), out=r[i0:i1])
         np.divide(r[i0:i1], diag[i0:i1], out=x[i0:i1])
         return float(np.vdot(r[i0:i1], r[i0:i1]))
 
@@ -773,12 +827,12 @@ class _Context:
             if generic and n * nnz2 * 8 <= budget // 2:
                 X2 = np.empty((n, nnz2))
         if pool is None and not generic:
-            it, res = _pcg_serial(mode, g1.ip, g1.ix, g1.w, g2.ip, g2.ix, g2.w, C, code, par, F1, F2, depth,
+            it, res = _pcg_serial(mode, g1.ip, g1.ix, g1.w, g2.bk, g2.ix, g2.w, C, code, par, F1, F2, depth,
                                   cconst, X2, diag, r, x, bb, self.rtol, self.max_iter)  # fmt: skip
         else:
             it, res = self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
                                         cconst, X2, diag, r, x, bb, budget)  # fmt: skip
-        value = float(np.einsum("i,ij,j->", s1.p, x, s2.p))
+        value = float(np.einsum("i,ij,j->", g1.p, x, g2.p))
         return value, int(it), float(res), label
 
     def _pcg_chunked(self, pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth, cconst, X2,
@@ -790,7 +844,7 @@ class _Context:
         tchunks = _row_chunks(np.arange(n + 1), len(chunks), weight_edges=False)
         nnz2 = len(g2.w)
         pmode = _MODE_CACHED if generic else mode  # how rows are prepared for the product
-        ip1, ix1, w1, ip2, ix2, w2 = g1.ip, g1.ix, g1.w, g2.ip, g2.ix, g2.w
+        ip1, ix1, w1, ip2, ix2, w2 = g1.ip, g1.ix, g1.w, g2.bk, g2.ix, g2.w
         # generic matrix-free: blocks of at most `step` edges of G per thread
         step = max(1, min(1 << 22, (budget // 2) // max(1, 8 * nnz2 * min(self.threads, len(chunks)))))
 
