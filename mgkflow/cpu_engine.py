@@ -11,7 +11,8 @@ applied in one of three ways, chosen per pair:
 
 ``cached``
     The nnz(G) x nnz(G') edge-pair products ``w_e w_e' k_e(e, e')`` are computed once
-    and kept, when they fit the memory budget ``cache_bytes``.
+    and kept, when they fit the memory budget ``cache_bytes`` (default 256 MiB, shared by
+    the pairs solved at once).
 ``matrix-free``
     Otherwise the edge kernel is recomputed on every product, one edge of G against
     all edges of G' at a time: memory O(n·m + nnz(G')) per thread.
@@ -25,6 +26,12 @@ Edge kernels built from :class:`~mgkflow.kernels.Constant`,
 (a small postfix program with run-time parameters); any other kernel or label layout is
 evaluated through the kernel's numpy ``__call__`` on blocks of edge pairs (the generic
 path, same results). The node kernel is always evaluated through ``__call__``.
+
+Layout: each product accumulates, for every node i of G, one value per edge of G'
+(a contiguous vector loop over G''s edges, with x gathered once per product); G' is
+taken with its nodes sorted by degree and its edges grouped in degree buckets, so the
+sums over each node's edges are contiguous vector adds too. The PCG vector steps are
+fused into two passes per iteration.
 
 Parallelism: small pairs are spread over ``threads`` worker threads, one pair per
 task (the compiled solver releases the GIL); a large pair is solved one at a time with
@@ -63,7 +70,7 @@ from .system import GraphSystem
 __all__ = ["NumbaCPUBackend", "EdgeProgram", "compile_edge_program", "DEFAULT_CACHE_BYTES"]
 
 #: Default memory budget for cached edge-pair products (all concurrently solved pairs together).
-DEFAULT_CACHE_BYTES = 1 << 30
+DEFAULT_CACHE_BYTES = 256 << 20
 #: Pairs with more edge pairs than this (or more unknowns than ``_BIG_UNKNOWNS``) are solved
 #: one at a time with their rows spread over the threads.
 _BIG_EDGE_PAIRS = 4_000_000
