@@ -292,22 +292,17 @@ def _xa2t(j0, j1, bk2, ix2, w2, x, T):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _prepare_row(mode, j, bk2, ix2, w2, v, X2):  # pragma: no cover - compiled
-    """What the product needs of row j of v: the gathered v[j, ix2] (cached mode with a gather
-    buffer) or (v A'^T)[j] (constant mode)."""
-    if mode == 0 and X2.shape[0] > 0:
-        vj = v[j]
-        gj = X2[j]
-        for f in range(ix2.shape[0]):
-            gj[f] = vj[ix2[f]]
-    elif mode == 2:
-        _xa2t(j, j + 1, bk2, ix2, w2, v, X2)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def _prepare_rows(mode, j0, j1, bk2, ix2, w2, v, X2):  # pragma: no cover - compiled
-    for j in range(j0, j1):
-        _prepare_row(mode, j, bk2, ix2, w2, v, X2)
+    """What the product needs of rows j0..j1 of v: the gathered v[j, ix2] (cached mode with a
+    gather buffer) or (v A'^T)[j] (constant mode)."""
+    if mode == 0 and X2.shape[0] > 0:
+        for j in range(j0, j1):
+            vj = v[j]
+            gj = X2[j]
+            for f in range(ix2.shape[0]):
+                gj[f] = vj[ix2[f]]
+    elif mode == 2:
+        _xa2t(j0, j1, bk2, ix2, w2, v, X2)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -363,6 +358,19 @@ def _axpy_rows(i0, i1, alpha, x, p):  # pragma: no cover - compiled
     pf = p.reshape(-1)[i0 * m : i1 * m]
     for k in range(xf.shape[0]):
         xf[k] += alpha * pf[k]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def _bilinear(i0, i1, p1, x, p2):  # pragma: no cover - compiled
+    """sum over rows i0..i1 of p1[i] (x[i] · p2)."""
+    out = 0.0
+    for i in range(i0, i1):
+        xi = x[i]
+        s = 0.0
+        for a in range(xi.shape[0]):
+            s += xi[a] * p2[a]
+        out += p1[i] * s
+    return out
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -839,7 +847,7 @@ class _Context:
         else:
             it, res = self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
                                         cconst, X2, diag, r, x, bb, budget)  # fmt: skip
-        value = float(np.einsum("i,ij,j->", g1.p, x, g2.p))
+        value = float(sum(_map(pool, lambda c: _bilinear(c[0], c[1], g1.p, x, g2.p), chunks)))
         return value, int(it), float(res), label
 
     def _pcg_chunked(self, pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth, cconst, X2,
