@@ -207,26 +207,50 @@ def _finish_row(i, bk2, accp, diag, x, y):  # pragma: no cover - compiled
     return dot
 
 
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def _mv_gathered_rows(i0, i1, ip1, ix1, bk2, C, ebase, X2, diag, x, y):  # pragma: no cover - compiled
+    """Rows i0..i1 of y = diag x - W x from cached products ``C[e - ebase]`` and the gathered
+    ``X2 = x[:, ix2]``, accumulated straight into y bucket by bucket. Returns the partial x·y."""
+    dot = 0.0
+    for i in range(i0, i1):
+        xi = x[i]
+        yi = y[i]
+        di = diag[i]
+        for a in range(xi.shape[0]):
+            yi[a] = di[a] * xi[a]
+        for e1 in range(ip1[i], ip1[i + 1]):
+            ce = C[e1 - ebase]
+            gj = X2[ix1[e1]]
+            for b in range(bk2.shape[0]):
+                a0, a1, d, off = bk2[b, 0], bk2[b, 1], bk2[b, 2], bk2[b, 3]
+                nb = a1 - a0
+                yb = yi[a0:a1]
+                for k in range(d):
+                    cb = ce[off + k * nb : off + (k + 1) * nb]
+                    gb = gj[off + k * nb : off + (k + 1) * nb]
+                    for t in range(nb):
+                        yb[t] -= cb[t] * gb[t]
+        for a in range(xi.shape[0]):
+            dot += xi[a] * yi[a]
+    return dot
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _mv_cached_rows(i0, i1, ip1, ix1, bk2, ix2, C, ebase, X2, diag, x, y):  # pragma: no cover - compiled
     """Rows i0..i1 of y = diag x - W x from cached products ``C[e - ebase]``; ``X2`` is the
     gathered x[:, ix2] (or an empty array: gather on the fly). Returns the partial x·y."""
+    if X2.shape[0] > 0:
+        return _mv_gathered_rows(i0, i1, ip1, ix1, bk2, C, ebase, X2, diag, x, y)
     L = ix2.shape[0]
     accp = np.empty(L)
-    gathered = X2.shape[0] > 0
     dot = 0.0
     for i in range(i0, i1):
         accp[:] = 0.0
         for e1 in range(ip1[i], ip1[i + 1]):
             ce = C[e1 - ebase]
-            if gathered:
-                gj = X2[ix1[e1]]
-                for f in range(L):
-                    accp[f] += ce[f] * gj[f]
-            else:
-                xj = x[ix1[e1]]
-                for f in range(L):
-                    accp[f] += ce[f] * xj[ix2[f]]
+            xj = x[ix1[e1]]
+            for f in range(L):
+                accp[f] += ce[f] * xj[ix2[f]]
         dot += _finish_row(i, bk2, accp, diag, x, y)
     return dot
 
