@@ -664,7 +664,7 @@ class NumbaCPUBackend:
     (True, True)
     """
 
-    name = "cpu-numba"
+    name = "cpu"
 
     def __init__(
         self,
