@@ -116,7 +116,7 @@ def _exp_inplace(v, kbits):  # pragma: no cover - compiled
         p = p * r + 1.0
         p = p * r + 1.0
         kbits[e] = (np.int64(k) + 1023) << 52
-        v[e] = p if v[e] >= _EXP_MIN else 0.0
+        v[e] = p if v[e] >= _EXP_MIN else (0.0 if v[e] < _EXP_MIN else v[e])  # NaN stays NaN
     scale = kbits.view(np.float64)
     for e in range(v.shape[0]):
         v[e] *= scale[e]
@@ -528,8 +528,8 @@ def _edge_features(program: EdgeProgram, graphs: Sequence[GraphSystem]) -> list[
         if kind == "value":
             if any(not (np.issubdtype(a.dtype, np.number) or a.dtype == bool) for a in arrays):
                 return None
-            if any(np.iscomplexobj(a) for a in arrays):
-                return None
+            if any(np.iscomplexobj(a) or not np.isfinite(a).all() for a in arrays):
+                return None  # NaN / inf: numpy's semantics through the generic path
             for f, a in zip(feats, arrays):
                 f[s] = a.astype(np.float64)
         else:

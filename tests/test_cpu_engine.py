@@ -217,3 +217,15 @@ def test_out_of_memory_names_the_pair(monkeypatch):
     monkeypatch.setattr(ce._Context, "_solve_pair", no_memory)
     with pytest.raises(MemoryError, match=r"pair \(graph 0 .*96 x 96 = 9216 unknowns"):
         ce.NumbaCPUBackend(threads=1).solve(xs, xs, [(0, 1)], *NWS_K)
+
+
+def test_compiled_exp_is_within_two_ulp_of_numpy():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([-rng.exponential(30.0, 20_000), rng.uniform(-1, 1, 1000), [0.0, -1e-300, -700.0, -707.9]])
+    v = x.copy()
+    ce._exp_inplace(v, np.empty(len(v), dtype=np.int64))
+    np.testing.assert_allclose(v, np.exp(x), rtol=4.5e-16, atol=0)
+    # below exp(-708) (subnormal range) the engine returns 0
+    v = np.array([-708.5, -800.0, -np.inf, np.nan])
+    ce._exp_inplace(v, np.empty(4, dtype=np.int64))
+    np.testing.assert_array_equal(v, [0.0, 0.0, 0.0, np.nan])
