@@ -88,11 +88,15 @@ def test_one_pair_over_all_threads_matches_oracle(kw, monkeypatch):
     check_against_oracle(xs, xs, gram_pairs(2), *NWS_K, threads=2, **kw)
 
 
-def test_small_budget_blocks_the_numpy_matrix_free_path(monkeypatch):
-    # a budget of a few edge rows forces many numpy blocks per thread
+@pytest.mark.parametrize("budget", [4000, 330_000])
+def test_small_budget_blocks_the_numpy_matrix_free_path(monkeypatch, budget):
+    # 4000 bytes: a few edge rows per numpy block, x gathered on the fly; 330 kB: the 206 x 206
+    # products (339 kB) do not fit, the gathered x (96 x 206 x 8 = 158 kB) does
     monkeypatch.setattr(ce, "_BIG_EDGE_PAIRS", 0)
     xs = systems(datasets.nws(n_graphs=2, labeled=True), *NWS_K)
-    check_against_oracle(xs, xs, [(0, 1)], *NWS_K, threads=2, cache_bytes=4000, compiled_kernels=False)
+    assert [g.nnz for g in (xs[0].graph, xs[1].graph)] == [206, 206]
+    be = check_against_oracle(xs, xs, [(0, 1)], *NWS_K, threads=2, cache_bytes=budget, compiled_kernels=False)
+    assert be.last_extra["pairs_matrix_free"] == 1
 
 
 def test_ba_labeled_and_unlabeled_constant_kernels():
