@@ -11,6 +11,7 @@ from mgkflow.bench import cpu
 
 
 def test_bench_cpu_writes_csv(tmp_path, capsys):
+    pytest.importorskip("numba")
     assert cpu.main(["--n-graphs", "2", "--repeats", "1", "--no-grakel", "--out", str(tmp_path)]) == 0
     rows = list(csv.DictReader((tmp_path / "cpu_bench.csv").read_text().splitlines()))
     methods = [r["method"] for r in rows]
@@ -25,6 +26,7 @@ def test_bench_cpu_writes_csv(tmp_path, capsys):
 
 
 def test_large_pair_reports_time_memory_and_mode():
+    pytest.importorskip("numba")
     r = cpu.run_large_pair("unlabeled", large_n=300)
     assert r["mode"] == "constant" and r["converged"] and r["cg_iter"] >= 1
     assert r["peak_rss_mb"] > 0 and r["seconds"] > 0 and r["edge_pairs"] > 0

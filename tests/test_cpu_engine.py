@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 
 from mgkflow import Graph, datasets
-from mgkflow import cpu_engine as ce
 from mgkflow.cpu_solver import CPUBackend
 from mgkflow.errors import GraphError
 from mgkflow.kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
 from mgkflow.system import prepare_graph
+
+pytest.importorskip("numba", reason="the numba CPU engine needs numba")
+from mgkflow import cpu_engine as ce  # noqa: E402
 
 RTOL = 1e-9
 
