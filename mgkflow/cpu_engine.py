@@ -702,14 +702,34 @@ class NumbaCPUBackend:
         Returns values, CG iterations, final relative residuals and converged flags aligned
         with the pairs; ``progress(1)`` is called as each pair finishes.
         """
+        values, iters, res, conv, _ = self._run(xs, ys, pairs, node_kernel, edge_kernel, progress, False)
+        return values, iters, res, conv
+
+    def solve_nodal(
+        self,
+        xs: Sequence[GraphSystem],
+        ys: Sequence[GraphSystem],
+        pairs: Any,
+        node_kernel: BaseKernel,
+        edge_kernel: BaseKernel,
+        progress: Callable[[int], Any] | None = None,
+    ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+        """Node-pair similarity blocks of ``pairs``: ``blocks[t]`` is the (n_i, m_j) array
+        p_a p'_b x_ab of pair t (it sums to the kernel value); then iterations, residuals and
+        converged flags as :meth:`solve`."""
+        _, iters, res, conv, blocks = self._run(xs, ys, pairs, node_kernel, edge_kernel, progress, True)
+        return blocks, iters, res, conv
+
+    def _run(self, xs, ys, pairs, node_kernel, edge_kernel, progress, nodal):
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         k = len(pairs)
         values = np.empty(k)
         iters = np.zeros(k, dtype=np.int64)
         res = np.empty(k)
         conv = np.empty(k, dtype=bool)
+        blocks: list[Any] = [None] * k
         if k == 0:
-            return values, iters, res, conv
+            return values, iters, res, conv, blocks
         used_x = sorted(set(pairs[:, 0].tolist()))
         used_y = sorted(set(pairs[:, 1].tolist()))
         program = compile_edge_program(edge_kernel) if self.compiled_kernels else None
@@ -726,6 +746,7 @@ class NumbaCPUBackend:
         for t, j in enumerate(used_y):
             gy[j] = _graph_arrays(ys[j], feats[len(used_x) + t] if feats else None, columns=True)
         ctx = _Context(self, node_kernel, edge_kernel, program, const_c)
+        ctx.nodal = nodal
 
         big, small = [], []
         for t, (i, j) in enumerate(pairs.tolist()):
@@ -734,8 +755,8 @@ class NumbaCPUBackend:
             (big if ep > _BIG_EDGE_PAIRS or nm > _BIG_UNKNOWNS else small).append(t)
         modes = {"cached": 0, "matrix-free": 0, "constant": 0}
 
-        def record(t: int, out: tuple[float, int, float, str]) -> None:
-            values[t], iters[t], res[t], mode = out
+        def record(t: int, out: tuple[float, int, float, str, Any]) -> None:
+            values[t], iters[t], res[t], mode, blocks[t] = out
             conv[t] = res[t] <= self.rtol
             modes[mode] += 1
             if progress is not None:
@@ -764,7 +785,7 @@ class NumbaCPUBackend:
                 i, j = pairs[t]
                 record(t, ctx.solve_pair(xs[i], ys[j], gx[i], gy[j], self.cache_bytes, pool))
         self.last_extra = {"threads": self.threads, **{f"pairs_{k.replace('-', '_')}": v for k, v in modes.items()}}
-        return values, iters, res, conv
+        return values, iters, res, conv, blocks
 
     def __repr__(self) -> str:
         return (
@@ -789,6 +810,7 @@ class _Context:
         self.edge_kernel = edge_kernel
         self.program = program
         self.const_c = const_c
+        self.nodal = False
 
     # -------------------------------------------------------------- per-pair pieces
     def _setup_rows(self, s1, s2, g1, g2, i0, i1, diag, r, x) -> float:
@@ -817,7 +839,7 @@ class _Context:
         ke = np.broadcast_to(ke, (e1 - e0, len(g2.w)))
         return np.ascontiguousarray(g1.w[e0:e1, None] * g2.w[None, :] * ke)
 
-    def solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str]:
+    def solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str, Any]:
         """Solve one pair; with a pool, every row-wise step is spread over its threads."""
         try:
             return self._solve_pair(s1, s2, g1, g2, budget, pool)
@@ -830,7 +852,7 @@ class _Context:
                 "more than this machine could allocate"
             ) from exc
 
-    def _solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str]:
+    def _solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str, Any]:
         n, m = s1.n, s2.n
         nnz1, nnz2 = len(g1.w), len(g2.w)
         diag, r, x = (np.empty((n, m)) for _ in range(3))
@@ -872,7 +894,11 @@ class _Context:
             it, res = self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
                                         cconst, X2, diag, r, x, bb, budget)  # fmt: skip
         value = float(sum(_map(pool, lambda c: _bilinear(c[0], c[1], g1.p, x, g2.p), chunks)))
-        return value, int(it), float(res), label
+        block = None
+        if self.nodal:  # p_a p'_b x_ab with the columns back in G''s own node order
+            block = np.empty((n, m))
+            block[:, g2.perm] = np.outer(g1.p, g2.p) * x
+        return value, int(it), float(res), label, block
 
     def _pcg_chunked(self, pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth, cconst, X2,
                      diag, r, x, bb, budget):  # fmt: skip

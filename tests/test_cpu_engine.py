@@ -235,3 +235,26 @@ def test_compiled_exp_is_within_two_ulp_of_numpy():
     v = np.array([-708.5, -800.0, -np.inf, np.nan])
     ce._exp_inplace(v, np.empty(4, dtype=np.int64))
     np.testing.assert_array_equal(v, [0.0, 0.0, 0.0, np.nan])
+
+
+@pytest.mark.parametrize("kw", [{}, {"cache_bytes": 0}])
+def test_nodal_blocks_match_the_oracle_solution(kw, monkeypatch):
+    from mgkflow.cpu_solver import solve_pair
+
+    nk = KroneckerDelta(0.3, "l")
+    ek = SquareExponential(0.8, "e") * KroneckerDelta(0.6, "b")
+    X = [weighted_graph(n, s) for s, n in enumerate([7, 12])]
+    xs = [prepare_graph(g, i, nk, ek, p="pp", q="qq") for i, g in enumerate(X)]
+    pairs = gram_pairs(2)
+    be = ce.NumbaCPUBackend(threads=2, **kw)
+    for big in (False, True):
+        if big:
+            monkeypatch.setattr(ce, "_BIG_EDGE_PAIRS", 0)
+        blocks, its, res, ok = be.solve_nodal(xs, xs, pairs, nk, ek)
+        vals = be.solve(xs, xs, pairs, nk, ek)[0]
+        for t, (i, j) in enumerate(pairs):
+            ref = np.outer(xs[i].p, xs[j].p) * solve_pair(xs[i], xs[j], nk, ek).x
+            assert blocks[t].shape == (xs[i].n, xs[j].n)
+            np.testing.assert_allclose(blocks[t], ref, rtol=1e-9, atol=1e-12 * np.abs(ref).max())
+            assert blocks[t].sum() == pytest.approx(vals[t], rel=1e-12)
+        assert ok.all()
