@@ -57,7 +57,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -813,21 +813,44 @@ class _Context:
         self.nodal = False
 
     # -------------------------------------------------------------- per-pair pieces
-    def _setup_rows(self, s1, s2, g1, g2, i0, i1, diag, r, x) -> float:
-        """diag = D_x / V_x, r = b = D_x q_x, x = b / diag on rows i0..i1; returns sum b^2."""
+    def _setup_rows(self, s1, s2, g1, g2, i0, i1, diag, r) -> tuple[float, float]:
+        """diag = D_x / V_x and r = b = D_x q_x on rows i0..i1; returns (max |b|, max diag) there."""
         nl1 = {k: v[i0:i1, None] for k, v in g1.node_labels.items()}
         nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
-        V = np.broadcast_to(np.asarray(self.node_kernel(nl1, nl2), dtype=np.float64), (i1 - i0, s2.n))
+        with np.errstate(all="ignore"):
+            V = np.broadcast_to(np.asarray(self.node_kernel(nl1, nl2), dtype=np.float64), (i1 - i0, s2.n))
         ok = V > 0
         if not ok.all():
             a, c = np.argwhere(~ok)[0]
+            hint = ""
+            if V[a, c] == 0 and self.node_kernel.range.lo_open:
+                hint = " (the kernel underflows float64 here: a length scale too small for these labels?)"
             raise GraphError(
                 f"node kernel is {V[a, c]} (not > 0) between node {i0 + a} of {s1.name} and node "
-                f"{g2.perm[c]} of {s2.name}; node kernel values must lie in (0, 1]"
+                f"{g2.perm[c]} of {s2.name}; node kernel values must lie in (0, 1]{hint}"
             )
-        Dx = np.outer(g1.d[i0:i1], g2.d)
-        np.divide(Dx, V, out=diag[i0:i1])
-        np.multiply(Dx, np.outer(g1.q[i0:i1], g2.q), out=r[i0:i1])
+        with np.errstate(over="raise", under="ignore"):
+            try:
+                Dx = np.outer(g1.d[i0:i1], g2.d)
+                np.divide(Dx, V, out=diag[i0:i1])
+                np.multiply(Dx, np.outer(g1.q[i0:i1], g2.q), out=r[i0:i1])
+                np.outer(g1.p[i0:i1], g2.p)  # p_x itself is never stored: only its overflow matters
+            except FloatingPointError as exc:
+                raise GraphError(
+                    f"pair ({s1.name}, {s2.name}): the degree or start-probability products overflow float64 "
+                    "(start probabilities p too large?)"
+                ) from exc
+        if i1 == i0:
+            return 0.0, 0.0
+        return float(np.max(np.abs(r[i0:i1]))), float(np.max(diag[i0:i1]))
+
+    @staticmethod
+    def _scale_rows(i0, i1, shift, mshift, diag, r, x) -> float:
+        """r = 2^shift b, diag = 2^mshift diag (exact), x = r / diag on rows i0..i1; returns sum r^2."""
+        if shift:
+            np.ldexp(r[i0:i1], shift, out=r[i0:i1])
+        if mshift:
+            np.ldexp(diag[i0:i1], mshift, out=diag[i0:i1])
         np.divide(r[i0:i1], diag[i0:i1], out=x[i0:i1])
         return float(np.vdot(r[i0:i1], r[i0:i1]))
 
@@ -835,9 +858,10 @@ class _Context:
         """Products w_e w_e' k_e(e, e') for edges e0..e1 of G, through the kernel's numpy __call__."""
         el1 = {k: v[e0:e1, None] for k, v in g1.edge_labels.items()}
         el2 = {k: v[None, :] for k, v in g2.edge_labels.items()}
-        ke = np.asarray(self.edge_kernel(el1, el2), dtype=np.float64)
-        ke = np.broadcast_to(ke, (e1 - e0, len(g2.w)))
-        return np.ascontiguousarray(g1.w[e0:e1, None] * g2.w[None, :] * ke)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            ke = np.asarray(self.edge_kernel(el1, el2), dtype=np.float64)
+            ke = np.broadcast_to(ke, (e1 - e0, len(g2.w)))
+            return np.ascontiguousarray(g1.w[e0:e1, None] * g2.w[None, :] * ke)
 
     def solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str, Any]:
         """Solve one pair; with a pool, every row-wise step is spread over its threads."""
@@ -858,7 +882,20 @@ class _Context:
         diag, r, x = (np.empty((n, m)) for _ in range(3))
         prog = self.program
         chunks = [(0, n)] if pool is None else _row_chunks(g1.ip, 4 * self.threads)
-        bb = sum(_map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, r, x), chunks))
+        tops = _map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, r), chunks)
+        top = max((t[0] for t in tops), default=0.0)
+        dtop = max((t[1] for t in tops), default=0.0)
+        # Powers of two (exact): b is scaled to put its largest entry in [1, 2); where the diagonal
+        # is extreme (edge weights near the float64 limits, as K is invariant under A -> c A) the
+        # whole matrix is scaled too (the diagonal and both graphs' weights), so that no CG
+        # quantity under- or overflows. x is scaled back at the end.
+        shift = 0 if top == 0 else 1 - int(np.frexp(top)[1])
+        mshift = 0
+        if dtop > 0 and not (2.0**-100 <= dtop <= 2.0**100):
+            mshift = 1 - int(np.frexp(dtop)[1])
+            g1 = replace(g1, w=np.ldexp(g1.w, mshift // 2))
+            g2 = replace(g2, w=np.ldexp(g2.w, mshift - mshift // 2))
+        bb = sum(_map(pool, lambda c: self._scale_rows(c[0], c[1], shift, mshift, diag, r, x), chunks))
         C, X2, cconst = _EMPTY2, _EMPTY2, 0.0
         code, par, depth = (prog.code, prog.par, prog.depth) if prog is not None else (_EMPTY_PROG, _EMPTY1, 1)
         F1, F2 = g1.feat, g2.feat
@@ -893,11 +930,14 @@ class _Context:
         else:
             it, res = self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
                                         cconst, X2, diag, r, x, bb, budget)  # fmt: skip
-        value = float(sum(_map(pool, lambda c: _bilinear(c[0], c[1], g1.p, x, g2.p), chunks)))
-        block = None
-        if self.nodal:  # p_a p'_b x_ab with the columns back in G''s own node order
-            block = np.empty((n, m))
-            block[:, g2.perm] = np.outer(g1.p, g2.p) * x
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # the caller reports overflows
+            if shift != mshift:  # M' = 2^mshift M, b' = 2^shift b: x = 2^(mshift - shift) x'
+                _map(pool, lambda c: np.ldexp(x[c[0] : c[1]], mshift - shift, out=x[c[0] : c[1]]), chunks)
+            value = float(sum(_map(pool, lambda c: _bilinear(c[0], c[1], g1.p, x, g2.p), chunks)))
+            block = None
+            if self.nodal:  # p_a p'_b x_ab with the columns back in G''s own node order
+                block = np.empty((n, m))
+                block[:, g2.perm] = np.outer(g1.p, g2.p) * x
         return value, int(it), float(res), label, block
 
     def _pcg_chunked(self, pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth, cconst, X2,

@@ -6,6 +6,8 @@ kernels, one pair per thread / one pair over all threads) must give the oracle's
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -258,3 +260,30 @@ def test_nodal_blocks_match_the_oracle_solution(kw, monkeypatch):
             np.testing.assert_allclose(blocks[t], ref, rtol=1e-9, atol=1e-12 * np.abs(ref).max())
             assert blocks[t].sum() == pytest.approx(vals[t], rel=1e-12)
         assert ok.all()
+
+
+@pytest.mark.parametrize("c", [1e-150, 1e-40, 1e40, 1e150])
+def test_scaling_every_weight_leaves_k_unchanged(c):
+    # K is invariant under A -> c A; the right-hand side is scaled by a power of two inside
+    nk = KroneckerDelta(0.3, "l")
+    ek = SquareExponential(0.8, "e")
+    gs = [weighted_graph(n, s, isolated=False) for s, n in enumerate([9, 12])]  # (an isolated node has d = 1)
+    scaled = [
+        Graph(c * g.adjacency.toarray(), node_labels=dict(g.node_labels),
+              edge_labels={"e": _dense(g, "e")}) for g in gs
+    ]  # fmt: skip
+    ref = ce.NumbaCPUBackend(threads=2).solve(systems(gs, nk, ek), systems(gs, nk, ek), gram_pairs(2), nk, ek)[0]
+    xs = systems(scaled, nk, ek)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vals, _, _, ok = ce.NumbaCPUBackend(threads=2).solve(xs, xs, gram_pairs(2), nk, ek)
+    assert ok.all()
+    np.testing.assert_allclose(vals, ref, rtol=1e-9)
+
+
+def _dense(g, field):
+    A = g.adjacency
+    out = np.zeros(A.shape)
+    rows, cols = g.coo()
+    out[rows, cols] = g.edge_labels[field]
+    return out
