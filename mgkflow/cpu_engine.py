@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -385,6 +386,17 @@ def _axpy_rows(i0, i1, alpha, x, p):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def _sum_sq_rows(i0, i1, r):  # pragma: no cover - compiled
+    """sum of r^2 over rows i0..i1."""
+    m = r.shape[1]
+    rf = r.reshape(-1)[i0 * m : i1 * m]
+    out = 0.0
+    for k in range(rf.shape[0]):
+        out += rf[k] * rf[k]
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _bilinear(i0, i1, p1, x, p2):  # pragma: no cover - compiled
     """sum over rows i0..i1 of p1[i] (x[i] · p2)."""
     out = 0.0
@@ -398,15 +410,15 @@ def _bilinear(i0, i1, p1, x, p2):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _pcg_serial(mode, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, r, x, bb,
+def _pcg_serial(mode, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, r, x, y, p, bb,
                 rtol, max_iter):  # fmt: skip
-    """Whole Jacobi PCG of one pair on the calling thread; r holds b on entry, x the start.
+    """Whole Jacobi PCG of one pair on the calling thread; r holds b on entry, x the start,
+    y and p are work arrays of the same shape.
 
     The update x += alpha p is carried into the next direction pass (one pass less per step).
     Returns (iterations, relative residual)."""  # pragma: no cover - compiled
     n, m = diag.shape
-    y = np.empty((n, m))
-    p = np.zeros((n, m))
+    p[:, :] = 0.0
     bnorm = math.sqrt(bb)
     _prepare_rows(mode, 0, n, bk2, ix2, w2, x, X2)
     _mv_rows(mode, 0, n, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, x, y)
@@ -799,6 +811,30 @@ _EMPTY_PROG = np.empty((0, 3), dtype=np.int64)
 _EMPTY1 = np.empty(0)
 
 
+class _Workspace:
+    """Hands out float64 arrays carved from one flat buffer per thread, kept between pairs
+    (``local``: a ``threading.local``; None: fresh arrays)."""
+
+    def __init__(self, local: threading.local | None) -> None:
+        self.local = local
+        self.used = 0
+        self.parts: list[tuple[int, tuple[int, ...]]] = []
+
+    def take(self, shape: tuple[int, ...]) -> np.ndarray:
+        size = int(np.prod(shape))
+        if self.local is None:
+            return np.empty(shape)
+        buf = getattr(self.local, "buf", None)
+        if buf is None or self.used + size > buf.size:
+            # grow: arrays already handed out keep the old buffer alive and stay valid
+            buf = np.empty(max(2 * (self.used + size), 1 << 16))
+            self.local.buf = buf
+            self.used = 0
+        out = buf[self.used : self.used + size].reshape(shape)
+        self.used += size
+        return out
+
+
 class _Context:
     """Everything one ``solve`` call shares between its pairs."""
 
@@ -811,6 +847,7 @@ class _Context:
         self.program = program
         self.const_c = const_c
         self.nodal = False
+        self._local = threading.local()  # per-thread work buffers of the small pairs
 
     # -------------------------------------------------------------- per-pair pieces
     def _setup_rows(self, s1, s2, g1, g2, i0, i1, diag, r) -> tuple[float, float]:
@@ -852,7 +889,9 @@ class _Context:
         if mshift:
             np.ldexp(diag[i0:i1], mshift, out=diag[i0:i1])
         np.divide(r[i0:i1], diag[i0:i1], out=x[i0:i1])
-        return float(np.vdot(r[i0:i1], r[i0:i1]))
+        # not np.vdot: once OpenBLAS has run its threads, BLAS calls from our worker threads
+        # serialize them (measured: two threads then run at the speed of one)
+        return _sum_sq_rows(i0, i1, r)
 
     def _generic_block(self, g1, g2, e0, e1) -> np.ndarray:
         """Products w_e w_e' k_e(e, e') for edges e0..e1 of G, through the kernel's numpy __call__."""
@@ -879,7 +918,9 @@ class _Context:
     def _solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str, Any]:
         n, m = s1.n, s2.n
         nnz1, nnz2 = len(g1.w), len(g2.w)
-        diag, r, x = (np.empty((n, m)) for _ in range(3))
+        # small pairs (one per thread) reuse the thread's buffers: fresh pages cost page faults
+        ws = _Workspace(self._local) if pool is None else _Workspace(None)
+        diag, r, x = (ws.take((n, m)) for _ in range(3))
         prog = self.program
         chunks = [(0, n)] if pool is None else _row_chunks(g1.ip, 4 * self.threads)
         tops = _map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, r), chunks)
@@ -902,12 +943,12 @@ class _Context:
         generic = prog is None
         if self.const_c is not None:
             mode, label, cconst, generic = _MODE_CONST, "constant", float(self.const_c), False
-            X2 = np.empty((n, m))  # T = X A'^T
+            X2 = ws.take((n, m))  # T = X A'^T
         elif nnz1 * nnz2 * 8 <= budget:
             mode, label, generic = _MODE_CACHED, "cached", False
             if (nnz1 + n) * nnz2 * 8 <= budget:
-                X2 = np.empty((n, nnz2))
-            C = np.empty((nnz1, nnz2))
+                X2 = ws.take((n, nnz2))
+            C = ws.take((nnz1, nnz2))
             echunks = [(int(g1.ip[a]), int(g1.ip[b])) for a, b in chunks]
             if prog is not None:
                 _map(pool, lambda c: _build_cache(c[0], c[1], g1.w, g2.w, code, par, F1, F2, depth,
@@ -926,7 +967,8 @@ class _Context:
                 X2 = np.empty((n, nnz2))
         if pool is None and not generic:
             it, res = _pcg_serial(mode, g1.ip, g1.ix, g1.w, g2.bk, g2.ix, g2.w, C, code, par, F1, F2, depth,
-                                  cconst, X2, diag, r, x, bb, self.rtol, self.max_iter)  # fmt: skip
+                                  cconst, X2, diag, r, x, ws.take((n, m)), ws.take((n, m)), bb, self.rtol,
+                                  self.max_iter)  # fmt: skip
         else:
             it, res = self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
                                         cconst, X2, diag, r, x, bb, budget)  # fmt: skip
