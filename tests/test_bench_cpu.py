@@ -11,14 +11,27 @@ from mgkflow.bench import cpu
 
 
 def test_bench_cpu_writes_csv(tmp_path, capsys):
+    pytest.importorskip("numba")
     assert cpu.main(["--n-graphs", "2", "--repeats", "1", "--no-grakel", "--out", str(tmp_path)]) == 0
     rows = list(csv.DictReader((tmp_path / "cpu_bench.csv").read_text().splitlines()))
-    assert [r["method"] for r in rows] == ["mgkflow-cpu", "scipy-cg-naive"]
+    methods = [r["method"] for r in rows]
+    assert methods[0] == "scipy-exact" and methods[1] == "numba-cpu-1t" and methods[-1] == "scipy-cg-naive"
     for r in rows:
         assert r["pairs"] == "3" and float(r["ms_per_pair"]) > 0
-    # the naive solver computes the same kernel
-    assert float(rows[1]["max_rel_diff_vs_mgkflow"]) < 1e-9
+        assert float(r["seconds_min"]) <= float(r["seconds_median"])
+    # the numba backend and the naive solver compute the exact backend's kernel
+    for r in rows[1:]:
+        assert float(r["max_rel_diff_vs_exact"]) < 1e-9
     assert "ms/pair" in capsys.readouterr().out
+
+
+def test_large_pair_reports_time_memory_and_mode():
+    pytest.importorskip("numba")
+    r = cpu.run_large_pair("unlabeled", large_n=300)
+    assert r["mode"] == "constant" and r["converged"] and r["cg_iter"] >= 1
+    assert r["peak_rss_mb"] > 0 and r["seconds"] > 0 and r["edge_pairs"] > 0
+    with pytest.raises(ValueError, match="unknown case"):
+        cpu.run_large_pair("nope")
 
 
 def test_bench_graphs_follow_the_nws_convention():
