@@ -379,7 +379,7 @@ class CPUBackend:
         (n_i, m_j) array p_i p'_i' x_ii' of pair t (sums to K). Falls back to this oracle too.
     """
 
-    name = "cpu"
+    name = "exact"
 
     def __init__(self, rtol: float = 1e-12, max_iter: int = 10_000) -> None:
         self.rtol = rtol

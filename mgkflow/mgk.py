@@ -208,8 +208,11 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
     p : float, str or callable
         Start probability (default 1 for every node). Not a hyperparameter: a uniform p only
         scales K.
-    backend : {"auto", "cpu", "gpu"}
-        "auto" uses the GPU when the GPU stage and a CUDA device are present.
+    backend : {"auto", "cpu", "gpu", "exact"}
+        "auto" uses the GPU when the GPU stage and a CUDA device are present, else "cpu": the
+        multi-core float64 engine (:class:`mgkflow.cpu_engine.NumbaCPUBackend`, no size cap).
+        "exact" is the scipy reference backend (:class:`mgkflow.cpu_solver.CPUBackend`: direct
+        solves of small systems, at most 6e7 edge pairs per pair), the test oracle.
     rtol : float, optional
         Relative residual at which CG stops. Default 1e-12 on the CPU; the GPU
         backend picks its own default (see :mod:`mgkflow.gpu`).
@@ -300,8 +303,8 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         check_edge_kernel(self.edge_kernel)
         _check_probability_param(self.q, "stop probability", "q", lo_open=True)
         _check_probability_param(self.p, "start probability", "p", lo_open=False)
-        if not isinstance(self.backend, str) or self.backend not in ("auto", "cpu", "gpu"):
-            raise ParameterError(f"backend must be 'auto', 'cpu' or 'gpu', got {self.backend!r}")
+        if not isinstance(self.backend, str) or self.backend not in ("auto", "cpu", "gpu", "exact"):
+            raise ParameterError(f"backend must be 'auto', 'cpu', 'gpu' or 'exact', got {self.backend!r}")
         if not isinstance(self.on_nonconvergence, str) or self.on_nonconvergence not in ("raise", "warn"):
             raise ParameterError(f"on_nonconvergence must be 'raise' or 'warn', got {self.on_nonconvergence!r}")
         if self.rtol is not None:
@@ -322,8 +325,8 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         go = self.gpu_options
         if go is not None and not isinstance(go, dict):
             raise ParameterTypeError(f"gpu_options must be a dict of GPUBackend options or None, got {go!r:.60}")
-        if go and self.backend == "cpu":
-            raise ParameterError("gpu_options apply to the GPU backend; backend='cpu' was asked for")
+        if go and self.backend in ("cpu", "exact"):
+            raise ParameterError(f"gpu_options apply to the GPU backend; backend={self.backend!r} was asked for")
         if go and not all(isinstance(k, str) for k in go):
             raise ParameterTypeError(f"gpu_options keys must be option names (str), got {list(go)!r:.60}")
         qb = self.q_bounds
@@ -548,10 +551,12 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             if self.rtol is not None:
                 kw["rtol"] = self.rtol
             self._backend_obj = GPUBackend(**kw)
+        elif name == "exact":
+            self._backend_obj = self._oracle()
         else:
-            from .cpu_solver import CPUBackend
+            from .cpu_engine import NumbaCPUBackend
 
-            self._backend_obj = CPUBackend(rtol=self.rtol or 1e-12, max_iter=self._max_iter)
+            self._backend_obj = NumbaCPUBackend(rtol=self.rtol or 1e-12, max_iter=self._max_iter)
         self._backend_key = key
         return self._backend_obj
 

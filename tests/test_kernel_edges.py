@@ -52,8 +52,9 @@ def test_huge_uniform_weights_converge():
 # ---------------------------------------------------------------------- tiny q, direct solve
 def test_tiny_q_direct_solve_is_accepted_and_right():
     X = [labeled(6, 5), labeled(7, 6)]
-    k = kern(q=1e-8)
+    k = kern(q=1e-8, backend="exact")
     K = k(X)
+    np.testing.assert_allclose(kern(q=1e-8)(X), K, rtol=1e-8)  # the default CPU engine agrees
     assert k.last_stats.converged.all() and (k.last_stats.iterations == 0).all()
     assert k.last_stats.summary()["direct_solves"] == 4
     # unlabeled graphs without isolated nodes: the closed form n m q^2 / (1 - (1 - q)^2)

@@ -187,7 +187,7 @@ def test_closed_form_unlabeled(q):
         Graph.from_networkx(nx.newman_watts_strogatz_graph(60, 3, 0.1, seed=1)),  # 60x60 > direct limit
         random_graph(11, np.random.default_rng(0), density=1.0, weighted=True, labeled=False),  # weighted
     ]
-    kern = MarginalizedGraphKernel(q=q, backend="cpu")
+    kern = MarginalizedGraphKernel(q=q, backend="exact")
     K = kern(graphs)
     n = np.array([g.n_nodes for g in graphs])
     np.testing.assert_allclose(K, closed_form(n[:, None], n[None, :], q), rtol=1e-10)
@@ -368,11 +368,11 @@ def test_last_stats_shapes_and_flags():
     rng = np.random.default_rng(30)
     X = [random_graph(n, rng) for n in (3, 4, 5)] + [nws_graph(60, 6)]
     Y = [random_graph(n, rng) for n in (6, 7)]
-    kern = MarginalizedGraphKernel(NODE_K, EDGE_K, q=0.05, backend="cpu")
+    kern = MarginalizedGraphKernel(NODE_K, EDGE_K, q=0.05, backend="exact")
     assert kern.last_stats is None
     kern(X)
     s = kern.last_stats
-    assert s.backend == "cpu" and s.shape == (4, 4) and s.pairs == 10
+    assert s.backend == "exact" and s.shape == (4, 4) and s.pairs == 10
     for a in (s.iterations, s.residual, s.converged):
         assert a.shape == (4, 4)
         np.testing.assert_array_equal(a, a.T)
