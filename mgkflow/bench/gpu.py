@@ -322,8 +322,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drugs", default=None,
                     help="graphs of the drugs set with --real: N first bonded ones (default: all bonded), 'all'")
     ap.add_argument("--molecules", type=int, default=0, help="also a synthetic molecule-like set of N graphs")
-    ap.add_argument("--tiny", choices=["block", "warp"], default=None, help="solver of the tiny pairs (GPUBackend)")
-    ap.add_argument("--tiny-max-unknowns", type=int, default=None, help="largest pair (unknowns) of tiny='warp'")
     ap.add_argument("--proteins", type=int, default=8, help="smallest structures of the proteins set with --real")
     ap.add_argument("--only", default=None, help="comma-separated substrings of workload names")
     ap.add_argument(
@@ -349,8 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         k: v
         for k, v in (
             ("block", args.block), ("min_blocks", args.min_blocks), ("xmv", args.xmv),
-            ("primitives", args.primitives), ("rtol", args.rtol), ("row_ilp", args.row_ilp), ("tiny", args.tiny),
-            ("tiny_max_unknowns", args.tiny_max_unknowns),
+            ("primitives", args.primitives), ("rtol", args.rtol), ("row_ilp", args.row_ilp),
         )
         if v is not None
     }  # fmt: skip

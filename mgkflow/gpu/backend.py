@@ -21,7 +21,6 @@ from .pack import HostBatch, layout_key, pack_host, vector_digest, weights_need_
 from .plan import LaunchPlan, plan_launches, scratch_doubles
 from .primitive_map import PRIMITIVES, constant_map, load_map
 from .source import DEFAULT_BLOCK, KPAR, KernelConfig, kernel_source, kernel_values, make_config
-from .strategies import tiny as tiny_mod
 from .wide import N_VECTORS, solve_pair_wide
 
 __all__ = ["GPUBackend", "DEFAULT_RTOL", "compile_module"]
@@ -141,16 +140,6 @@ class GPUBackend:
         default 2 (the 96-node workloads fit two blocks' product vectors in shared memory).
     sort_jobs : bool
         Hand out jobs largest estimated cost first (default); False keeps the pairs' order.
-    tiny : {"block", "warp"}
-        Solver of the small pairs: "block" (default), one ``small_block``-thread block per pair;
-        "warp", one warp per pair (:mod:`mgkflow.gpu.strategies.tiny`, ``mgk_tiny.cu``) for
-        every pair of at most ``tiny_max_unknowns`` product unknowns.
-    tiny_warps : int
-        Warps (pairs in flight) per block of the warp-per-pair kernel.
-    tiny_max_unknowns : int
-        Largest product size (unknowns, a multiple of 64) sent to the warp-per-pair kernel
-        (default 2048: 32 tile pairs; its P takes 8 bytes per unknown of shared memory per
-        warp, so larger pairs run fewer warps per SM), at most ``TINY_WARP_UNKNOWNS``.
     a_in_shared : bool
         Keep a = M p in shared memory beside p (default); False keeps it in global memory
         so that more blocks fit per SM.
@@ -192,9 +181,6 @@ class GPUBackend:
         min_blocks: int | None = None,
         a_in_shared: bool = True,
         sort_jobs: bool = True,
-        tiny: str = "block",
-        tiny_warps: int = 4,
-        tiny_max_unknowns: int = 2048,
     ) -> None:
         if not 0 < rtol < 1:
             raise ValueError(f"rtol must lie in (0, 1), got {rtol}")
@@ -236,16 +222,6 @@ class GPUBackend:
         self.min_blocks = int(min_blocks) if min_blocks is not None else DEFAULT_MIN_BLOCKS
         self.a_in_shared = bool(a_in_shared)
         self.sort_jobs = bool(sort_jobs)
-        if tiny not in ("block", "warp"):
-            raise ValueError(f"tiny must be 'block' or 'warp', got {tiny!r}")
-        if not 1 <= int(tiny_warps) <= 32:
-            raise ValueError(f"tiny_warps must lie in [1, 32], got {tiny_warps}")
-        self.tiny = tiny
-        self.tiny_warps = int(tiny_warps)
-        if not 64 <= int(tiny_max_unknowns) <= tiny_mod.TINY_WARP_UNKNOWNS or int(tiny_max_unknowns) % 64:
-            raise ValueError(f"tiny_max_unknowns must be a multiple of 64 in [64, {tiny_mod.TINY_WARP_UNKNOWNS}], "
-                             f"got {tiny_max_unknowns}")  # fmt: skip
-        self.tiny_max_unknowns = int(tiny_max_unknowns)
         self.last_extra: dict = {}
         self._batch_cache: tuple | None = None
         self._wd_cache: tuple | None = None
@@ -425,12 +401,6 @@ class GPUBackend:
         shared = _SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
         shared.N = db.nt[g1] * db.nt[g2] * 64
         shared.cost = self._cost(db, g1, g2) if self.sort_jobs else None
-        for sel in plan.warp:
-            secs, info = self._run_warp_class(sel, config, values, g1, g2, shared, budget, pairs)
-            dev_seconds += secs
-            launches.append(info)
-            if progress is not None:
-                progress(info["pairs"])
         for sel, use_smem, fn, blk in self._launch_classes(plan, config, func, values):
             secs, info = self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs)
             dev_seconds += secs
@@ -547,7 +517,6 @@ class GPUBackend:
             wide=self.wide if wide is None else wide,
             wide_min_products=wide_min_products, small_block=self.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
             a_in_shared=self.a_in_shared, a_bytes=8 if self.a_double else 4,
-            warp_bins=tiny_mod.warp_bins(self.tiny_max_unknowns) if self.tiny == "warp" else (),
         )  # fmt: skip
         return plan, budget
 
@@ -651,56 +620,6 @@ class GPUBackend:
         key = np.minimum(np.log2(c + 1.0) * 512.0, 65535.0).astype(np.uint16)
         return sel[np.argsort(np.uint16(65535) - key, kind="stable")]
 
-    def _run_warp_class(
-        self, sel: np.ndarray, config: KernelConfig, values: np.ndarray, g1: np.ndarray, g2: np.ndarray,
-        shared: _SharedArgs, budget: int, pairs: Sequence,
-    ) -> tuple[float, dict]:  # fmt: skip
-        """One launch of the warp-per-pair kernel (``mgk_tiny.cu``) over the pairs ``sel``."""
-        warps = self.tiny_warps
-        min_blocks = max(1, min(32, 24 // warps))  # ~24 resident warps: 80 registers, no spills (nvcc)
-        cfg = replace(config, block=32 * warps, min_blocks=min_blocks, p_smem=False)
-        mod = device.build_module(lambda: tiny_mod.tiny_source(cfg, warps, min_blocks),
-                                  ("tiny", _config_key(cfg), warps, min_blocks))  # fmt: skip
-        mod.set_constant(KPAR, values)
-        fn = mod.function(tiny_mod.KERNEL)
-        N = shared.N
-        order = self._job_order(sel, shared.cost)
-        jobs = np.empty(2 * len(order), dtype=np.int32)
-        jobs[0::2], jobs[1::2] = g1[order], g2[order]
-        n_max = int(N[order].max())
-        smem, per_warp = tiny_mod.launch_layout(n_max, warps, 8 if self.a_double else 4)
-        if smem > 48 * 1024:
-            fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-        bps = device.kernel_blocks_per_sm(fn, 32 * warps, smem)
-        grid = min(-(-len(order) // warps), bps * self.n_sm)
-        per_block_bytes = 8 * per_warp * warps
-        if per_block_bytes > budget:
-            i, j = pairs[order[0]]
-            raise MemoryError(f"pair ({i}, {j}): {per_block_bytes} bytes of GPU scratch per block exceed the "
-                              f"{budget} available")  # fmt: skip
-        grid = max(1, min(grid, budget // per_block_bytes))
-        scratch = self._get_scratch(per_block_bytes * grid)
-        d_jobs = self._upload_jobs(jobs)
-        o = shared.out
-        if self.stream is None:
-            cuda.memset_d32(o.counter, 0, 1)
-        else:
-            cuda.memset_d32_async(o.counter, 0, 1, self.stream)
-        start, stop = cuda.Event(), cuda.Event()
-        _record(start, self.stream)
-        fn(
-            grid=(int(grid), 1), block=(32 * warps, 1, 1), shared=smem, **shared.args,
-            jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
-            out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv,
-            scratch=scratch, scratch_per_warp=per_warp, n_max=n_max, stream=self.stream,
-        )  # fmt: skip
-        _record(stop, self.stream)
-        _wait(stop)
-        o.collect(order, self.stream)
-        info = {"pairs": len(order), "grid": int(grid), "block": 32 * warps, "blocks_per_sm": bps, "smem": smem,
-                "shared": True, "kernel": tiny_mod.KERNEL}  # fmt: skip
-        return stop.time_since(start) * 1e-3, info
-
     def _run_wide(
         self, wide: np.ndarray, g1: np.ndarray, g2: np.ndarray, db: _DeviceBatch, config: KernelConfig,
         values: np.ndarray, out: _Outputs, progress: Callable[[int], Any] | None,
@@ -748,8 +667,7 @@ class GPUBackend:
             f"primitives={self._primitives_label} tile_sort={self.tile_sort} "
             f"row_ilp={config.row_ilp} p_smem={self.p_smem} wide_xmv={self.wide_xmv} "
             f"a_double={self.a_double} weight_double={config.weight_double} "
-            f"a_in_shared={self.a_in_shared} tiny={self.tiny} tiny_warps={self.tiny_warps} "
-            f"tiny_max_unknowns={self.tiny_max_unknowns}",
+            f"a_in_shared={self.a_in_shared}",
         }
 
 

@@ -6,17 +6,13 @@
   every pair when ``wide=True``; with ``"auto"``, the big pairs (``products >=
   wide_min_products``) when there are fewer of them than SMs, plus any pair whose
   one-block scratch would not fit in the memory budget;
-* **warp** size bins (with ``warp_bins``, the warp-per-pair kernel
-  :mod:`mgkflow.gpu.strategies.tiny`): pairs of at most ``max(warp_bins)`` product unknowns,
-  one launch per bin (a bin's shared memory per warp follows its largest pair); they then go
-  to no other group;
 * **tiny** pairs (at most ``tiny_unknowns`` product unknowns, P in shared memory), run in
   ``small_block``-thread blocks, many per SM;
 * **shared** size bins (P, and A, in shared memory), up to a quarter, half and all of the
   shared-memory capacity, so that small pairs run at higher occupancy;
 * **global**: the rest (every product vector in global memory).
 
-Every pair lands in exactly one group; no group (bin) is empty.
+Every pair lands in exactly one group; no group is empty.
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ class LaunchPlan:
     tiny: np.ndarray
     shared: list[np.ndarray] = field(default_factory=list)
     global_: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    warp: list[np.ndarray] = field(default_factory=list)
 
 
 def scratch_doubles(N: np.ndarray, fits_smem: np.ndarray, a_in_shared: bool, a_bytes: int) -> np.ndarray:
@@ -67,7 +62,6 @@ def plan_launches(
     tiny_unknowns: int = 16 * 64,
     a_in_shared: bool = True,
     a_bytes: int = 4,
-    warp_bins: tuple[int, ...] = (),
 ) -> LaunchPlan:
     """Split pairs into launch groups.
 
@@ -89,8 +83,6 @@ def plan_launches(
         See the module docstring.
     wide_min_products, small_block, tiny_unknowns, a_in_shared, a_bytes :
         Thresholds and storage settings (``small_block=0``: no tiny group).
-    warp_bins : tuple of int
-        Ascending upper bounds (product unknowns) of the warp-per-pair bins; empty: none.
 
     Returns
     -------
@@ -102,10 +94,6 @@ def plan_launches(
     ...                   smem_cap=200_000, budget=10**9, n_sm=132)
     >>> p.wide.tolist(), p.tiny.tolist(), [s.tolist() for s in p.shared], p.global_.tolist()
     ([2], [0], [[1]], [])
-    >>> p = plan_launches(np.array([256, 1024, 9216]), np.array([1e3, 1e4, 1e6]), per_entry=12,
-    ...                   smem_cap=200_000, budget=10**9, n_sm=132, warp_bins=(256, 4096))
-    >>> [w.tolist() for w in p.warp], p.tiny.tolist(), [s.tolist() for s in p.shared]
-    ([[0], [1]], [], [[2]])
     """
     N = np.asarray(N, dtype=np.int64)
     products = np.asarray(products, dtype=np.float64)
@@ -124,15 +112,6 @@ def plan_launches(
     else:
         raise ValueError(f"wide must be True, False or 'auto', got {wide!r}")
     rest = ~is_wide
-    warp = []
-    if warp_bins:
-        lo = 0
-        for bound in warp_bins:
-            sel = np.flatnonzero(rest & (N > lo) & (N <= bound))
-            if sel.size:
-                warp.append(sel)
-            lo = bound
-        rest = rest & (N > lo)
     small = fits_smem & rest
     tiny = small & (N <= tiny_unknowns) if small_block else np.zeros(n, dtype=bool)
     small &= ~tiny
@@ -148,5 +127,4 @@ def plan_launches(
         tiny=np.flatnonzero(tiny),
         shared=shared,
         global_=np.flatnonzero(rest & ~fits_smem),
-        warp=warp,
     )

@@ -14,7 +14,7 @@ Examples
 --------
     python -m mgkflow.gram.bench --n-graphs 2000 --backend cpu --block-size 200 --dask local:2
     python -m mgkflow.gram.bench --n-graphs 50000 --backend gpu --kill-at 0.4 --spot-check 1000 --dask cuda
-    python -m mgkflow.gram.bench --n-graphs 20000 --backend gpu --gpu-options '{"tiny": "warp"}' --overlap
+    python -m mgkflow.gram.bench --n-graphs 20000 --backend gpu --gpu-options '{"rtol": 1e-8}' --overlap
 
 The record has the solve's device seconds (sum over blocks), the host time not overlapped
 with them, end-to-end pairs/s (reordering included), peak host RSS and peak device memory
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block-size", type=int, default=None)
     p.add_argument("--dtype", choices=["float64", "float32"], default="float32")
     p.add_argument("--ordering", default="auto", help="node ordering (default auto: by graph size)")
-    p.add_argument("--gpu-options", default=None, help='GPUBackend options as JSON, e.g. \'{"tiny": "warp"}\'')
+    p.add_argument("--gpu-options", default=None, help='GPUBackend options as JSON, e.g. \'{"rtol": 1e-8}\'')
     p.add_argument("--reorder-workers", type=int, default=os.cpu_count())
     p.add_argument("--perm-cache", default=None, help="directory of the permutation cache")
     p.add_argument("--dask", default=None, help="also run on this cluster (local:N, cuda, tcp://...)")
