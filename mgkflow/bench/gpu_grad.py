@@ -3,7 +3,7 @@
 Run on the GPU machine::
 
     PYTHONPATH=/tmp/site:$PWD python3 -m mgkflow.bench.gpu_grad --out $OUT \\
-        [--against-graphdot $OUT/graphdot_grad.json] [--gram-only] [--workloads nws-labeled,ba-labeled] \
+        [--against-graphdot $OUT/graphdot_grad.json] [--gram-only] [--workloads nws-labeled,ba-labeled] \\
         [--full-block 1024]
 
 Measures, with the graphs and kernels of :mod:`mgkflow.bench.gpu`'s workloads (NWS/BA, 96 nodes,
