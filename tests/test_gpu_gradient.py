@@ -275,8 +275,13 @@ class _SolverModule(device.Module):
 
                 X = from_blocked(r["x"], n1, n2, nt2)
                 blk = np.outer(kw["pvec"][o1 : o1 + n1], kw["pvec"][o2 : o2 + n2]) * X
+                # written at the original node order: packed node a is node nodal_perm[node_off + a]
+                perm1, perm2 = kw["nodal_perm"][o1 : o1 + n1], kw["nodal_perm"][o2 : o2 + n2]
+                assert sorted(perm1) == list(range(n1)) and sorted(perm2) == list(range(n2))
+                out = np.full((n1, n2), np.nan)
+                out[np.ix_(perm1, perm2)] = blk
                 off = int(kw["nodal_off"][jb])
-                kw["out_nodal"][off : off + n1 * n2] = blk.ravel()
+                kw["out_nodal"][off : off + n1 * n2] = out.ravel()
         _SolverModule.log.append({"gradient": self.gradient, "nodal": self.nodal, "jobs": kw["n_jobs"],
                                   "block": self.block, "shared": shared})  # fmt: skip
 

@@ -158,18 +158,37 @@ class _GradientOut:
 
 
 class _NodalOut:
-    """``out_nodal`` / ``nodal_off`` of one launch: the (n_i, m_j) blocks in job order."""
+    """``out_nodal`` / ``nodal_off`` / ``nodal_perm`` of one call: the (n_i, m_j) blocks in job order.
 
-    def __init__(self, cuda: Any, device: Any, n1: np.ndarray, n2: np.ndarray, perms1: list, perms2: list) -> None:
+    The kernel writes each block in the graphs' original node order (``nodal_perm``: packed node a of
+    a graph is its node ``nodal_perm[node_off + a]``), so a launch's blocks are read back with one copy
+    and handed out as views of it (no per-pair permutation on the host).
+    """
+
+    #: factor on the value solve's shared-memory bytes per product entry
+    smem_vectors = 1
+
+    def __init__(self, cuda: Any, device: Any, n1: np.ndarray, n2: np.ndarray, perm: Any) -> None:
         self.cuda, self.device = cuda, device
         self.n1, self.n2 = n1, n2
-        self.perms1, self.perms2 = perms1, perms2
+        self.perm = perm  # device array: original index of every packed node (node arrays' layout)
         self.blocks: list = [None] * len(n1)
         self._buf: Any = None
         self._off: np.ndarray | None = None
 
-    #: factor on the value solve's shared-memory bytes per product entry
-    smem_vectors = 1
+    @staticmethod
+    def node_perm(node_offset: np.ndarray, perms: Sequence[np.ndarray], total: int) -> np.ndarray:
+        """``nodal_perm``: at node_offset[k] + a the original index of packed node a of graph k.
+
+        Examples
+        --------
+        >>> _NodalOut.node_perm(np.array([0, 8]), [np.array([1, 0, 2]), np.array([0, 1])], 16).tolist()[:10]
+        [1, 0, 2, 0, 0, 0, 0, 0, 0, 1]
+        """
+        out = np.zeros(max(int(total), 1), dtype=np.int32)
+        for o, p in zip(np.asarray(node_offset, dtype=np.int64).tolist(), perms, strict=True):
+            out[o : o + len(p)] = p
+        return out
 
     def extra_doubles(self, n_max: int) -> int:
         return 0
@@ -178,19 +197,15 @@ class _NodalOut:
         sizes = self.n1[order].astype(np.int64) * self.n2[order]
         self._off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._buf = self.cuda.mem_alloc(8 * max(int(self._off[-1]), 1))
-        return {"out_nodal": self._buf, "nodal_off": self.device.upload(self._off[:-1])}
+        return {"out_nodal": self._buf, "nodal_off": self.device.upload(self._off[:-1]), "nodal_perm": self.perm}
 
     def collect(self, order: np.ndarray) -> None:
         host = np.empty(max(int(self._off[-1]), 1))
         self.cuda.memcpy_dtoh(host, self._buf)
+        off = self._off.tolist()
+        n1, n2 = self.n1[order].tolist(), self.n2[order].tolist()
         for k, t in enumerate(order.tolist()):
-            n, m = int(self.n1[t]), int(self.n2[t])
-            blk = host[self._off[k] : self._off[k] + n * m].reshape(n, m)
-            out = np.empty_like(blk)
-            p1, p2 = self.perms1[t], self.perms2[t]
-            # row a of the packed graph is node perms[a] of the original
-            out[np.ix_(p1, p2)] = blk
-            self.blocks[t] = out
+            self.blocks[t] = host[off[k] : off[k + 1]].reshape(n1[k], n2[k])
         self._buf = None
 
 
@@ -255,7 +270,8 @@ def _per_pair(
     else:
         n = np.array([s.n for s in systems], dtype=np.int64)
         perms = db.perms if db.perms is not None else [np.arange(s.n) for s in systems]
-        extra = _NodalOut(cuda, device, n[g1], n[g2], [perms[i] for i in g1], [perms[j] for j in g2])
+        perm = device.upload(_NodalOut.node_perm(db.batch.node_offset, perms, db.batch.d.size))
+        extra = _NodalOut(cuda, device, n[g1], n[g2], perm)
     shared = _SharedArgs(db, strategies.get("rows").args(db, None), out, backend.rtol, backend.max_iter)
     classes = backend._launch_classes(plan, config, func, values)
     if kind == "gradient":

@@ -30,7 +30,7 @@
 // GRADIENT (mgk_gradient.cuh spliced as GRADIENT_FRAGMENT: one PCG loop with two recurrences, x and
 // the adjoint y (M y = p_x), sharing each XMV pass, then dK/dh per pair into out_grad;
 // docs/gradients.md) and NODAL (p_i p'_i' x_ii'
-// of every pair into out_nodal). EXTRA_PARAMS adds their kernel parameters.
+// of every pair into out_nodal, rows and columns in the graphs' original node order)). EXTRA_PARAMS adds their kernel parameters.
 
 #define BLOCK ${BLOCK}
 #define MIN_BLOCKS ${MIN_BLOCKS}
@@ -465,9 +465,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             const int tp = (int)(idx >> 6), e = (int)(idx & 63);
             const int I = tp / nt2, I2 = tp - I * nt2;
             const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
+            // at the original node order: packed node a of a graph is its node nodal_perm[node_off + a]
             if (i < h1.n && i2 < h2.n)
-                out_nodal[nodal_off[jb] + (long long)i * h2.n + i2] =
-                    pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
+                out_nodal[nodal_off[jb] + (long long)nodal_perm[h1.node_off + i] * h2.n +
+                          nodal_perm[h2.node_off + i2]] = pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
         }
 #endif
         if (tid == 0) {
