@@ -29,8 +29,8 @@
 // Optional sections (off in value-only builds; the preprocessed value-only code is unchanged):
 // GRADIENT (mgk_gradient.cuh spliced as GRADIENT_FRAGMENT: one PCG loop with two recurrences, x and
 // the adjoint y (M y = p_x), sharing each XMV pass, then dK/dh per pair into out_grad;
-// docs/gradients.md) and NODAL (p_i p'_i' x_ii'
-// of every pair into out_nodal, rows and columns in the graphs' original node order)). EXTRA_PARAMS adds their kernel parameters.
+// docs/gradients.md) and NODAL (p_i p'_i' x_ii' of every pair into out_nodal, rows and columns in the
+// graphs' original node order). EXTRA_PARAMS adds their kernel parameters.
 
 #define BLOCK ${BLOCK}
 #define MIN_BLOCKS ${MIN_BLOCKS}
@@ -360,7 +360,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             out_k[jb] = k;
             // the worse of the two solves
             out_iter[jb] = max(s_it[0], s_it[1]);
-            out_res[jb] = fmax(s_bb[0] > 0.0 ? sqrt(s_rr[0] / s_bb[0]) : 0.0, s_bb[1] > 0.0 ? sqrt(s_rr[1] / s_bb[1]) : 0.0);
+            out_res[jb] = fmax(s_bb[0] > 0.0 ? sqrt(s_rr[0] / s_bb[0]) : 0.0,
+                               s_bb[1] > 0.0 ? sqrt(s_rr[1] / s_bb[1]) : 0.0);
             out_conv[jb] = (s_rr[0] <= s_thr[0] && s_rr[1] <= s_thr[1] && isfinite(k)) ? 1 : 0;
         }
 #else
