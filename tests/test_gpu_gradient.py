@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import networkx as nx
@@ -20,7 +21,7 @@ from test_wide import FakeAlloc, _decode_labels, fake_backend  # noqa: F401 (fix
 
 from mgkflow.cpu_solver import CPUBackend, solve_pair_gradient
 from mgkflow.gpu import device
-from mgkflow.gpu.emulate import solve_pair_blocked
+from mgkflow.gpu.emulate import pcg2_blocked, pcg_blocked, solve_pair_blocked, system_blocked, xmv_rows
 from mgkflow.gpu.gradient import closed_form, closed_form_ok
 from mgkflow.gpu.pack import pack_host, weights_need_double
 from mgkflow.gpu.source import KPAR, kernel_source, kernel_values, make_config
@@ -95,6 +96,67 @@ def test_emulated_gradient_matches_cpu(case: str, q: float) -> None:
         assert _normwise(grad[None], ref.gradient[None]) <= 1e-8, (case, g1, g2, grad, ref.gradient)
 
 
+def _emulation_inputs(systems: list[GraphSystem], nk: BaseKernel, ek: BaseKernel) -> tuple:
+    config = _config(systems, nk, ek, gradient=True)
+    hb = pack_host(systems, config, sort=True)
+    h = hb.host
+    hdr = h["hdr"].reshape(-1, 5)
+    nlab = _decode_labels(h["nlab"], config.node_fields, hb.nlab_stride)
+    elab = _decode_labels(h["relab"], config.edge_fields, hb.relab_stride)
+    rows = {k: h[k] for k in ("rrowptr", "rcoff", "rweight")}
+    return h, hdr, nlab, elab, rows
+
+
+def test_emulated_joint_pcg_follows_two_separate_solves() -> None:
+    """The joint PCG (two recurrences sharing each XMV pass) gives each system the iterates of its own
+    PCG: here x converges in one iteration (regular graphs, constant kernels, x is constant) while the
+    adjoint (a non-uniform p) goes on alone; the two-vector XMV equals two one-vector ones."""
+    nk, ek = Constant(1.0), Constant(0.8)
+    p1 = np.linspace(0.5, 1.5, 8)
+    systems = [prepare_graph(Graph.from_networkx(nx.cycle_graph(8)), 0, nk, ek, q=0.1, p=p1),
+               prepare_graph(Graph.from_networkx(nx.circulant_graph(10, [1, 3])), 1, nk, ek, q=0.1)]  # fmt: skip
+    h, hdr, nlab, elab, rows = _emulation_inputs(systems, nk, ek)
+    rng = np.random.default_rng(0)
+    for g1, g2 in ((0, 1), (0, 0)):
+        DG, b, px, _ = system_blocked(hdr, g1, g2, nlab, nk, h["d"], h["p"], h["q"])
+        calls: list[tuple] = []
+
+        def xmv(P: np.ndarray, g1: int = g1, g2: int = g2, calls: list = calls) -> np.ndarray:
+            calls.append(np.shape(P))
+            return xmv_rows(rows, hdr, g1, g2, P, elab, ek)
+
+        two = rng.standard_normal((b.size, 2))
+        both = xmv(two)
+        assert np.array_equal(both[:, 0], xmv(two[:, 0])) and np.array_equal(both[:, 1], xmv(two[:, 1]))
+        calls.clear()
+        X, Y, its, res, conv, passes = pcg2_blocked(DG, b, px, xmv, 1e-12, 500)
+        joint = list(calls)
+        X1, it1, r1, c1 = pcg_blocked(DG, b, xmv, 1e-12, 500)
+        Y1, it2, r2, c2 = pcg_blocked(DG, px, xmv, 1e-12, 500)
+        assert its == [it1, it2] and conv == [c1, c2] == [True, True]
+        assert its[0] == 1 < its[1] and passes == its[1]
+        # one pass on both directions, then the adjoint alone
+        assert joint[0] == (b.size, 2) and all(c == (b.size,) for c in joint[1:]) and len(joint) == passes
+        assert np.allclose(X, X1, rtol=1e-13, atol=0) and np.allclose(Y, Y1, rtol=1e-13, atol=0)
+        assert max(res) <= 1e-12 and max(r1, r2) <= 1e-12
+        ref = solve_pair_gradient(systems[g1], systems[g2], nk, ek, wrt_q=True)
+        got = solve_pair_blocked(rows, hdr, g1, g2, nlab, elab, nk, ek, h["d"], h["p"], h["q"], rtol=1e-13)
+        assert got["converged"] and abs(got["k"] - ref.value) <= 1e-9 * abs(ref.value)
+        assert got["iterations"] == max(got["iterations_xy"])
+        assert _normwise(got["grad"][None, [0, 1, 2]], ref.gradient[None]) <= 1e-8
+
+
+def test_emulated_joint_pcg_stops_each_system_at_max_iter() -> None:
+    nk, ek = KERNELS["kd-se"]
+    systems = [prepare_graph(_graph(n, p, 7 + k), k, nk, ek, q=0.01) for k, (n, p) in enumerate(((13, 0.3), (9, 0.4)))]
+    h, hdr, nlab, elab, rows = _emulation_inputs(systems, nk, ek)
+    got = solve_pair_blocked(rows, hdr, 0, 1, nlab, elab, nk, ek, h["d"], h["p"], h["q"], rtol=1e-13, max_iter=3)
+    assert got["iterations_xy"] == [3, 3] and got["passes"] == 3 and not got["converged"]
+    assert got["residual"] > 1e-13
+    full = solve_pair_blocked(rows, hdr, 0, 1, nlab, elab, nk, ek, h["d"], h["p"], h["q"], rtol=1e-13)
+    assert full["converged"] and min(full["iterations_xy"]) > 3
+
+
 # ------------------------------------------------------------------------------------- closed form
 @pytest.mark.parametrize("cv,ce", [(1.0, 1.0), (0.7, 0.4), (0.9, 0.0)])
 @pytest.mark.parametrize("q", [0.05, 0.5, 0.0005])
@@ -161,11 +223,11 @@ class _SolverModule(device.Module):
                 pass
 
             def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0) -> None:
-                mod.launch(args, block, grid)
+                mod.launch(args, block, grid, shared)
 
         return Func()
 
-    def launch(self, args: tuple, block: tuple, grid: tuple) -> None:
+    def launch(self, args: tuple, block: tuple, grid: tuple, shared: int) -> None:
         params = self.signatures["mgk_solve"]
         assert len(args) == len(params), (len(args), [p.name for p in params])
         assert block == (self.block, 1, 1) and grid[0] >= 1
@@ -184,11 +246,15 @@ class _SolverModule(device.Module):
         assert ("out_grad" in names) == self.gradient and ("out_nodal" in names) == self.nodal
         cfg = self.config
         n_max = kw["n_max"]
-        # X, R, DG, DI in global memory (P, A in shared), plus x saved by the gradient's first pass
-        need = (4 + int(self.gradient)) * n_max
-        assert kw["scratch_per_block"] >= need and 8 * kw["scratch_per_block"] * grid[0] <= args[
-            [p.name for p in params].index("scratch")
-        ].nbytes
+        # the kernel's layout: X, R, DG, DI (and X_y, R_y for the gradient) in global memory, then the search
+        # directions and products (two systems' for the gradient) unless they are in shared memory
+        nsys = 2 if self.gradient else 1
+        a_words = -(-n_max * 4 // 8)  # float32 A
+        need = {1: (4 + 2 * (nsys - 1)) * n_max, 0: (4 + 2 * (nsys - 1) + nsys) * n_max + nsys * a_words}
+        assert kw["scratch_per_block"] >= need[1 if kw["use_smem"] else 0]
+        assert 8 * kw["scratch_per_block"] * grid[0] <= args[[p.name for p in params].index("scratch")].nbytes
+        if kw["use_smem"]:  # P, A (and P_y, A_y) in shared memory: 12 bytes per entry per system
+            assert shared >= 12 * nsys * n_max, (shared, n_max)
         hdr = kw["hdr"].reshape(-1, 5)
         nlab = _decode_labels(kw["nlab"], cfg.node_fields, kw["nlab_stride"])
         elab = _decode_labels(kw["relab"], cfg.edge_fields, kw["relab_stride"])
@@ -209,9 +275,15 @@ class _SolverModule(device.Module):
 
                 X = from_blocked(r["x"], n1, n2, nt2)
                 blk = np.outer(kw["pvec"][o1 : o1 + n1], kw["pvec"][o2 : o2 + n2]) * X
+                # written at the original node order: packed node a is node nodal_perm[node_off + a]
+                perm1, perm2 = kw["nodal_perm"][o1 : o1 + n1], kw["nodal_perm"][o2 : o2 + n2]
+                assert sorted(perm1) == list(range(n1)) and sorted(perm2) == list(range(n2))
+                out = np.full((n1, n2), np.nan)
+                out[np.ix_(perm1, perm2)] = blk
                 off = int(kw["nodal_off"][jb])
-                kw["out_nodal"][off : off + n1 * n2] = blk.ravel()
-        _SolverModule.log.append({"gradient": self.gradient, "nodal": self.nodal, "jobs": kw["n_jobs"]})
+                kw["out_nodal"][off : off + n1 * n2] = out.ravel()
+        _SolverModule.log.append({"gradient": self.gradient, "nodal": self.nodal, "jobs": kw["n_jobs"],
+                                  "block": self.block, "shared": shared})  # fmt: skip
 
 
 def _install(nk: BaseKernel, ek: BaseKernel, systems: list[GraphSystem], backend_obj: Any) -> None:
@@ -260,8 +332,9 @@ def test_fake_pairs_too_large_for_a_block_go_to_the_cpu_oracle(fake_backend) -> 
     nk, ek, sizes = FAKE_CASES["kd-se"]  # 9, 21, 14 nodes: 2, 3, 2 tiles per side
     graphs = [_graph(n, min(1.0, 4.0 / n), 20 + k) for k, n in enumerate(sizes)]
     systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
-    # 16,000 bytes of scratch: 384 unknowns fit (5 vectors with x kept), the (1, 1) pair's 576 do not
-    be = backend.GPUBackend(wide=False, rtol=1e-12, max_scratch_bytes=16_000)
+    # 30,000 bytes of scratch: 384 unknowns fit (8 vectors: X, R, DG, DI, X_y, R_y and the 4 n_max doubles the
+    # host reserves beyond the value solve's 4), the (1, 1) pair's 576 do not
+    be = backend.GPUBackend(wide=False, rtol=1e-12, max_scratch_bytes=30_000)
     _install(nk, ek, systems, be)
     _SolverModule.log.clear()
     pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
@@ -269,6 +342,29 @@ def test_fake_pairs_too_large_for_a_block_go_to_the_cpu_oracle(fake_backend) -> 
     rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
     assert be.last_extra["cpu_pairs"] == 1 and sum(e["jobs"] for e in _SolverModule.log) == len(pairs) - 1
     assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
+
+
+def test_fake_full_shared_memory_pairs_run_in_larger_blocks(fake_backend) -> None:  # noqa: F811
+    """A pair whose two systems' shared memory lets one 512-thread block reside per SM (the fake device:
+    100 KiB per SM; 44 x 46 nodes: 2304 unknowns x 24 bytes) runs in FULL_SMEM_BLOCK-thread blocks; the
+    small pair keeps the backend's 512."""
+    from mgkflow.gpu import gradient
+
+    _drv, backend = fake_backend
+    # more than 48 KiB of dynamic shared memory: the backend raises the kernel's limit
+    backend.cuda.function_attribute = SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES="max_dynamic_smem")
+    nk, ek = KERNELS["kd-se"]
+    graphs = [_graph(44, 2.2 / 44, 70), _graph(46, 2.2 / 46, 71), _graph(20, 0.2, 72)]
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    be = backend.GPUBackend(wide=False, rtol=1e-10, small_block=0)
+    _install(nk, ek, systems, be)
+    _SolverModule.log.clear()
+    pairs = np.array([(0, 1), (2, 2)])
+    vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
+    blocks = sorted((e["block"], e["jobs"]) for e in _SolverModule.log)
+    assert blocks == [(be.block, 1), (gradient.FULL_SMEM_BLOCK, 1)], _SolverModule.log
 
 
 def test_fake_theta_sweep_compiles_once(fake_backend) -> None:  # noqa: F811

@@ -3,7 +3,8 @@
 Run on the GPU machine::
 
     PYTHONPATH=/tmp/site:$PWD python3 -m mgkflow.bench.gpu_grad --out $OUT \\
-        [--against-graphdot $OUT/graphdot_grad.json]
+        [--against-graphdot $OUT/graphdot_grad.json] [--gram-only] [--workloads nws-labeled,ba-labeled] \\
+        [--full-block 1024]
 
 Measures, with the graphs and kernels of :mod:`mgkflow.bench.gpu`'s workloads (NWS/BA, 96 nodes,
 labeled and unlabeled, PBR node order, q = 0.05):
@@ -65,13 +66,16 @@ def _grad_error(graphs: list, nk, ek, q: float) -> float:
     return float((np.abs(dg - dc).max(axis=(0, 1)) / scale).max())
 
 
-def run(n_graphs: int, reps: int, q: float, n_check: int, n_nodal: int, n_sweep: int, backend: str = "gpu") -> dict:
+def run(
+    n_graphs: int, reps: int, q: float, n_check: int, n_nodal: int, n_sweep: int, backend: str = "gpu",
+    workloads: list | None = None, gram_only: bool = False,
+) -> dict:  # fmt: skip
     from .. import datasets
     from ..gpu import device
     from ..mgk import MarginalizedGraphKernel
 
     res: dict = {"gram": {}, "q": q, "backend": backend}
-    for name, labeled in WORKLOADS:
+    for name, labeled in WORKLOADS if workloads is None else workloads:
         graphs = _graphs(name, labeled, n_graphs)
         nk, ek = datasets.default_kernels(name, labeled=labeled)
         kern = MarginalizedGraphKernel(nk, ek, q=q, backend=backend)
@@ -88,11 +92,15 @@ def run(n_graphs: int, reps: int, q: float, n_check: int, n_nodal: int, n_sweep:
             "value_median_s": t_val, "value_first_s": first_val, "value_pairs_per_s": pairs / t_val,
             "grad_over_value_time": t_grad / t_val, "max_normwise_err_vs_cpu": err,
             "closed_form_pairs": int(extra.get("closed_form_pairs", 0)), "cpu_pairs": int(extra.get("cpu_pairs", 0)),
+            "launches": [{k: v for k, v in la.items() if k in ("pairs", "block", "blocks_per_sm", "smem")}
+                         for la in extra.get("launches", [])],
         }  # fmt: skip
         res["gram"][wl] = row
         print(f"{wl:24s} grad {pairs / t_grad:12,.0f} pairs/s  value {pairs / t_val:12,.0f} pairs/s  "
               f"grad/value time {t_grad / t_val:5.2f}  dK err vs CPU {err:.2e}  "
               f"(closed form {row['closed_form_pairs']}, CPU {row['cpu_pairs']})", flush=True)  # fmt: skip
+    if gram_only:
+        return res
 
     graphs = _graphs("nws", True, n_graphs)
     nk, ek = datasets.default_kernels("nws", labeled=True)
@@ -104,9 +112,15 @@ def run(n_graphs: int, reps: int, q: float, n_check: int, n_nodal: int, n_sweep:
     sub = graphs[:n_nodal]
     t_nod, first_nod, Kn = _median_time(lambda: kern(sub, nodal=True), reps)
     npairs = len(sub) * (len(sub) + 1) // 2
+    # where the time goes (last call): the backend's launches (device) and its whole solve_nodal (host_s,
+    # read-back included); the rest is the kernel object's assembly of the (Σn, Σm) matrix
+    be_extra = getattr(getattr(kern, "_backend_obj", None), "last_extra", None) or {}
     res["nodal"] = {"graphs": len(sub), "pairs": npairs, "median_s": t_nod, "first_s": first_nod,
-                    "pairs_per_s": npairs / t_nod, "shape": list(np.shape(Kn))}  # fmt: skip
-    print(f"nodal nws-labeled N={len(sub)}: {npairs / t_nod:,.0f} pairs/s ({1e3 * t_nod:.1f} ms)", flush=True)
+                    "pairs_per_s": npairs / t_nod, "shape": list(np.shape(Kn)),
+                    "backend_device_s": be_extra.get("device_s"), "backend_s": be_extra.get("host_s")}  # fmt: skip
+    print(f"nodal nws-labeled N={len(sub)}: {npairs / t_nod:,.0f} pairs/s ({1e3 * t_nod:.1f} ms; backend "
+          f"{1e3 * float(be_extra.get('host_s', float('nan'))):.1f} ms of which device "
+          f"{1e3 * float(be_extra.get('device_s', float('nan'))):.1f} ms)", flush=True)  # fmt: skip
 
     sweep = graphs[:n_nodal]
     base = MarginalizedGraphKernel(nk, ek, q=q, backend=backend)
@@ -159,9 +173,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep", type=int, default=50, help="θ values of the sweep")
     ap.add_argument("--backend", default="gpu", help="gpu (the benchmark) or cpu (a smoke run of the script)")
     ap.add_argument("--against-graphdot", default=None, help="graphdot_grad.json of mgkflow.bench.graphdot_grad")
+    ap.add_argument("--full-block", type=int, default=None,
+                    help="threads per block of the gradient launches that fill an SM's shared memory "
+                    "(mgkflow.gpu.gradient.FULL_SMEM_BLOCK; 0: the backend's block)")  # fmt: skip
+    ap.add_argument("--gram-only", action="store_true", help="only the Gram matrices (no diag, nodal, sweep)")
+    ap.add_argument("--workloads", default=None, help="comma-separated, e.g. nws-labeled,ba-labeled (default all)")
     ap.add_argument("--out", default=os.environ.get("OUT") or "reports")
     args = ap.parse_args(argv)
-    res = run(args.graphs, args.reps, args.q, args.check, args.nodal, args.sweep, args.backend)
+    if args.full_block is not None:
+        from ..gpu import gradient
+
+        gradient.FULL_SMEM_BLOCK = int(args.full_block)
+    workloads = None
+    if args.workloads:
+        names = {f"{n}-{'labeled' if lab else 'unlabeled'}": (n, lab) for n, lab in WORKLOADS}
+        workloads = [names[w] for w in args.workloads.split(",")]
+    res = run(args.graphs, args.reps, args.q, args.check, args.nodal, args.sweep, args.backend, workloads,
+              args.gram_only)  # fmt: skip
+    res["full_block"] = args.full_block
     if res["backend"] == "gpu":
         from ..gpu import GPUBackend
 

@@ -498,13 +498,14 @@ class GPUBackend:
 
     def _plan(
         self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, wide: bool | str | None = None,
-        wide_min_products: float = WIDE_MIN_PRODUCTS, fit_budget: float = 1.0,
+        wide_min_products: float = WIDE_MIN_PRODUCTS, fit_budget: float = 1.0, smem_vectors: int = 1,
     ) -> tuple[LaunchPlan, int]:  # fmt: skip
         """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes); ``wide``
         and ``wide_min_products`` override the backend's settings, ``fit_budget`` scales the budget
-        a pair's one-block scratch must fit (a gradient block needs 5/4 of the value solve's)."""
+        a pair's one-block scratch must fit and ``smem_vectors`` the shared-memory bytes per product
+        entry (a gradient block keeps two systems: :mod:`mgkflow.gpu.gradient`)."""
         N = db.nt[g1] * db.nt[g2] * 64
-        per_entry = _SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8
+        per_entry = (_SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8) * smem_vectors
         smem_cap = self.limits.smem_optin - func.shared_size_bytes - 64
         if self.smem_limit is not None:
             smem_cap = min(smem_cap, int(self.smem_limit))
@@ -553,7 +554,8 @@ class GPUBackend:
         """One persistent-grid launch of ``mgk_solve`` over the pairs ``sel``: device seconds, figures.
 
         ``extra``: the outputs of a gradient or nodal configuration (:mod:`mgkflow.gpu.gradient`:
-        ``extra_doubles(n_max)`` more scratch per block, ``args(order)``, ``collect(order)``)."""
+        ``extra_doubles(n_max)`` more scratch per block, ``smem_vectors`` times the shared memory,
+        ``args(order)``, ``collect(order)``)."""
         if shared.N.size != len(g1):  # a caller that built its own _SharedArgs (gradient, nodal)
             shared.N = db.nt[g1] * db.nt[g2] * 64
             shared.cost = self._cost(db, g1, g2) if self.sort_jobs else None
@@ -563,6 +565,8 @@ class GPUBackend:
         jobs[0::2], jobs[1::2] = g1[order], g2[order]
         n_max = int(N[order].max())
         per_entry = _SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8
+        if extra is not None:
+            per_entry *= extra.smem_vectors
         a_bytes = 8 if self.a_double else 4
         smem = (int(n_max * per_entry) + 15) // 16 * 16 if use_smem else 0
         per_block = int(scratch_doubles(np.array([n_max]), np.array([use_smem]), self.a_in_shared, a_bytes)[0])

@@ -16,7 +16,7 @@ from ..format.octile import OctileBatch
 
 __all__ = [
     "blocked_index", "xmv_blocked", "xmv_rows", "xmv_staged", "to_blocked", "from_blocked", "system_blocked",
-    "pcg_blocked", "gradient_rows", "solve_pair_blocked",
+    "pcg_blocked", "pcg2_blocked", "gradient_rows", "solve_pair_blocked",
 ]  # fmt: skip
 
 
@@ -102,12 +102,15 @@ def xmv_rows(
 
     ``rows`` is :func:`mgkflow.gpu.strategies.row_pair.row_arrays` output, ``hdr`` the (G, 5) graph
     headers (n, nt, node_off, rowptr_off, rrow_off); ``edge_labels`` the row-order labels
-    by field (concatenated like ``rows``).
+    by field (concatenated like ``rows``). ``p`` of shape (N, 2) holds two vectors multiplied at
+    once like ``XMV_TILE_PAIR2`` (the gradient's joint PCG): each product's coefficient is formed
+    once and applied to both columns.
     """
     nt1, nt2 = int(hdr[g1, 1]), int(hdr[g2, 1])
     o1, o2 = int(hdr[g1, 4]), int(hdr[g2, 4])
     rp, coff, w = rows["rrowptr"], rows["rcoff"], rows["rweight"]
-    y = np.zeros(nt1 * nt2 * 64)
+    p = np.asarray(p, dtype=np.float64)
+    y = np.zeros((nt1 * nt2 * 64,) + p.shape[1:])
 
     def ke(t1: int, t2: int) -> float:
         if edge_kernel is None:
@@ -115,13 +118,14 @@ def xmv_rows(
         e1 = {f: v[t1] for f, v in edge_labels.items()}
         return float(edge_kernel(e1, {f: v[t2] for f, v in edge_labels.items()}))
 
-    def row_pair(a0: int, a1: int, b0: int, b1: int) -> float:
-        acc = 0.0
+    def row_pair(a0: int, a1: int, b0: int, b1: int) -> Any:
+        acc = np.zeros(p.shape[1:])
         for ka in range(a0, a1):
             ca = int(coff[ka])
             base = (((ca >> 6) * nt2) << 6) + ((ca & 7) << 3)
             for kb in range(b0, b1):
-                acc += float(w[ka]) * float(w[kb]) * ke(ka, kb) * p[base + int(coff[kb])]
+                coef = float(w[ka]) * float(w[kb]) * ke(ka, kb)  # once for every vector of p
+                acc += coef * p[base + int(coff[kb])]
         return acc
 
     for tp in range(nt1 * nt2):
@@ -277,6 +281,94 @@ def pcg_blocked(
     return X, it, (float(np.sqrt(rr / bb)) if bb > 0 else 0.0), bool(conv)
 
 
+def pcg2_blocked(
+    DG: np.ndarray, b: np.ndarray, c: np.ndarray, xmv: Callable[[np.ndarray], np.ndarray], rtol: float,
+    max_iter: int,
+) -> tuple[np.ndarray, np.ndarray, list[int], list[float], list[bool], int]:  # fmt: skip
+    """The gradient kernel's joint PCG: M x = b and M y = c in one loop, like the GRADIENT section of
+    ``mgk_solver.cu``.
+
+    Two independent Jacobi-PCG recurrences (own alpha, beta, residual norms and stop) share the
+    diagonal and every XMV pass: while both run, ``xmv`` gets the (N, 2) array [p_x, p_y] (one
+    coefficient per product for both); once one has converged or broken down it stops updating and
+    ``xmv`` gets the other's direction alone. Each system follows exactly the iterates of
+    :func:`pcg_blocked` on its right-hand side.
+
+    Returns
+    -------
+    X, Y : ndarray
+        The two solutions.
+    iterations, residuals, converged : list of two
+        Per system (x, y): iterations done, ||r|| / ||rhs||, converged.
+    passes : int
+        XMV passes (loop trips) of the joint loop, ``max(iterations)`` unless a breakdown ended it.
+
+    Examples
+    --------
+    >>> M = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> DG = np.diag(M).copy()
+    >>> X, Y, its, res, conv, passes = pcg2_blocked(DG, np.array([1.0, 2.0]), np.array([1.0, 0.0]),
+    ...                                             lambda p: np.diag(DG) @ p - M @ p, 1e-12, 10)
+    >>> np.allclose(M @ X, [1, 2]) and np.allclose(M @ Y, [1, 0]), its, conv, passes
+    (True, [2, 2], [True, True], 2)
+    """
+    rhs = np.stack([b, c], axis=1)
+    DI = 1.0 / DG
+    X = np.zeros_like(rhs)
+    R = rhs.copy()
+    P = rhs * DI[:, None]
+    rz = np.einsum("ij,ij->j", R, P)
+    bb = np.einsum("ij,ij->j", rhs, rhs)
+    thr = rtol * rtol * bb
+    rr = bb.copy()
+    its = [0, 0]
+    conv = [bool(bb[s] <= thr[s]) for s in range(2)]
+    act = [not conv[0], not conv[1]]
+    it = passes = 0
+    while any(act) and it < max_iter:
+        run = [s for s in range(2) if act[s]]
+        if len(run) == 2:
+            A = DG[:, None] * P - xmv(P)  # XMV_TILE_PAIR2: both directions in one pass
+        else:
+            A = np.zeros_like(P)
+            A[:, run[0]] = DG * P[:, run[0]] - xmv(P[:, run[0]])
+        passes += 1
+        pa = np.einsum("ij,ij->j", P, A)
+        alpha = np.zeros(2)
+        for s in run:
+            if not (pa[s] > 0 and np.isfinite(pa[s])):  # breakdown: this system stops, not counted
+                act[s] = False
+                its[s] = it
+            else:
+                alpha[s] = rz[s] / pa[s]
+        run = [s for s in range(2) if act[s]]
+        if not run:
+            break
+        for s in run:
+            X[:, s] += alpha[s] * P[:, s]
+            R[:, s] -= alpha[s] * A[:, s]
+        it += 1
+        beta = np.zeros(2)
+        for s in run:
+            rz_new = float(R[:, s] @ (R[:, s] * DI))
+            rr[s] = float(R[:, s] @ R[:, s])
+            if rr[s] <= thr[s] or not np.isfinite(rr[s]):
+                conv[s] = bool(rr[s] <= thr[s])
+                act[s] = False
+                its[s] = it
+            else:
+                beta[s] = rz_new / rz[s]
+                rz[s] = rz_new
+        for s in range(2):
+            if act[s]:
+                P[:, s] = R[:, s] * DI + beta[s] * P[:, s]
+    for s in range(2):
+        if act[s]:  # stopped by max_iter
+            its[s] = it
+    res = [float(np.sqrt(rr[s] / bb[s])) if bb[s] > 0 else 0.0 for s in range(2)]
+    return X[:, 0].copy(), X[:, 1].copy(), its, res, conv, passes
+
+
 def gradient_rows(
     rows: dict, hdr: np.ndarray, g1: int, g2: int, X: np.ndarray, Y: np.ndarray, node_labels: dict,
     edge_labels: dict, node_kernel: Any, edge_kernel: Any, d: np.ndarray, q: np.ndarray,
@@ -330,9 +422,10 @@ def solve_pair_blocked(
     edge_kernel: Any, d: np.ndarray, p: np.ndarray, q: np.ndarray, rtol: float = 1e-12, max_iter: int = 10_000,
     gradient: bool = True,
 ) -> dict:  # fmt: skip
-    """One job of ``mgk_solve`` (gradient or nodal configuration) in numpy: the value PCG, the
-    adjoint PCG and :func:`gradient_rows`. Returns k, x (blocked), iterations, residual,
-    converged (the worse of the two solves) and, with ``gradient``, y and grad."""
+    """One job of ``mgk_solve`` (gradient or nodal configuration) in numpy: the value PCG (nodal), or
+    the joint PCG of x and the adjoint y (:func:`pcg2_blocked`) and :func:`gradient_rows`. Returns k,
+    x (blocked), iterations, residual, converged (the worse of the two solves) and, with
+    ``gradient``, y, grad, ``iterations_xy`` (per system) and ``passes`` (XMV passes)."""
 
     def ke(e1: dict, e2: dict) -> np.ndarray:
         return edge_kernel(e1, e2)
@@ -341,10 +434,11 @@ def solve_pair_blocked(
         return xmv_rows(rows, hdr, g1, g2, P, edge_labels, ke)
 
     DG, b, px, _ = system_blocked(hdr, g1, g2, node_labels, node_kernel, d, p, q)
-    X, it, res, conv = pcg_blocked(DG, b, xmv, rtol, max_iter)
-    out = {"k": float(px @ X), "x": X, "iterations": it, "residual": res, "converged": conv}
-    if gradient:
-        Y, it2, res2, conv2 = pcg_blocked(DG, px, xmv, rtol, max_iter)
-        out.update(y=Y, iterations=max(it, it2), residual=max(res, res2), converged=conv and conv2)
-        out["grad"] = gradient_rows(rows, hdr, g1, g2, X, Y, node_labels, edge_labels, node_kernel, edge_kernel, d, q)
+    if not gradient:
+        X, it, res, conv = pcg_blocked(DG, b, xmv, rtol, max_iter)
+        return {"k": float(px @ X), "x": X, "iterations": it, "residual": res, "converged": conv}
+    X, Y, its, res2, conv2, passes = pcg2_blocked(DG, b, px, xmv, rtol, max_iter)
+    out = {"k": float(px @ X), "x": X, "y": Y, "iterations": max(its), "residual": max(res2),
+           "converged": all(conv2), "iterations_xy": its, "passes": passes}  # fmt: skip
+    out["grad"] = gradient_rows(rows, hdr, g1, g2, X, Y, node_labels, edge_labels, node_kernel, edge_kernel, d, q)
     return out

@@ -4,8 +4,10 @@
 the per-pair solver (``mgk_solver.cu``, one thread block per pair) compiled with a structure flag
 of :class:`~mgkflow.gpu.source.KernelConfig`:
 
-* ``gradient``: after the value PCG a second PCG for the adjoint y (M y = p_x) in the same block,
-  then one contraction pass (``mgk_gradient.cuh``) over the product nodes (node-kernel and q
+* ``gradient``: one PCG loop with two recurrences in the same block, x (M x = b) and the adjoint y
+  (M y = p_x), each with its own step sizes, residual and stop, sharing every XMV pass (each
+  product's coefficient, the edge kernel, is formed once for both directions), then one
+  contraction pass (``mgk_gradient.cuh``) over the product nodes (node-kernel and q
   terms) and the edge pairs (the row-pair walk with the edge kernel's ``c_grad`` expressions),
   block-reduced in float64 into ``out_grad[job, h]``. The hyperparameter values travel in
   ``mgk_kpar`` as for the values: a θ sweep compiles once.
@@ -38,7 +40,17 @@ import numpy as np
 from ..kernels import BaseKernel, Constant
 from ..system import GraphSystem
 
-__all__ = ["closed_form_ok", "closed_form", "closed_form_pairs", "solve_gradient", "solve_nodal"]
+__all__ = ["closed_form_ok", "closed_form", "closed_form_pairs", "solve_gradient", "solve_nodal", "FIT_BUDGET"]
+
+#: Threads per block of the gradient launches whose shared memory (two systems' vectors) lets only one
+#: block of the backend's size reside on an SM (e.g. 96-node pairs: 9216 unknowns x 24 bytes): a block
+#: of this size (``min_blocks`` 1, the same 64-register bound as 512 x 2) keeps the SM's warps busy.
+#: 0 or the backend's block size: no change.
+FULL_SMEM_BLOCK = 1024
+
+#: Share of the scratch budget a gradient pair's value-solve scratch may use: the joint PCG's block
+#: needs at most twice the value solve's (see ``_GradientOut``).
+FIT_BUDGET = 0.5
 
 
 def closed_form_ok(system: GraphSystem) -> bool:
@@ -115,7 +127,17 @@ def closed_form_pairs(
 
 
 class _GradientOut:
-    """``out_grad`` of the launches of one call: N_GRAD doubles per job (job order)."""
+    """``out_grad`` of the launches of one call: N_GRAD doubles per job (job order).
+
+    The joint PCG keeps two sets of vectors: shared memory holds the search directions P, P_y (and the
+    products A, A_y) of both systems (``smem_vectors`` = 2 times the value solve's bytes per entry),
+    global memory X, R, DG, DI, X_y, R_y and what does not fit in shared memory:
+    ``extra_doubles`` = 4 n_max more than the value solve's scratch (X_y, R_y and, at most, P_y and
+    A_y), so a block needs at most twice the value solve's scratch (``FIT_BUDGET``).
+    """
+
+    #: factor on the value solve's shared-memory bytes per product entry
+    smem_vectors = 2
 
     def __init__(self, cuda: Any, npairs: int, n_grad: int) -> None:
         self.cuda = cuda
@@ -124,7 +146,7 @@ class _GradientOut:
         self.buf = cuda.mem_alloc(8 * max(npairs, 1) * n_grad)
 
     def extra_doubles(self, n_max: int) -> int:
-        return int(n_max)  # the saved solution x (XS) at the end of each block's scratch
+        return 4 * int(n_max)
 
     def args(self, order: np.ndarray) -> dict:
         return {"out_grad": self.buf}
@@ -136,15 +158,37 @@ class _GradientOut:
 
 
 class _NodalOut:
-    """``out_nodal`` / ``nodal_off`` of one launch: the (n_i, m_j) blocks in job order."""
+    """``out_nodal`` / ``nodal_off`` / ``nodal_perm`` of one call: the (n_i, m_j) blocks in job order.
 
-    def __init__(self, cuda: Any, device: Any, n1: np.ndarray, n2: np.ndarray, perms1: list, perms2: list) -> None:
+    The kernel writes each block in the graphs' original node order (``nodal_perm``: packed node a of
+    a graph is its node ``nodal_perm[node_off + a]``), so a launch's blocks are read back with one copy
+    and handed out as views of it (no per-pair permutation on the host).
+    """
+
+    #: factor on the value solve's shared-memory bytes per product entry
+    smem_vectors = 1
+
+    def __init__(self, cuda: Any, device: Any, n1: np.ndarray, n2: np.ndarray, perm: Any) -> None:
         self.cuda, self.device = cuda, device
         self.n1, self.n2 = n1, n2
-        self.perms1, self.perms2 = perms1, perms2
+        self.perm = perm  # device array: original index of every packed node (node arrays' layout)
         self.blocks: list = [None] * len(n1)
         self._buf: Any = None
         self._off: np.ndarray | None = None
+
+    @staticmethod
+    def node_perm(node_offset: np.ndarray, perms: Sequence[np.ndarray], total: int) -> np.ndarray:
+        """``nodal_perm``: at node_offset[k] + a the original index of packed node a of graph k.
+
+        Examples
+        --------
+        >>> _NodalOut.node_perm(np.array([0, 8]), [np.array([1, 0, 2]), np.array([0, 1])], 16).tolist()[:10]
+        [1, 0, 2, 0, 0, 0, 0, 0, 0, 1]
+        """
+        out = np.zeros(max(int(total), 1), dtype=np.int32)
+        for o, p in zip(np.asarray(node_offset, dtype=np.int64).tolist(), perms, strict=True):
+            out[o : o + len(p)] = p
+        return out
 
     def extra_doubles(self, n_max: int) -> int:
         return 0
@@ -153,20 +197,43 @@ class _NodalOut:
         sizes = self.n1[order].astype(np.int64) * self.n2[order]
         self._off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._buf = self.cuda.mem_alloc(8 * max(int(self._off[-1]), 1))
-        return {"out_nodal": self._buf, "nodal_off": self.device.upload(self._off[:-1])}
+        return {"out_nodal": self._buf, "nodal_off": self.device.upload(self._off[:-1]), "nodal_perm": self.perm}
 
     def collect(self, order: np.ndarray) -> None:
         host = np.empty(max(int(self._off[-1]), 1))
         self.cuda.memcpy_dtoh(host, self._buf)
+        off = self._off.tolist()
+        n1, n2 = self.n1[order].tolist(), self.n2[order].tolist()
         for k, t in enumerate(order.tolist()):
-            n, m = int(self.n1[t]), int(self.n2[t])
-            blk = host[self._off[k] : self._off[k] + n * m].reshape(n, m)
-            out = np.empty_like(blk)
-            p1, p2 = self.perms1[t], self.perms2[t]
-            # row a of the packed graph is node perms[a] of the original
-            out[np.ix_(p1, p2)] = blk
-            self.blocks[t] = out
+            self.blocks[t] = host[off[k] : off[k + 1]].reshape(n1[k], n2[k])
         self._buf = None
+
+
+def _full_smem_classes(
+    backend: Any, plan: Any, classes: list, config: Any, values: np.ndarray, N: np.ndarray
+) -> list:  # fmt: skip
+    """The gradient's launch classes with :data:`FULL_SMEM_BLOCK`-thread blocks where the shared memory
+    of a class leaves room for one block of the backend's size per SM (see :data:`FULL_SMEM_BLOCK`)."""
+    from dataclasses import replace
+
+    from . import device
+    from .backend import _SMEM_PER_ENTRY, KPAR, compile_module
+
+    full = int(FULL_SMEM_BLOCK)
+    out = []
+    for sel, use_smem, fn, blk in classes:
+        if use_smem and sel is not plan.tiny and blk == backend.block and 0 < blk < full:
+            per_entry = (_SMEM_PER_ENTRY[backend.a_double] if backend.a_in_shared else 8) * _GradientOut.smem_vectors
+            smem = (int(N[sel].max()) * per_entry + 15) // 16 * 16
+            if device.kernel_blocks_per_sm(fn, blk, smem) * blk < full:
+                mod = compile_module(replace(config, block=full, min_blocks=1, p_smem=backend.p_smem))
+                mod.set_constant(KPAR, values)
+                big = mod.function("mgk_solve")
+                # the larger block's static shared memory (its reduction buffers) must still leave room
+                if smem + int(big.shared_size_bytes) <= backend.limits.smem_optin:
+                    fn, blk = big, full
+        out.append((sel, use_smem, fn, blk))
+    return out
 
 
 def _per_pair(
@@ -196,17 +263,22 @@ def _per_pair(
     # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
     # are returned for the CPU oracle
     plan, budget = backend._plan(db, g1, g2, func, wide="auto", wide_min_products=float("inf"),
-                                 fit_budget=0.8 if kind == "gradient" else 1.0)  # fmt: skip
+                                 fit_budget=FIT_BUDGET if kind == "gradient" else 1.0,
+                                 smem_vectors=_GradientOut.smem_vectors if kind == "gradient" else 1)  # fmt: skip
     if kind == "gradient":
         extra: Any = _GradientOut(cuda, npairs, config.n_grad)
     else:
         n = np.array([s.n for s in systems], dtype=np.int64)
         perms = db.perms if db.perms is not None else [np.arange(s.n) for s in systems]
-        extra = _NodalOut(cuda, device, n[g1], n[g2], [perms[i] for i in g1], [perms[j] for j in g2])
+        perm = device.upload(_NodalOut.node_perm(db.batch.node_offset, perms, db.batch.d.size))
+        extra = _NodalOut(cuda, device, n[g1], n[g2], perm)
     shared = _SharedArgs(db, strategies.get("rows").args(db, None), out, backend.rtol, backend.max_iter)
+    classes = backend._launch_classes(plan, config, func, values)
+    if kind == "gradient":
+        classes = _full_smem_classes(backend, plan, classes, config, values, db.nt[g1] * db.nt[g2] * 64)
     dev_seconds = 0.0
     launches = []
-    for sel, use_smem, fn, blk in backend._launch_classes(plan, config, func, values):
+    for sel, use_smem, fn, blk in classes:
         secs, info = backend._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs, extra=extra)
         dev_seconds += secs
         launches.append(info)

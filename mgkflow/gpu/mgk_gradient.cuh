@@ -1,8 +1,9 @@
 // mgkflow: derivatives of the marginalized graph kernel in the per-pair solver (docs/gradients.md).
 //
 // Spliced into mgk_solver.cu (as GRADIENT_FRAGMENT, only when KernelConfig.gradient) after
-// block_sum2. With M x = b (pass 0 of the solver's PCG) and the adjoint M y = p_x (pass 1, right-hand
-// side adjoint_rhs), every derivative is one sum over the product graph:
+// block_sum2. The solver's GRADIENT section runs one PCG loop with two recurrences, M x = b and the
+// adjoint M y = p_x (right-hand side adjoint_rhs), sharing each XMV pass (XMV_TILE_PAIR2 of the
+// strategy fragment); then every derivative is one sum over the product graph (grad_contraction):
 //   node hyperparameter h:  sum_ii'  y x d d' (dv/dh) / v^2
 //   edge hyperparameter h:  sum over edge pairs (i->j, i'->j') of w w' (dke/dh) y_ii' x_jj'
 //   scalar q:               sum_ii'  y (db/dq - (dD/dq) / v x),  dD/dq = 2 D / (1 - q),  db/dq = dD q^2 + 2 q D
@@ -17,6 +18,34 @@
 ${GRAD_DEFINES}
 
 #define N_EDGE_ACC (N_EDGE_GRAD > 0 ? N_EDGE_GRAD : 1)
+
+// Sum four doubles over the block (the two recurrences' r.z and r.r); every thread gets the totals.
+// buf: 4 * NWARP doubles.
+__device__ __forceinline__ void block_sum4(double& a, double& b, double& c, double& d, double* buf)
+{
+    warp_sum2(a, b);
+    warp_sum2(c, d);
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    if (l == 0) {
+        buf[w] = a;
+        buf[NWARP + w] = b;
+        buf[2 * NWARP + w] = c;
+        buf[3 * NWARP + w] = d;
+    }
+    __syncthreads();
+    a = 0.0;
+    b = 0.0;
+    c = 0.0;
+    d = 0.0;
+#pragma unroll
+    for (int k = 0; k < NWARP; ++k) {
+        a += buf[k];
+        b += buf[NWARP + k];
+        c += buf[2 * NWARP + k];
+        d += buf[3 * NWARP + k];
+    }
+    __syncthreads();
+}
 
 // Right-hand side of the adjoint system at entry idx of the blocked layout: p_i p'_i' (0 on padding).
 __device__ __forceinline__ double adjoint_rhs(

@@ -27,9 +27,10 @@
 // or as double when some weight is not exactly a float).
 //
 // Optional sections (off in value-only builds; the preprocessed value-only code is unchanged):
-// GRADIENT (mgk_gradient.cuh spliced as GRADIENT_FRAGMENT: a second PCG for the adjoint
-// y, M y = p_x, then dK/dh per pair into out_grad; docs/gradients.md) and NODAL (p_i p'_i' x_ii'
-// of every pair into out_nodal). EXTRA_PARAMS adds their kernel parameters.
+// GRADIENT (mgk_gradient.cuh spliced as GRADIENT_FRAGMENT: one PCG loop with two recurrences, x and
+// the adjoint y (M y = p_x), sharing each XMV pass, then dK/dh per pair into out_grad;
+// docs/gradients.md) and NODAL (p_i p'_i' x_ii' of every pair into out_nodal, rows and columns in the
+// graphs' original node order). EXTRA_PARAMS adds their kernel parameters.
 
 #define BLOCK ${BLOCK}
 #define MIN_BLOCKS ${MIN_BLOCKS}
@@ -125,7 +126,22 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     double* R = X + n_max;
     double* DG = R + n_max;
     double* DI = DG + n_max;
+#if GRADIENT
+    // joint PCG of x (M x = b) and the adjoint y (M y = p_x): X, R, DG, DI, XY, RY in global memory,
+    // then the search directions P, PY (= P + n_max) and the products A, AY (= A + n_max) in shared
+    // memory (use_smem 1), P and PY only (2) or after the global vectors (0)
+    double* const XY = DI + n_max;
+    double* const RY = XY + n_max;
 #if P_SMEM
+    double* const P = smem;
+    a_t* const A = use_smem == 1 ? (a_t*)(smem + 2 * n_max) : (a_t*)(RY + n_max);
+#else
+    double* const P = use_smem ? smem : RY + n_max;
+    a_t* const A = use_smem == 1 ? (a_t*)(smem + 2 * n_max) : (a_t*)(use_smem ? RY + n_max : RY + 3 * n_max);
+#endif
+    double* const PY = P + n_max;
+    a_t* const AY = A + n_max;
+#elif P_SMEM
     // P is known to live in shared memory: 32-bit shared addressing in the XMV's inner loop
     double* const P = smem;
     a_t* const A = use_smem == 1 ? (a_t*)(smem + n_max) : (a_t*)(DI + n_max);
@@ -156,22 +172,204 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         const int n_tp = h1.nt * nt2;
         const long long N = (long long)n_tp * 64;
 #if GRADIENT
-        // pass 0 solves M x = b into X, pass 1 the adjoint M y = p_x into the last n_max doubles of the
-        // block's scratch (the inner X of pass 1)
-        // iterations, residual, success of each pass (thread 0's copies, in shared memory: no registers)
-        __shared__ double s_pass[2][3];
-        for (int pass = 0; pass < 2; ++pass) {
-        double* const X = pass == 0 ? blk : blk + scratch_per_block - n_max;
-#endif
+        // ---------------------------------------------------------------- joint PCG of x and y
+        // Two independent Jacobi-PCG recurrences sharing the diagonal and every XMV pass: system x
+        // (bit 1) is M x = b in X, R, P, A; system y (bit 2) the adjoint M y = p_x in XY, RY, PY, AY.
+        // Each has its own alpha, beta, residual norm and stop; a system that converged (or broke down)
+        // stops updating. While both run, each product coefficient is formed once for both directions
+        // (XMV_TILE_PAIR2); afterwards the one-vector XMV runs on the remaining direction.
+        __shared__ double red4[4 * NWARP];
+        // per system (x, y): ||b||^2, threshold, last ||r||^2 and iterations, in shared memory (registers
+        // are scarce around the XMV); thr is read by every thread, the rest by thread 0 only
+        __shared__ double s_bb[2], s_thr[2], s_rr[2], s_rz[2][2];
+        __shared__ int s_it[2];
+        double rz = 0.0, bb = 0.0, rzy = 0.0, bby = 0.0;
+        for (long long idx = tid; idx < N; idx += BLOCK) {
+            double dg, b;
+            system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
+            const double c = adjoint_rhs(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
+            const double di = 1.0 / dg;
+            const double z = b * di, zy = c * di;
+            DG[idx] = dg;
+            DI[idx] = di;
+            X[idx] = 0.0;
+            R[idx] = b;
+            P[idx] = z;
+            XY[idx] = 0.0;
+            RY[idx] = c;
+            PY[idx] = zy;
+            rz += b * z;
+            bb += b * b;
+            rzy += c * zy;
+            bby += c * c;
+        }
+        block_sum4(rz, bb, rzy, bby, red4);
+        // a system has converged when its last ||r||^2 <= thr (breakdown, max_iter and a non-finite
+        // residual leave it above): no flags in registers
+        int it = 0;
+        int act = (bb <= rtol * rtol * bb ? 0 : 1) | (bby <= rtol * rtol * bby ? 0 : 2);
+        if (tid == 0) {
+            s_bb[0] = bb;
+            s_bb[1] = bby;
+            s_thr[0] = rtol * rtol * bb;
+            s_thr[1] = rtol * rtol * bby;
+            s_rr[0] = bb;
+            s_rr[1] = bby;
+            s_it[0] = 0;
+            s_it[1] = 0;
+            s_rz[0][0] = rz;
+            s_rz[0][1] = rzy;
+        }
 
+        while (act && it < max_iter) {
+            // XMV: a = DG p - (A∘E) p for each running direction, pa = p.a
+            double pa = 0.0, pay = 0.0;
+            {
+                XMV_LANE_SETUP
+                if (act == 3) {
+                    for (int tp = warp; tp < n_tp; tp += NWARP) {
+                        const int I = tp / nt2, I2 = tp - I * nt2;
+                        double acca, accb, acca2, accb2;
+                        XMV_TILE_PAIR2(acca, accb, acca2, accb2, (int)n_max)
+                        const long long ia = ((long long)tp << 6) + oa;
+                        const long long ib = ((long long)tp << 6) + ob;
+                        const double dga = DG[ia], dgb = DG[ib];
+                        const double pa_ = P[ia], pb_ = P[ib];
+                        const double va = dga * pa_ - acca;
+                        const double vb = dgb * pb_ - accb;
+                        A[ia] = (a_t)va;
+                        A[ib] = (a_t)vb;
+                        pa += pa_ * va + pb_ * vb;
+                        const double qa_ = PY[ia], qb_ = PY[ib];
+                        const double wa = dga * qa_ - acca2;
+                        const double wb = dgb * qb_ - accb2;
+                        AY[ia] = (a_t)wa;
+                        AY[ib] = (a_t)wb;
+                        pay += qa_ * wa + qb_ * wb;
+                    }
+                } else {
+                    double* const Pc = act == 1 ? P : PY;
+                    a_t* const Ac = act == 1 ? A : AY;
+                    double ps = 0.0;
+                    {
+                        const double* const P = Pc;
+                        for (int tp = warp; tp < n_tp; tp += NWARP) {
+                            const int I = tp / nt2, I2 = tp - I * nt2;
+                            double acca = 0.0, accb = 0.0;
+                            XMV_TILE_PAIR(acca, accb)
+                            const long long ia = ((long long)tp << 6) + oa;
+                            const long long ib = ((long long)tp << 6) + ob;
+                            const double pa_ = P[ia], pb_ = P[ib];
+                            const double va = DG[ia] * pa_ - acca;
+                            const double vb = DG[ib] * pb_ - accb;
+                            Ac[ia] = (a_t)va;
+                            Ac[ib] = (a_t)vb;
+                            ps += pa_ * va + pb_ * vb;
+                        }
+                    }
+                    if (act == 1) pa = ps; else pay = ps;
+                }
+            }
+            block_sum2(pa, pay, red);
+            double alpha = 0.0, alphay = 0.0;
+            if (act & 1) {
+                if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
+                    act &= ~1;
+                    if (tid == 0) s_it[0] = it;
+                } else {
+                    alpha = s_rz[it & 1][0] / pa;
+                }
+            }
+            if (act & 2) {
+                if (!(pay > 0.0) || !isfinite(pay)) {
+                    act &= ~2;
+                    if (tid == 0) s_it[1] = it;
+                } else {
+                    alphay = s_rz[it & 1][1] / pay;
+                }
+            }
+            if (!act) break;
+            double rz_new = 0.0, rr_new = 0.0, rzy_new = 0.0, rry_new = 0.0;
+            for (long long idx = tid; idx < N; idx += BLOCK) {
+                const double di = DI[idx];
+                if (act & 1) {
+                    const double r = R[idx] - alpha * (double)A[idx];
+                    X[idx] += alpha * P[idx];
+                    R[idx] = r;
+                    const double z = r * di;
+                    rz_new += r * z;
+                    rr_new += r * r;
+                }
+                if (act & 2) {
+                    const double r = RY[idx] - alphay * (double)AY[idx];
+                    XY[idx] += alphay * PY[idx];
+                    RY[idx] = r;
+                    const double z = r * di;
+                    rzy_new += r * z;
+                    rry_new += r * r;
+                }
+            }
+            block_sum4(rz_new, rr_new, rzy_new, rry_new, red4);
+            ++it;
+            double beta = 0.0, betay = 0.0;
+            if (act & 1) {
+                if (tid == 0) s_rr[0] = rr_new;
+                if (rr_new <= s_thr[0] || !isfinite(rr_new)) {  // converged, or broke down
+                    act &= ~1;
+                    if (tid == 0) s_it[0] = it;
+                } else {
+                    beta = rz_new / s_rz[(it - 1) & 1][0];
+                    if (tid == 0) s_rz[it & 1][0] = rz_new;
+                }
+            }
+            if (act & 2) {
+                if (tid == 0) s_rr[1] = rry_new;
+                if (rry_new <= s_thr[1] || !isfinite(rry_new)) {
+                    act &= ~2;
+                    if (tid == 0) s_it[1] = it;
+                } else {
+                    betay = rzy_new / s_rz[(it - 1) & 1][1];
+                    if (tid == 0) s_rz[it & 1][1] = rzy_new;
+                }
+            }
+            if (!act) break;
+            for (long long idx = tid; idx < N; idx += BLOCK) {
+                const double di = DI[idx];
+                if (act & 1) P[idx] = R[idx] * di + beta * P[idx];
+                if (act & 2) PY[idx] = RY[idx] * di + betay * PY[idx];
+            }
+            __syncthreads();
+        }
+        if (tid == 0) {  // stopped by max_iter
+            if (act & 1) s_it[0] = it;
+            if (act & 2) s_it[1] = it;
+        }
+
+        // ---------------------------------------------------------------- K = p^T x, dK/dh
+        double k = 0.0, dummy2 = 0.0;
+        for (long long idx = tid; idx < N; idx += BLOCK) {
+            const int tp = (int)(idx >> 6), e = (int)(idx & 63);
+            const int I = tp / nt2, I2 = tp - I * nt2;
+            const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
+            k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
+        }
+        block_sum2(k, dummy2, red);
+        grad_contraction(h1, h2, nt2, n_tp, N, X, XY, nlab, nlab_stride, dvec, qvec, rrowptr, rcoff, rweight, relab,
+                         relab_stride, out_grad + (long long)jb * N_GRAD, red);
+        if (tid == 0) {
+            out_k[jb] = k;
+            // the worse of the two solves
+            out_iter[jb] = max(s_it[0], s_it[1]);
+            out_res[jb] = fmax(s_bb[0] > 0.0 ? sqrt(s_rr[0] / s_bb[0]) : 0.0,
+                               s_bb[1] > 0.0 ? sqrt(s_rr[1] / s_bb[1]) : 0.0);
+            out_conv[jb] = (s_rr[0] <= s_thr[0] && s_rr[1] <= s_thr[1] && isfinite(k)) ? 1 : 0;
+        }
+#else
         // ---------------------------------------------------------------- init
         double rz = 0.0, bb = 0.0;
         for (long long idx = tid; idx < N; idx += BLOCK) {
             double dg, b;
             system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
-#if GRADIENT
-            if (pass == 1) b = adjoint_rhs(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
-#endif
             const double di = 1.0 / dg;
             const double z = b * di;
             DG[idx] = dg;
@@ -268,24 +466,18 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             const int tp = (int)(idx >> 6), e = (int)(idx & 63);
             const int I = tp / nt2, I2 = tp - I * nt2;
             const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
+            // at the original node order: packed node a of a graph is its node nodal_perm[node_off + a]
             if (i < h1.n && i2 < h2.n)
-                out_nodal[nodal_off[jb] + (long long)i * h2.n + i2] =
-                    pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
+                out_nodal[nodal_off[jb] + (long long)nodal_perm[h1.node_off + i] * h2.n +
+                          nodal_perm[h2.node_off + i2]] = pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
         }
 #endif
         if (tid == 0) {
-#if GRADIENT
-            out_k[jb] = k;
-            // the worse of the two solves
-            out_iter[jb] = (int)fmax(s_pass[0][0], s_pass[1][0]);
-            out_res[jb] = fmax(s_pass[0][1], s_pass[1][1]);
-            out_conv[jb] = (s_pass[0][2] > 0.0 && s_pass[1][2] > 0.0 && isfinite(k)) ? 1 : 0;
-#else
             out_k[jb] = k;
             out_iter[jb] = it;
             out_res[jb] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
             out_conv[jb] = (conv && !broke && isfinite(k)) ? 1 : 0;
-#endif
         }
+#endif  // GRADIENT
     }
 }

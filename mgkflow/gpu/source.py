@@ -76,12 +76,14 @@ class KernelConfig:
         weight into the exponent, scaled at run time by ``mgk_kpar[n_node_par + n_edge_par]``
         = sqrt(log2(e) / (2 l^2)): one MUFU op per product).
     gradient : bool
-        Per-pair solver with derivatives (``mgk_gradient.cuh``): after the value PCG a second
-        PCG for the adjoint y (M y = p_x) and a contraction pass writing dK/dh per pair (node
-        hyperparameters, edge hyperparameters, then q) to ``out_grad``. Row-pair XMV only.
+        Per-pair solver with derivatives (``mgk_gradient.cuh``): one PCG loop with two
+        recurrences, x and the adjoint y (M y = p_x), sharing each XMV pass, then a contraction
+        pass writing dK/dh per pair (node hyperparameters, edge hyperparameters, then q) to
+        ``out_grad``. Row-pair XMV only.
     nodal : bool
         Per-pair solver writing the node-pair similarities p_i p'_i' x_ii' of every pair to
-        ``out_nodal`` (at the pair's offset ``nodal_off[job]``).
+        ``out_nodal`` (at the pair's offset ``nodal_off[job]``, row-major in the graphs' original
+        node order: ``nodal_perm[node_off + a]`` is the original index of packed node a).
     node_grad, edge_grad : tuple of str
         C float expressions of the node and edge kernels' derivatives (``c_grad``, reading
         ``mgk_kpar`` like the values; structure only), filled when ``gradient``.
@@ -320,7 +322,10 @@ def kernel_source(config: KernelConfig) -> str:
         extra_params = ",\n    double* __restrict__ out_grad"
         fragment = gradient_fragment(config)
     elif config.nodal:
-        extra_params = ",\n    double* __restrict__ out_nodal,\n    const long long* __restrict__ nodal_off"
+        extra_params = (
+            ",\n    double* __restrict__ out_nodal,\n    const long long* __restrict__ nodal_off,"
+            "\n    const int* __restrict__ nodal_perm"
+        )
     return Template(template_text()).substitute(
         GRADIENT="1" if config.gradient else "0",
         NODAL="1" if config.nodal else "0",

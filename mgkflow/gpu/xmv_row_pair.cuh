@@ -25,3 +25,50 @@
         accb = row_pair(ra_[7 - rx], ra_[8 - rx], rb_[7 - ru], rb_[8 - ru], P, nt2, rcoff, rweight, \
                         relab, relab_stride);                                                      \
     }
+
+#if GRADIENT
+// Two-vector variant (gradient configuration only): the joint PCG of x and the adjoint y multiplies
+// both search directions by the same matrix, so each product's coefficient A_ij A'_i'j' ke (the
+// edge kernel, exp2 for a SquareExponential) is formed once and applied to both. The second
+// vector lies dy doubles after the first (same blocked layout); acc/acc2 are the sums against
+// P/P+dy (two independent float64 chains: no ROW_ILP split needed).
+#define ROW_PRODUCT2(acc, acc2, kb)                                                               \
+    {                                                                                             \
+        const int cb_ = coff[kb];                                                                 \
+        const w_t w2 = weight[kb];                                                                \
+        LOAD_E2(kb);                                                                              \
+        const double c_ = COEF(w1, w2, (EDGE_KERNEL_EXPR));                                       \
+        acc += c_ * Pr[cb_];                                                                      \
+        acc2 += c_ * Pr[cb_ + dy];                                                                \
+    }
+
+__device__ __forceinline__ void row_pair2(
+    const int a0, const int a1, const int b0, const int b1,
+    const double* __restrict__ P, const int dy, const int nt2,
+    const int* __restrict__ coff,
+    const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride,
+    double& acc, double& acc2)
+{
+    acc = 0.0;
+    acc2 = 0.0;
+    for (int ka = a0; ka < a1; ++ka) {
+        const int ca = coff[ka];
+        const double* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+        const w_t w1 = weight[ka];
+        LOAD_E1(ka);
+        for (int kb = b0; kb < b1; ++kb) ROW_PRODUCT2(acc, acc2, kb)
+    }
+}
+
+// XMV_TILE_PAIR for the search directions P and P + dy at once: acca/accb against P, acca2/accb2
+// against P + dy (same outputs oa, ob).
+#define XMV_TILE_PAIR2(acca, accb, acca2, accb2, dy)                                               \
+    {                                                                                              \
+        const int* ra_ = rrowptr + h1.rrow_off + I * 8;                                            \
+        const int* rb_ = rrowptr + h2.rrow_off + I2 * 8;                                           \
+        row_pair2(ra_[rx], ra_[rx + 1], rb_[ru], rb_[ru + 1], P, dy, nt2, rcoff, rweight, relab,   \
+                  relab_stride, acca, acca2);                                                      \
+        row_pair2(ra_[7 - rx], ra_[8 - rx], rb_[7 - ru], rb_[8 - ru], P, dy, nt2, rcoff, rweight,  \
+                  relab, relab_stride, accb, accb2);                                               \
+    }
+#endif

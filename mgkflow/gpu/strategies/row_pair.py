@@ -8,6 +8,11 @@ of each tile sorted by degree (:func:`tile_degree_order`; K is permutation invar
 are built from the same reordered graph; nothing here needs a GPU. Numpy emulation:
 :func:`mgkflow.gpu.emulate.xmv_rows`. Job cost: nonzero products per XMV plus the per-entry
 vector work.
+
+The fragment also defines, for the gradient configuration only (``#if GRADIENT``), the two-vector
+variant ``XMV_TILE_PAIR2`` (``row_pair2``): the joint PCG of x and the adjoint y multiplies both
+search directions in one pass, each product's coefficient (the edge kernel) formed once
+(emulated by :func:`~mgkflow.gpu.emulate.xmv_rows` on an (N, 2) array).
 """
 
 from __future__ import annotations
