@@ -474,39 +474,8 @@ def drugs(n_graphs: int | None = None, coords: bool = True) -> list[Graph]:
     """
     z = _drug_arrays()
     count = _select(len(z["n_nodes"]), n_graphs, "drugs")
-    n_nodes = z["n_nodes"].astype(np.int64)
-    n_edges = z["n_edges"].astype(np.int64)
-    node_off = np.concatenate([[0], np.cumsum(n_nodes)])
-    edge_off = np.concatenate([[0], np.cumsum(n_edges)])
-    node_fields = {f: z[f].astype(np.int64) for f in ("element", "charge", "aromatic", "hybridization")}
-    edge_fields = {
-        "bond_order": z["bond_order2"].astype(np.float64) / 2.0,
-        "conjugated": z["conjugated"].astype(np.int64),
-        "in_ring": z["in_ring"].astype(np.int64),
-    }
-    eu, ev = z["edge_u"].astype(np.int64), z["edge_v"].astype(np.int64)
-    xy = z["coords"].astype(np.float64)
-    graphs = []
-    for k in range(count):
-        a, b = node_off[k], node_off[k + 1]
-        s, e = edge_off[k], edge_off[k + 1]
-        n = int(b - a)
-        indptr, indices, data, edge_labels = csr_from_edges(
-            n, eu[s:e], ev[s:e], {f: v[s:e] for f, v in edge_fields.items()}
-        )
-        graphs.append(
-            Graph.from_csr(
-                indptr,
-                indices,
-                data,
-                n,
-                node_labels={f: v[a:b] for f, v in node_fields.items()},
-                edge_labels=edge_labels,
-                coords=xy[a:b] if coords else None,
-                title=f"{z['name'][k]} ({z['chembl_id'][k]})",
-            )
-        )
-    return graphs
+    titles = [f"{z['name'][k]} ({z['chembl_id'][k]})" for k in range(count)]
+    return _molecule_graphs(z, np.arange(count), titles, coords=z["coords"] if coords else None)
 
 
 # ---------------------------------------------------------------------- proteins
@@ -607,8 +576,11 @@ def _property_files(stem: str) -> tuple[list[dict[str, str]], dict[str, np.ndarr
     return rows, arrays
 
 
-def _molecule_graphs(z: dict[str, np.ndarray], keep: np.ndarray, titles: list[str]) -> list[Graph]:
-    """Graphs ``keep`` (indices) of a property-set npz file (layout in build_property_sets.py)."""
+def _molecule_graphs(
+    z: Any, keep: np.ndarray, titles: list[str], coords: np.ndarray | None = None
+) -> list[Graph]:
+    """Graphs ``keep`` (indices) of a molecule npz file (layout in build_drugs.py and
+    build_property_sets.py), with node coordinates taken from ``coords`` when given."""
     n_nodes = z["n_nodes"].astype(np.int64)
     n_edges = z["n_edges"].astype(np.int64)
     node_off = np.concatenate([[0], np.cumsum(n_nodes)])
@@ -636,6 +608,7 @@ def _molecule_graphs(z: dict[str, np.ndarray], keep: np.ndarray, titles: list[st
                 n,
                 node_labels={f: v[a:b] for f, v in node_fields.items()},
                 edge_labels=edge_labels,
+                coords=None if coords is None else np.asarray(coords[a:b], dtype=np.float64),
                 title=title,
             )
         )
