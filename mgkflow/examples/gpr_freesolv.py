@@ -42,9 +42,7 @@ True
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +58,7 @@ from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score
 from sklearn.model_selection import KFold
 
 from .. import datasets
+from ..io import atomic_write
 from ..kernels import BaseKernel, KroneckerDelta
 from ..mgk import MarginalizedGraphKernel
 
@@ -403,21 +402,6 @@ def _splits(cfg: RunConfig, data: datasets.MoleculeSet) -> list[tuple[int, int, 
     return out
 
 
-def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _parity_plot(pred: pd.DataFrame, path: Path, title: str, unit: str) -> None:
     import matplotlib
 
@@ -442,7 +426,7 @@ def _parity_plot(pred: pd.DataFrame, path: Path, title: str, unit: str) -> None:
         ax.set_title(f"{m}\nRMSE {met['rmse']:.2f}  MAE {met['mae']:.2f}  R² {met['r2']:.2f}", fontsize=9)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    _write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
 
 
@@ -542,7 +526,7 @@ def run(cfg: RunConfig) -> pd.DataFrame:
     name = cfg.dataset
     files = ((folds, f"{name}_folds.csv"), (pred, f"{name}_predictions.csv"), (summary, f"{name}_summary.csv"))
     for frame, fname in files:
-        _write_atomic(cfg.out / fname, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
+        atomic_write(cfg.out / fname, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
     unit = "(kcal/mol)" if name == "freesolv" else "(log mol/L)"
     first = pred[pred["seed"] == splits[0][0]]
     subset = "" if cfg.n_molecules is None else f", subset of {len(data)}"
