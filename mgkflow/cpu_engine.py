@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from .errors import GraphError
+from .errors import ConvergenceError, GraphError
 from .kernels import BaseKernel, Constant, KroneckerDelta, Product, SquareExponential, Sum
 from .system import GraphSystem
 
@@ -926,6 +926,14 @@ class _Context:
         tops = _map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, r), chunks)
         top = max((t[0] for t in tops), default=0.0)
         dtop = max((t[1] for t in tops), default=0.0)
+        if n * m and not diag.min() > 0:
+            # d_i d'_i' / v underflowed: weights within one graph span more than float64 can
+            # multiply (K is invariant under scaling a whole graph's weights, not one edge's)
+            raise ConvergenceError(
+                f"pair ({s1.name}, {s2.name}): the product of two node degrees underflows float64 "
+                "(edge weights within a graph span too many orders of magnitude); the system is "
+                "singular to float64 precision"
+            )
         # Powers of two (exact): b is scaled to put its largest entry in [1, 2); where the diagonal
         # is extreme (edge weights near the float64 limits, as K is invariant under A -> c A) the
         # whole matrix is scaled too (the diagonal and both graphs' weights), so that no CG

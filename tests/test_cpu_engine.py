@@ -287,3 +287,18 @@ def _dense(g, field):
     rows, cols = g.coo()
     out[rows, cols] = g.edge_labels[field]
     return out
+
+
+def test_degree_products_underflowing_are_a_clear_error():
+    """Weights 1e-300 and 9.3 in one graph: d_i d_j underflows; an mgkflow error, no warning."""
+    import warnings
+
+    from mgkflow import ConvergenceError, Graph, MarginalizedGraphKernel
+
+    A = np.zeros((6, 6))
+    A[3, 4] = A[4, 3] = 9.323598234705845
+    A[1, 5] = A[5, 1] = 1e-300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConvergenceError, match="underflows"):
+            MarginalizedGraphKernel(q=0.1, backend="cpu")([Graph(A)])
