@@ -406,22 +406,58 @@ class SquareExponential(BaseKernel):
         return f"SquareExponential({self.length_scale!r}, {self.field!r})"
 
 
-class Product(BaseKernel):
+class _Composite(BaseKernel):
+    """Kernels combined term by term (:class:`Product`, :class:`Sum`): nested ones of the same
+    kind are flattened; hyperparameters and device values are the children's, in order."""
+
+    def __init__(self, *kernels: BaseKernel) -> None:
+        name = type(self).__name__
+        flat: list[BaseKernel] = []
+        for k in kernels:
+            if not isinstance(k, BaseKernel):
+                raise ParameterTypeError(f"{name}: {k!r} is not a kernel")
+            flat.extend(k.kernels if isinstance(k, type(self)) else [k])
+        if not flat:
+            raise ParameterError(f"{name} needs at least one kernel")
+        self.kernels = tuple(flat)
+        self.fields = tuple(dict.fromkeys(f for k in flat for f in k.fields))
+
+    def _offsets(self) -> list[int]:
+        out, o = [], 0
+        for k in self.kernels:
+            out.append(o)
+            o += k.n_device_values
+        return out
+
+    def _child_par(self, par, i):
+        base = self._par(par)
+        off = self._offsets()[i]
+        return lambda j: base(off + j)
+
+    @property
+    def hyperparameters(self):
+        return tuple(h.renamed(str(i)) for i, k in enumerate(self.kernels) for h in k.hyperparameters)
+
+    def with_values(self, values):
+        values = list(values)
+        if len(values) != len(self.hyperparameters):
+            raise ParameterError(f"{self!r} has {len(self.hyperparameters)} hyperparameters, got {len(values)} values")
+        out, o = [], 0
+        for k in self.kernels:
+            n = len(k.hyperparameters)
+            out.append(k.with_values(values[o : o + n]))
+            o += n
+        return type(self)(*out)
+
+    def device_values(self):
+        return [v for k in self.kernels for v in k.device_values()]
+
+
+class Product(_Composite):
     """Tensor product of kernels: k(a, b) = k1(a, b) * k2(a, b) * ...
 
     Usually built with ``*``: ``KroneckerDelta(0.5, "element") * KroneckerDelta(0.5, "charge")``.
     """
-
-    def __init__(self, *kernels: BaseKernel) -> None:
-        flat: list[BaseKernel] = []
-        for k in kernels:
-            if not isinstance(k, BaseKernel):
-                raise ParameterTypeError(f"Product: {k!r} is not a kernel")
-            flat.extend(k.kernels if isinstance(k, Product) else [k])
-        if not flat:
-            raise ParameterError("Product needs at least one kernel")
-        self.kernels = tuple(flat)
-        self.fields = tuple(dict.fromkeys(f for k in flat for f in k.fields))
 
     def __call__(self, x, y):
         out = self.kernels[0](x, y)
@@ -451,36 +487,6 @@ class Product(BaseKernel):
             out.extend(" * ".join([f"({g})", *rest]) for g in k.c_grad(lhs, rhs, self._child_par(par, i)))
         return out
 
-    def _offsets(self) -> list[int]:
-        out, o = [], 0
-        for k in self.kernels:
-            out.append(o)
-            o += k.n_device_values
-        return out
-
-    def _child_par(self, par, i):
-        base = self._par(par)
-        off = self._offsets()[i]
-        return lambda j: base(off + j)
-
-    @property
-    def hyperparameters(self):
-        return tuple(h.renamed(str(i)) for i, k in enumerate(self.kernels) for h in k.hyperparameters)
-
-    def with_values(self, values):
-        values = list(values)
-        if len(values) != len(self.hyperparameters):
-            raise ParameterError(f"{self!r} has {len(self.hyperparameters)} hyperparameters, got {len(values)} values")
-        out, o = [], 0
-        for k in self.kernels:
-            n = len(k.hyperparameters)
-            out.append(k.with_values(values[o : o + n]))
-            o += n
-        return type(self)(*out)
-
-    def device_values(self):
-        return [v for k in self.kernels for v in k.device_values()]
-
     @property
     def range(self):
         r = self.kernels[0].range
@@ -492,20 +498,9 @@ class Product(BaseKernel):
         return " * ".join(repr(k) for k in self.kernels)
 
 
-class Sum(BaseKernel):
+class Sum(_Composite):
     """Sum of kernels. Valid for the graph kernel only where the total stays in range,
     e.g. ``0.5 * k1 + 0.5 * k2``."""
-
-    def __init__(self, *kernels: BaseKernel) -> None:
-        flat: list[BaseKernel] = []
-        for k in kernels:
-            if not isinstance(k, BaseKernel):
-                raise ParameterTypeError(f"Sum: {k!r} is not a kernel")
-            flat.extend(k.kernels if isinstance(k, Sum) else [k])
-        if not flat:
-            raise ParameterError("Sum needs at least one kernel")
-        self.kernels = tuple(flat)
-        self.fields = tuple(dict.fromkeys(f for k in flat for f in k.fields))
 
     def __call__(self, x, y):
         out = self.kernels[0](x, y)
@@ -521,36 +516,6 @@ class Sum(BaseKernel):
 
     def c_grad(self, lhs, rhs, par=None):
         return [g for i, k in enumerate(self.kernels) for g in k.c_grad(lhs, rhs, self._child_par(par, i))]
-
-    def _offsets(self) -> list[int]:
-        out, o = [], 0
-        for k in self.kernels:
-            out.append(o)
-            o += k.n_device_values
-        return out
-
-    def _child_par(self, par, i):
-        base = self._par(par)
-        off = self._offsets()[i]
-        return lambda j: base(off + j)
-
-    @property
-    def hyperparameters(self):
-        return tuple(h.renamed(str(i)) for i, k in enumerate(self.kernels) for h in k.hyperparameters)
-
-    def with_values(self, values):
-        values = list(values)
-        if len(values) != len(self.hyperparameters):
-            raise ParameterError(f"{self!r} has {len(self.hyperparameters)} hyperparameters, got {len(values)} values")
-        out, o = [], 0
-        for k in self.kernels:
-            n = len(k.hyperparameters)
-            out.append(k.with_values(values[o : o + n]))
-            o += n
-        return type(self)(*out)
-
-    def device_values(self):
-        return [v for k in self.kernels for v in k.device_values()]
 
     @property
     def range(self):
