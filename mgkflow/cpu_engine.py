@@ -33,6 +33,11 @@ taken with its nodes sorted by degree and its edges grouped in degree buckets, s
 sums over each node's edges are contiguous vector adds too. The PCG vector steps are
 fused into two passes per iteration.
 
+Gradients (:meth:`NumbaCPUBackend.solve_gradient`) take the adjoint form of
+docs/gradients.md: a second PCG solve M y = p_x with the same operator (and the same cached
+edge-pair products), then dK/dh = yᵀ (db/dh − (dM/dh) x), the edge-kernel derivatives
+evaluated through the kernel's numpy ``gradient`` on blocks of edge pairs.
+
 Parallelism: small pairs are spread over ``threads`` worker threads, one pair per
 task (the compiled solver releases the GIL); a large pair is solved one at a time with
 its rows split over the threads. The threads come from :mod:`concurrent.futures`.
@@ -62,6 +67,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from .errors import ConvergenceError, GraphError
@@ -581,6 +587,7 @@ class _GraphArrays:
     p: np.ndarray
     perm: np.ndarray
     bk: np.ndarray
+    src: np.ndarray  # source node of every stored edge (the row in G, the bucketed node in G')
 
 
 def _graph_arrays(s: GraphSystem, feat: np.ndarray | None, columns: bool = False) -> _GraphArrays:
@@ -593,6 +600,7 @@ def _graph_arrays(s: GraphSystem, feat: np.ndarray | None, columns: bool = False
     perm = np.arange(n)
     bk = np.empty((0, 4), dtype=np.int64)
     eperm = None
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(ip))
     if columns:
         deg = np.diff(ip)
         perm = np.argsort(deg, kind="stable")
@@ -614,6 +622,9 @@ def _graph_arrays(s: GraphSystem, feat: np.ndarray | None, columns: bool = False
         ix = np.ascontiguousarray(inv[ix[eperm]])
         w = np.ascontiguousarray(w[eperm])
         feat = np.ascontiguousarray(feat[:, eperm])
+        src = np.concatenate(
+            [np.tile(np.arange(a0, a1, dtype=np.int64), d) for a0, a1, d, _ in rows] or [np.empty(0, dtype=np.int64)]
+        )
     return _GraphArrays(
         ip=ip,
         ix=ix,
@@ -626,6 +637,7 @@ def _graph_arrays(s: GraphSystem, feat: np.ndarray | None, columns: bool = False
         p=s.p[perm],
         perm=perm,
         bk=bk,
+        src=src,
     )
 
 
@@ -732,7 +744,48 @@ class NumbaCPUBackend:
         _, iters, res, conv, blocks = self._run(xs, ys, pairs, node_kernel, edge_kernel, progress, True)
         return blocks, iters, res, conv
 
-    def _run(self, xs, ys, pairs, node_kernel, edge_kernel, progress, nodal):
+    def solve_gradient(
+        self,
+        xs: Sequence[GraphSystem],
+        ys: Sequence[GraphSystem],
+        pairs: Any,
+        node_kernel: BaseKernel,
+        edge_kernel: BaseKernel,
+        wrt_q: bool = False,
+        progress: Callable[[int], Any] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Values and derivatives dK/dh of ``pairs``, the layout of
+        :meth:`mgkflow.cpu_solver.CPUBackend.solve_gradient`.
+
+        Adjoint form (docs/gradients.md): with M x = b and M y = p_x (the same operator, a
+        second PCG solve), dK/dh = yᵀ (db/dh − (dM/dh) x). ``gradient`` has shape (k, H): the
+        node kernel's hyperparameters, then the edge kernel's, then q when ``wrt_q`` (one
+        scalar q for every node of both graphs), in linear space. Iterations and residuals are
+        the worse of the two solves; a pair is converged when both are.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from mgkflow import Graph
+        >>> from mgkflow.kernels import Constant
+        >>> from mgkflow.system import prepare_graph
+        >>> g = prepare_graph(Graph(np.array([[0, 1], [1, 0]])), 0, Constant(1.0), Constant(1.0), q=0.5)
+        >>> be = NumbaCPUBackend(threads=1)
+        >>> v, dk, its, res, ok = be.solve_gradient([g], [g], [(0, 0)], Constant(1.0), Constant(1.0), wrt_q=True)
+        >>> # K = 4 q / (2 - q): dK/dq = 8 / (2 - q)^2; the constants' c are columns 0 and 1
+        >>> dk.shape, round(float(v[0]), 6), round(float(dk[0, -1]), 6)
+        ((1, 3), 1.333333, 3.555556)
+        """
+        nh = len(node_kernel.hyperparameters) + len(edge_kernel.hyperparameters) + int(bool(wrt_q))
+        values, iters, res, conv, blocks = self._run(
+            xs, ys, pairs, node_kernel, edge_kernel, progress, False, gradient=True, wrt_q=bool(wrt_q)
+        )
+        grads = np.empty((len(values), nh))
+        for t, g in enumerate(blocks):
+            grads[t] = g
+        return values, grads, iters, res, conv
+
+    def _run(self, xs, ys, pairs, node_kernel, edge_kernel, progress, nodal, gradient=False, wrt_q=False):
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         k = len(pairs)
         values = np.empty(k)
@@ -759,6 +812,8 @@ class NumbaCPUBackend:
             gy[j] = _graph_arrays(ys[j], feats[len(used_x) + t] if feats else None, columns=True)
         ctx = _Context(self, node_kernel, edge_kernel, program, const_c)
         ctx.nodal = nodal
+        ctx.gradient = gradient
+        ctx.wrt_q = wrt_q
 
         big, small = [], []
         for t, (i, j) in enumerate(pairs.tolist()):
@@ -847,6 +902,8 @@ class _Context:
         self.program = program
         self.const_c = const_c
         self.nodal = False
+        self.gradient = False
+        self.wrt_q = False
         self._local = threading.local()  # per-thread work buffers of the small pairs
 
     # -------------------------------------------------------------- per-pair pieces
@@ -917,6 +974,7 @@ class _Context:
 
     def _solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str, Any]:
         n, m = s1.n, s2.n
+        g1_orig, g2_orig = g1, g2
         nnz1, nnz2 = len(g1.w), len(g2.w)
         # small pairs (one per thread) reuse the thread's buffers: fresh pages cost page faults
         ws = _Workspace(self._local) if pool is None else _Workspace(None)
@@ -973,13 +1031,16 @@ class _Context:
             mode, label = _MODE_FREE, "matrix-free"
             if generic and n * nnz2 * 8 <= budget // 2:
                 X2 = np.empty((n, nnz2))
-        if pool is None and not generic:
-            it, res = _pcg_serial(mode, g1.ip, g1.ix, g1.w, g2.bk, g2.ix, g2.w, C, code, par, F1, F2, depth,
-                                  cconst, X2, diag, r, x, ws.take((n, m)), ws.take((n, m)), bb, self.rtol,
-                                  self.max_iter)  # fmt: skip
-        else:
-            it, res = self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
-                                        cconst, X2, diag, r, x, bb, budget)  # fmt: skip
+
+        def pcg(r, x, bb):
+            if pool is None and not generic:
+                return _pcg_serial(mode, g1.ip, g1.ix, g1.w, g2.bk, g2.ix, g2.w, C, code, par, F1, F2, depth,
+                                   cconst, X2, diag, r, x, ws.take((n, m)), ws.take((n, m)), bb, self.rtol,
+                                   self.max_iter)  # fmt: skip
+            return self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
+                                     cconst, X2, diag, r, x, bb, budget)  # fmt: skip
+
+        it, res = pcg(r, x, bb)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # the caller reports overflows
             if shift != mshift:  # M' = 2^mshift M, b' = 2^shift b: x = 2^(mshift - shift) x'
                 _map(pool, lambda c: np.ldexp(x[c[0] : c[1]], mshift - shift, out=x[c[0] : c[1]]), chunks)
@@ -988,7 +1049,74 @@ class _Context:
             if self.nodal:  # p_a p'_b x_ab with the columns back in G''s own node order
                 block = np.empty((n, m))
                 block[:, g2.perm] = np.outer(g1.p, g2.p) * x
+        if self.gradient:
+            # adjoint: M y = p_x with the same (scaled) operator; y = 2^(mshift - shift) y'
+            y = ws.take((n, m))
+            with np.errstate(over="ignore", under="ignore"):
+                px = np.outer(g1.p, g2.p)
+            top = float(np.max(np.abs(px))) if px.size else 0.0
+            if top == 0 or not math.isfinite(top):
+                y[:] = 0.0 if top == 0 else np.nan
+                it2, res2 = 0, 0.0 if top == 0 else math.inf
+            else:
+                shift = 1 - int(np.frexp(top)[1])
+                r = ws.take((n, m))
+                np.ldexp(px, shift, out=r)
+                np.divide(r, diag, out=y)
+                it2, res2 = pcg(r, y, _sum_sq_rows(0, n, r))
+                if shift != mshift:
+                    np.ldexp(y, mshift - shift, out=y)
+            it, res = max(it, it2), max(res, res2)
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # the caller reports overflows
+                block = self._gradient_sums(s1, s2, g1_orig, g2_orig, x, y)
         return value, int(it), float(res), label, block
+
+    def _gradient_sums(self, s1, s2, g1, g2, x, y) -> np.ndarray:
+        """dK/dh = yᵀ (db/dh − (dM/dh) x) for every hyperparameter (columns: node kernel, edge
+        kernel, q), x and y in the engine's layout (G''s nodes sorted by degree)."""
+        nk, ek = self.node_kernel, self.edge_kernel
+        n, m = x.shape
+        out: list[float] = []
+        nl1 = {k: v[:, None] for k, v in g1.node_labels.items()}
+        nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
+        Dx = np.outer(g1.d, g2.d)
+        V = None
+        if nk.hyperparameters or self.wrt_q:
+            V = np.broadcast_to(np.asarray(nk(nl1, nl2), dtype=np.float64), (n, m))
+        # node kernel: dM/dh = -D_x V^-2 dV/dh (diagonal), db/dh = 0
+        if nk.hyperparameters:
+            w = y * x * Dx / (V * V)
+            out.extend(float(np.sum(w * np.broadcast_to(dv, w.shape))) for dv in nk.gradient(nl1, nl2))
+        # edge kernel: dM/dh = -(A_x ∘ dE_x/dh), db/dh = 0
+        nh = len(ek.hyperparameters)
+        if nh and isinstance(ek, Constant):  # dk/dc = 1: yᵀ (A ⊗ A') x = Σ y ∘ (A X A'ᵀ)
+            A1 = sp.csr_array((g1.w, g1.ix, g1.ip), shape=(n, n))
+            A2 = sp.csr_array((g2.w, (g2.src, g2.ix)), shape=(m, m))
+            out.append(float(np.sum(y * (A1 @ (A2 @ x.T).T))))
+        elif nh:
+            sums = [0.0] * nh
+            nnz2 = len(g2.w)
+            step = max(1, (1 << 20) // max(1, nnz2))
+            el2 = {k: v[None, :] for k, v in g2.edge_labels.items()}
+            for e0 in range(0, len(g1.w), step):
+                e1 = min(e0 + step, len(g1.w))
+                el1 = {k: v[e0:e1, None] for k, v in g1.edge_labels.items()}
+                # w_e w_f y[i, i'] x[j, j'] over edge pairs e = (i, j) of G, f = (i', j') of G'
+                yb = y[np.ix_(g1.src[e0:e1], g2.src)]
+                xb = x[np.ix_(g1.ix[e0:e1], g2.ix)]
+                base = g1.w[e0:e1, None] * g2.w[None, :] * yb * xb
+                for h, g in enumerate(ek.gradient(el1, el2)):
+                    sums[h] += float(np.sum(base * np.broadcast_to(g, base.shape)))
+            out.extend(sums)
+        if self.wrt_q:
+            q = float(s1.q[0])
+            if not (np.all(s1.q == q) and np.all(s2.q == q)):
+                raise ValueError("dK/dq needs one scalar q for every node of both graphs")
+            # d = deg / (1 - q) on both sides: dD_x/dq = 2 D_x / (1 - q); b = D_x q^2
+            dDx = 2.0 * Dx / (1.0 - q)
+            db = dDx * q * q + 2.0 * q * Dx
+            out.append(float(np.sum(y * (db - dDx / V * x))))
+        return np.asarray(out, dtype=np.float64)
 
     def _pcg_chunked(self, pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth, cconst, X2,
                      diag, r, x, bb, budget):  # fmt: skip
