@@ -446,6 +446,71 @@ def _pcg_serial(mode, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, c
     return it, res
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _edge_gradient_sums(prog, par, hp, F1, F2, depth, src1, ix1, w1, src2, ix2, w2, x, y, out):  # pragma: no cover
+    """out[k] += Σ over edge pairs (e = i→j of G, f = i'→j' of G') of w_e w_f (dk_e/dh_k)(e, f) y[i, i'] x[j, j'].
+
+    The program is run in forward mode: every stack entry carries its value and its derivative
+    with respect to each program parameter (parameter k is hyperparameter k, value ``hp[k]``)."""
+    L = F2.shape[1]
+    P = out.shape[0]
+    val = np.empty((depth + 1, L))
+    der = np.empty((depth + 1, P, L))
+    for e1 in range(src1.shape[0]):
+        sp = 0
+        for t in range(prog.shape[0]):
+            op = prog[t, 0]
+            s = prog[t, 1]
+            k = prog[t, 2]
+            if op <= 2:
+                der[sp, :, :] = 0.0
+            if op == 0:  # constant: dk/dc = 1
+                for f in range(L):
+                    val[sp, f] = par[k]
+                    der[sp, k, f] = 1.0
+                sp += 1
+            elif op == 1:  # Kronecker delta: dk/dh = 0 where the labels agree, 1 elsewhere
+                a = F1[s, e1]
+                for f in range(L):
+                    if F2[s, f] == a:
+                        val[sp, f] = 1.0
+                    else:
+                        val[sp, f] = par[k]
+                        der[sp, k, f] = 1.0
+                sp += 1
+            elif op == 2:  # square exponential: dk/dl = k d^2 / l^3
+                a = F1[s, e1]
+                g = par[k]
+                l3 = hp[k] * hp[k] * hp[k]
+                for f in range(L):
+                    d = a - F2[s, f]
+                    v = math.exp(g * (d * d))
+                    val[sp, f] = v
+                    der[sp, k, f] = v * (d * d) / l3
+                sp += 1
+            elif op == 3:  # product rule
+                sp -= 1
+                for c in range(P):
+                    for f in range(L):
+                        der[sp - 1, c, f] = der[sp - 1, c, f] * val[sp, f] + val[sp - 1, f] * der[sp, c, f]
+                for f in range(L):
+                    val[sp - 1, f] *= val[sp, f]
+            else:
+                sp -= 1
+                for c in range(P):
+                    for f in range(L):
+                        der[sp - 1, c, f] += der[sp, c, f]
+                for f in range(L):
+                    val[sp - 1, f] += val[sp, f]
+        yi = y[src1[e1]]
+        xj = x[ix1[e1]]
+        we = w1[e1]
+        for f in range(L):
+            base = we * w2[f] * yi[src2[f]] * xj[ix2[f]]
+            for c in range(P):
+                out[c] += base * der[0, c, f]
+
+
 # ====================================================================== edge-kernel programs
 @dataclass(frozen=True)
 class EdgeProgram:
@@ -1068,10 +1133,11 @@ class _Context:
                     np.ldexp(y, mshift - shift, out=y)
             it, res = max(it, it2), max(res, res2)
             with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # the caller reports overflows
-                block = self._gradient_sums(s1, s2, g1_orig, g2_orig, x, y)
+                V = np.outer(g1_orig.d, g2_orig.d) / np.ldexp(diag, -mshift)  # the node kernel, from D_x / V
+                block = self._gradient_sums(s1, s2, g1_orig, g2_orig, x, y, V)
         return value, int(it), float(res), label, block
 
-    def _gradient_sums(self, s1, s2, g1, g2, x, y) -> np.ndarray:
+    def _gradient_sums(self, s1, s2, g1, g2, x, y, V) -> np.ndarray:
         """dK/dh = yᵀ (db/dh − (dM/dh) x) for every hyperparameter (columns: node kernel, edge
         kernel, q), x and y in the engine's layout (G''s nodes sorted by degree)."""
         nk, ek = self.node_kernel, self.edge_kernel
@@ -1080,19 +1146,25 @@ class _Context:
         nl1 = {k: v[:, None] for k, v in g1.node_labels.items()}
         nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
         Dx = np.outer(g1.d, g2.d)
-        V = None
-        if nk.hyperparameters or self.wrt_q:
-            V = np.broadcast_to(np.asarray(nk(nl1, nl2), dtype=np.float64), (n, m))
         # node kernel: dM/dh = -D_x V^-2 dV/dh (diagonal), db/dh = 0
         if nk.hyperparameters:
             w = y * x * Dx / (V * V)
-            out.extend(float(np.sum(w * np.broadcast_to(dv, w.shape))) for dv in nk.gradient(nl1, nl2))
+            for dv in nk.gradient(nl1, nl2):
+                dv = np.asarray(dv, dtype=np.float64)
+                out.append(float((w * dv).sum() if dv.shape == w.shape else (w * np.broadcast_to(dv, w.shape)).sum()))
         # edge kernel: dM/dh = -(A_x ∘ dE_x/dh), db/dh = 0
         nh = len(ek.hyperparameters)
         if nh and isinstance(ek, Constant):  # dk/dc = 1: yᵀ (A ⊗ A') x = Σ y ∘ (A X A'ᵀ)
             A1 = sp.csr_array((g1.w, g1.ix, g1.ip), shape=(n, n))
             A2 = sp.csr_array((g2.w, (g2.src, g2.ix)), shape=(m, m))
             out.append(float(np.sum(y * (A1 @ (A2 @ x.T).T))))
+        elif nh and self.program is not None and len(self.program.par) == nh:
+            sums = np.zeros(nh)
+            hp = np.array([h.value for h in ek.hyperparameters], dtype=np.float64)
+            prog = self.program
+            _edge_gradient_sums(prog.code, prog.par, hp, g1.feat, g2.feat, prog.depth, g1.src, g1.ix, g1.w,
+                                g2.src, g2.ix, g2.w, x, y, sums)  # fmt: skip
+            out.extend(sums.tolist())
         elif nh:
             sums = [0.0] * nh
             nnz2 = len(g2.w)
