@@ -941,7 +941,7 @@ class _Workspace:
         self.parts: list[tuple[int, tuple[int, ...]]] = []
 
     def take(self, shape: tuple[int, ...]) -> np.ndarray:
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         if self.local is None:
             return np.empty(shape)
         buf = getattr(self.local, "buf", None)
