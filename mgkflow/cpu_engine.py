@@ -447,61 +447,68 @@ def _pcg_serial(mode, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, c
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _edge_gradient_sums(prog, par, hp, F1, F2, depth, src1, ix1, w1, src2, ix2, w2, x, y, out):  # pragma: no cover
-    """out[k] += Σ over edge pairs (e = i→j of G, f = i'→j' of G') of w_e w_f (dk_e/dh_k)(e, f) y[i, i'] x[j, j'].
+def _forward_row(prog, par, hp, F1, e1, F2, val, der):  # pragma: no cover - compiled
+    """The program between item ``e1`` of G and every item of G' in forward mode: every stack
+    entry carries its value and its derivative with respect to each program parameter
+    (parameter k is hyperparameter k, value ``hp[k]``). Leaves k in val[0], dk/dh in der[0]."""
+    L = F2.shape[1]
+    P = der.shape[1]
+    sp = 0
+    for t in range(prog.shape[0]):
+        op = prog[t, 0]
+        s = prog[t, 1]
+        k = prog[t, 2]
+        if op <= 2:
+            der[sp, :, :] = 0.0
+        if op == 0:  # constant: dk/dc = 1
+            for f in range(L):
+                val[sp, f] = par[k]
+                der[sp, k, f] = 1.0
+            sp += 1
+        elif op == 1:  # Kronecker delta: dk/dh = 0 where the labels agree, 1 elsewhere
+            a = F1[s, e1]
+            for f in range(L):
+                if F2[s, f] == a:
+                    val[sp, f] = 1.0
+                else:
+                    val[sp, f] = par[k]
+                    der[sp, k, f] = 1.0
+            sp += 1
+        elif op == 2:  # square exponential: dk/dl = k d^2 / l^3
+            a = F1[s, e1]
+            g = par[k]
+            l3 = hp[k] * hp[k] * hp[k]
+            for f in range(L):
+                d = a - F2[s, f]
+                v = math.exp(g * (d * d))
+                val[sp, f] = v
+                der[sp, k, f] = v * (d * d) / l3
+            sp += 1
+        elif op == 3:  # product rule
+            sp -= 1
+            for c in range(P):
+                for f in range(L):
+                    der[sp - 1, c, f] = der[sp - 1, c, f] * val[sp, f] + val[sp - 1, f] * der[sp, c, f]
+            for f in range(L):
+                val[sp - 1, f] *= val[sp, f]
+        else:
+            sp -= 1
+            for c in range(P):
+                for f in range(L):
+                    der[sp - 1, c, f] += der[sp, c, f]
+            for f in range(L):
+                val[sp - 1, f] += val[sp, f]
 
-    The program is run in forward mode: every stack entry carries its value and its derivative
-    with respect to each program parameter (parameter k is hyperparameter k, value ``hp[k]``)."""
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _edge_gradient_sums(prog, par, hp, F1, F2, depth, src1, ix1, w1, src2, ix2, w2, x, y, out):  # pragma: no cover
+    """out[k] += Σ over edge pairs (e = i→j of G, f = i'→j' of G') of w_e w_f (dk_e/dh_k)(e, f) y[i, i'] x[j, j']."""
     L = F2.shape[1]
     P = out.shape[0]
     val = np.empty((depth + 1, L))
     der = np.empty((depth + 1, P, L))
     for e1 in range(src1.shape[0]):
-        sp = 0
-        for t in range(prog.shape[0]):
-            op = prog[t, 0]
-            s = prog[t, 1]
-            k = prog[t, 2]
-            if op <= 2:
-                der[sp, :, :] = 0.0
-            if op == 0:  # constant: dk/dc = 1
-                for f in range(L):
-                    val[sp, f] = par[k]
-                    der[sp, k, f] = 1.0
-                sp += 1
-            elif op == 1:  # Kronecker delta: dk/dh = 0 where the labels agree, 1 elsewhere
-                a = F1[s, e1]
-                for f in range(L):
-                    if F2[s, f] == a:
-                        val[sp, f] = 1.0
-                    else:
-                        val[sp, f] = par[k]
-                        der[sp, k, f] = 1.0
-                sp += 1
-            elif op == 2:  # square exponential: dk/dl = k d^2 / l^3
-                a = F1[s, e1]
-                g = par[k]
-                l3 = hp[k] * hp[k] * hp[k]
-                for f in range(L):
-                    d = a - F2[s, f]
-                    v = math.exp(g * (d * d))
-                    val[sp, f] = v
-                    der[sp, k, f] = v * (d * d) / l3
-                sp += 1
-            elif op == 3:  # product rule
-                sp -= 1
-                for c in range(P):
-                    for f in range(L):
-                        der[sp - 1, c, f] = der[sp - 1, c, f] * val[sp, f] + val[sp - 1, f] * der[sp, c, f]
-                for f in range(L):
-                    val[sp - 1, f] *= val[sp, f]
-            else:
-                sp -= 1
-                for c in range(P):
-                    for f in range(L):
-                        der[sp - 1, c, f] += der[sp, c, f]
-                for f in range(L):
-                    val[sp - 1, f] += val[sp, f]
+        _forward_row(prog, par, hp, F1, e1, F2, val, der)
         yi = y[src1[e1]]
         xj = x[ix1[e1]]
         we = w1[e1]
@@ -509,6 +516,23 @@ def _edge_gradient_sums(prog, par, hp, F1, F2, depth, src1, ix1, w1, src2, ix2, 
             base = we * w2[f] * yi[src2[f]] * xj[ix2[f]]
             for c in range(P):
                 out[c] += base * der[0, c, f]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _node_gradient_sums(prog, par, hp, N1, N2, depth, w, out):  # pragma: no cover - compiled
+    """out[k] += Σ_ab w[a, b] (dv/dh_k)(a, b), the node kernel's program between nodes a of G and b of G'."""
+    m = N2.shape[1]
+    P = out.shape[0]
+    val = np.empty((depth + 1, m))
+    der = np.empty((depth + 1, P, m))
+    for a in range(w.shape[0]):
+        _forward_row(prog, par, hp, N1, a, N2, val, der)
+        wa = w[a]
+        for c in range(P):
+            s = 0.0
+            for b in range(m):
+                s += wa[b] * der[0, c, b]
+            out[c] += s
 
 
 # ====================================================================== edge-kernel programs
@@ -600,12 +624,16 @@ class _Unsupported(Exception):
     pass
 
 
-def _edge_features(program: EdgeProgram, graphs: Sequence[GraphSystem]) -> list[np.ndarray] | None:
-    """Feature matrices (len(slots), nnz) per graph, or None when a field is not 1-D numeric
-    (codes: shared integer codes over all ``graphs``, so equality is preserved)."""
-    feats = [np.empty((len(program.slots), g.graph.nnz)) for g in graphs]
+def _edge_features(program: EdgeProgram, graphs: Sequence[GraphSystem], nodes: bool = False) -> list[np.ndarray] | None:
+    """Feature matrices (len(slots), nnz) per graph (with ``nodes``: (len(slots), n) from the node
+    labels), or None when a field is not 1-D numeric (codes: shared integer codes over all
+    ``graphs``, so equality is preserved)."""
+    feats = [np.empty((len(program.slots), g.n if nodes else g.graph.nnz)) for g in graphs]
     for s, (field, kind) in enumerate(program.slots):
-        arrays = [np.asarray(g.graph.edge_labels[field]) for g in graphs]
+        labels = [g.graph.node_labels if nodes else g.graph.edge_labels for g in graphs]
+        if any(field not in lab for lab in labels):
+            return None
+        arrays = [np.asarray(lab[field]) for lab in labels]
         if any(a.ndim != 1 for a in arrays):
             return None
         if kind == "value":
@@ -653,6 +681,7 @@ class _GraphArrays:
     perm: np.ndarray
     bk: np.ndarray
     src: np.ndarray  # source node of every stored edge (the row in G, the bucketed node in G')
+    nfeat: np.ndarray | None = None  # node features of the compiled node kernel (gradients), in node order
 
 
 def _graph_arrays(s: GraphSystem, feat: np.ndarray | None, columns: bool = False) -> _GraphArrays:
@@ -876,6 +905,16 @@ class NumbaCPUBackend:
         for t, j in enumerate(used_y):
             gy[j] = _graph_arrays(ys[j], feats[len(used_x) + t] if feats else None, columns=True)
         ctx = _Context(self, node_kernel, edge_kernel, program, const_c)
+        if gradient and self.compiled_kernels and node_kernel.hyperparameters:
+            nprog = compile_edge_program(node_kernel)
+            if nprog is not None and len(nprog.par) == len(node_kernel.hyperparameters):
+                nfeats = _edge_features(nprog, [xs[i] for i in used_x] + [ys[j] for j in used_y], nodes=True)
+                if nfeats is not None:
+                    ctx.node_program = nprog
+                    for t, i in enumerate(used_x):
+                        gx[i] = replace(gx[i], nfeat=nfeats[t])
+                    for t, j in enumerate(used_y):
+                        gy[j] = replace(gy[j], nfeat=np.ascontiguousarray(nfeats[len(used_x) + t][:, gy[j].perm]))
         ctx.nodal = nodal
         ctx.gradient = gradient
         ctx.wrt_q = wrt_q
@@ -968,6 +1007,7 @@ class _Context:
         self.const_c = const_c
         self.nodal = False
         self.gradient = False
+        self.node_program = None
         self.wrt_q = False
         self._local = threading.local()  # per-thread work buffers of the small pairs
 
@@ -1143,11 +1183,18 @@ class _Context:
         nk, ek = self.node_kernel, self.edge_kernel
         n, m = x.shape
         out: list[float] = []
-        nl1 = {k: v[:, None] for k, v in g1.node_labels.items()}
-        nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
         Dx = np.outer(g1.d, g2.d)
         # node kernel: dM/dh = -D_x V^-2 dV/dh (diagonal), db/dh = 0
-        if nk.hyperparameters:
+        nprog = self.node_program
+        if nk.hyperparameters and nprog is not None:
+            w = y * x * Dx / (V * V)
+            sums = np.zeros(len(nk.hyperparameters))
+            hp = np.array([h.value for h in nk.hyperparameters], dtype=np.float64)
+            _node_gradient_sums(nprog.code, nprog.par, hp, g1.nfeat, g2.nfeat, nprog.depth, w, sums)
+            out.extend(sums.tolist())
+        elif nk.hyperparameters:
+            nl1 = {k: v[:, None] for k, v in g1.node_labels.items()}
+            nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
             w = y * x * Dx / (V * V)
             for dv in nk.gradient(nl1, nl2):
                 dv = np.asarray(dv, dtype=np.float64)
