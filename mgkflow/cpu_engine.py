@@ -1008,6 +1008,9 @@ class _Context:
         self.nodal = False
         self.gradient = False
         self.node_program = None
+        # hyperparameter values, read once (a composite kernel builds them on every access)
+        self.node_hp = np.array([h.value for h in node_kernel.hyperparameters], dtype=np.float64)
+        self.edge_hp = np.array([h.value for h in edge_kernel.hyperparameters], dtype=np.float64)
         self.wrt_q = False
         self._local = threading.local()  # per-thread work buffers of the small pairs
 
@@ -1186,13 +1189,12 @@ class _Context:
         Dx = np.outer(g1.d, g2.d)
         # node kernel: dM/dh = -D_x V^-2 dV/dh (diagonal), db/dh = 0
         nprog = self.node_program
-        if nk.hyperparameters and nprog is not None:
+        if len(self.node_hp) and nprog is not None:
             w = y * x * Dx / (V * V)
-            sums = np.zeros(len(nk.hyperparameters))
-            hp = np.array([h.value for h in nk.hyperparameters], dtype=np.float64)
-            _node_gradient_sums(nprog.code, nprog.par, hp, g1.nfeat, g2.nfeat, nprog.depth, w, sums)
+            sums = np.zeros(len(self.node_hp))
+            _node_gradient_sums(nprog.code, nprog.par, self.node_hp, g1.nfeat, g2.nfeat, nprog.depth, w, sums)
             out.extend(sums.tolist())
-        elif nk.hyperparameters:
+        elif len(self.node_hp):
             nl1 = {k: v[:, None] for k, v in g1.node_labels.items()}
             nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
             w = y * x * Dx / (V * V)
@@ -1200,16 +1202,15 @@ class _Context:
                 dv = np.asarray(dv, dtype=np.float64)
                 out.append(float((w * dv).sum() if dv.shape == w.shape else (w * np.broadcast_to(dv, w.shape)).sum()))
         # edge kernel: dM/dh = -(A_x ∘ dE_x/dh), db/dh = 0
-        nh = len(ek.hyperparameters)
+        nh = len(self.edge_hp)
         if nh and isinstance(ek, Constant):  # dk/dc = 1: yᵀ (A ⊗ A') x = Σ y ∘ (A X A'ᵀ)
             A1 = sp.csr_array((g1.w, g1.ix, g1.ip), shape=(n, n))
             A2 = sp.csr_array((g2.w, (g2.src, g2.ix)), shape=(m, m))
             out.append(float(np.sum(y * (A1 @ (A2 @ x.T).T))))
         elif nh and self.program is not None and len(self.program.par) == nh:
             sums = np.zeros(nh)
-            hp = np.array([h.value for h in ek.hyperparameters], dtype=np.float64)
             prog = self.program
-            _edge_gradient_sums(prog.code, prog.par, hp, g1.feat, g2.feat, prog.depth, g1.src, g1.ix, g1.w,
+            _edge_gradient_sums(prog.code, prog.par, self.edge_hp, g1.feat, g2.feat, prog.depth, g1.src, g1.ix, g1.w,
                                 g2.src, g2.ix, g2.w, x, y, sums)  # fmt: skip
             out.extend(sums.tolist())
         elif nh:
