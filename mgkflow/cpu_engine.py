@@ -917,6 +917,9 @@ class NumbaCPUBackend:
                         gy[j] = replace(gy[j], nfeat=np.ascontiguousarray(nfeats[len(used_x) + t][:, gy[j].perm]))
         ctx.nodal = nodal
         ctx.gradient = gradient
+        if gradient:
+            ctx.node_hp = np.array([h.value for h in node_kernel.hyperparameters], dtype=np.float64)
+            ctx.edge_hp = np.array([h.value for h in edge_kernel.hyperparameters], dtype=np.float64)
         ctx.wrt_q = wrt_q
 
         big, small = [], []
@@ -1008,9 +1011,8 @@ class _Context:
         self.nodal = False
         self.gradient = False
         self.node_program = None
-        # hyperparameter values, read once (a composite kernel builds them on every access)
-        self.node_hp = np.array([h.value for h in node_kernel.hyperparameters], dtype=np.float64)
-        self.edge_hp = np.array([h.value for h in edge_kernel.hyperparameters], dtype=np.float64)
+        # hyperparameter values of a gradient call, read once (a composite kernel builds them on every access)
+        self.node_hp = self.edge_hp = _EMPTY1
         self.wrt_q = False
         self._local = threading.local()  # per-thread work buffers of the small pairs
 
