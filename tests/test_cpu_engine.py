@@ -424,3 +424,12 @@ def test_gradient_through_the_kernel_matches_the_exact_backend(normalize):
     dk, ref = out["cpu"][1], out["exact"][1]
     assert dk.shape == ref.shape == (4, 4, 5)
     assert np.linalg.norm(dk - ref) <= RTOL * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_gradient_node_kernel_sum_with_square_exponential(compiled):
+    # the node kernel's compiled derivatives: a sum with a square exponential on a float label
+    nk = 0.5 * KroneckerDelta(0.3, "l") + 0.5 * SquareExponential(0.4, "pp")
+    ek = Constant(0.5) * SquareExponential(0.8, "e")
+    xs = systems([weighted_graph(n, s) for s, n in enumerate([7, 9, 6])], nk, ek, q=0.1)
+    check_gradient_against_oracle(xs, xs, gram_pairs(3), nk, ek, wrt_q=True, threads=2, compiled_kernels=compiled)
