@@ -33,6 +33,11 @@ taken with its nodes sorted by degree and its edges grouped in degree buckets, s
 sums over each node's edges are contiguous vector adds too. The PCG vector steps are
 fused into two passes per iteration.
 
+Gradients (:meth:`NumbaCPUBackend.solve_gradient`) take the adjoint form of
+docs/gradients.md: a second PCG solve M y = p_x with the same operator (and the same cached
+edge-pair products), then dK/dh = yᵀ (db/dh − (dM/dh) x), the edge-kernel derivatives
+evaluated through the kernel's numpy ``gradient`` on blocks of edge pairs.
+
 Parallelism: small pairs are spread over ``threads`` worker threads, one pair per
 task (the compiled solver releases the GIL); a large pair is solved one at a time with
 its rows split over the threads. The threads come from :mod:`concurrent.futures`.
@@ -62,6 +67,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from .errors import ConvergenceError, GraphError
@@ -440,6 +446,95 @@ def _pcg_serial(mode, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, c
     return it, res
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _forward_row(prog, par, hp, F1, e1, F2, val, der):  # pragma: no cover - compiled
+    """The program between item ``e1`` of G and every item of G' in forward mode: every stack
+    entry carries its value and its derivative with respect to each program parameter
+    (parameter k is hyperparameter k, value ``hp[k]``). Leaves k in val[0], dk/dh in der[0]."""
+    L = F2.shape[1]
+    P = der.shape[1]
+    sp = 0
+    for t in range(prog.shape[0]):
+        op = prog[t, 0]
+        s = prog[t, 1]
+        k = prog[t, 2]
+        if op <= 2:
+            der[sp, :, :] = 0.0
+        if op == 0:  # constant: dk/dc = 1
+            for f in range(L):
+                val[sp, f] = par[k]
+                der[sp, k, f] = 1.0
+            sp += 1
+        elif op == 1:  # Kronecker delta: dk/dh = 0 where the labels agree, 1 elsewhere
+            a = F1[s, e1]
+            for f in range(L):
+                if F2[s, f] == a:
+                    val[sp, f] = 1.0
+                else:
+                    val[sp, f] = par[k]
+                    der[sp, k, f] = 1.0
+            sp += 1
+        elif op == 2:  # square exponential: dk/dl = k d^2 / l^3
+            a = F1[s, e1]
+            g = par[k]
+            l3 = hp[k] * hp[k] * hp[k]
+            for f in range(L):
+                d = a - F2[s, f]
+                v = math.exp(g * (d * d))
+                val[sp, f] = v
+                der[sp, k, f] = v * (d * d) / l3
+            sp += 1
+        elif op == 3:  # product rule
+            sp -= 1
+            for c in range(P):
+                for f in range(L):
+                    der[sp - 1, c, f] = der[sp - 1, c, f] * val[sp, f] + val[sp - 1, f] * der[sp, c, f]
+            for f in range(L):
+                val[sp - 1, f] *= val[sp, f]
+        else:
+            sp -= 1
+            for c in range(P):
+                for f in range(L):
+                    der[sp - 1, c, f] += der[sp, c, f]
+            for f in range(L):
+                val[sp - 1, f] += val[sp, f]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _edge_gradient_sums(prog, par, hp, F1, F2, depth, src1, ix1, w1, src2, ix2, w2, x, y, out):  # pragma: no cover
+    """out[k] += Σ over edge pairs (e = i→j of G, f = i'→j' of G') of w_e w_f (dk_e/dh_k)(e, f) y[i, i'] x[j, j']."""
+    L = F2.shape[1]
+    P = out.shape[0]
+    val = np.empty((depth + 1, L))
+    der = np.empty((depth + 1, P, L))
+    for e1 in range(src1.shape[0]):
+        _forward_row(prog, par, hp, F1, e1, F2, val, der)
+        yi = y[src1[e1]]
+        xj = x[ix1[e1]]
+        we = w1[e1]
+        for f in range(L):
+            base = we * w2[f] * yi[src2[f]] * xj[ix2[f]]
+            for c in range(P):
+                out[c] += base * der[0, c, f]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _node_gradient_sums(prog, par, hp, N1, N2, depth, w, out):  # pragma: no cover - compiled
+    """out[k] += Σ_ab w[a, b] (dv/dh_k)(a, b), the node kernel's program between nodes a of G and b of G'."""
+    m = N2.shape[1]
+    P = out.shape[0]
+    val = np.empty((depth + 1, m))
+    der = np.empty((depth + 1, P, m))
+    for a in range(w.shape[0]):
+        _forward_row(prog, par, hp, N1, a, N2, val, der)
+        wa = w[a]
+        for c in range(P):
+            s = 0.0
+            for b in range(m):
+                s += wa[b] * der[0, c, b]
+            out[c] += s
+
+
 # ====================================================================== edge-kernel programs
 @dataclass(frozen=True)
 class EdgeProgram:
@@ -529,12 +624,16 @@ class _Unsupported(Exception):
     pass
 
 
-def _edge_features(program: EdgeProgram, graphs: Sequence[GraphSystem]) -> list[np.ndarray] | None:
-    """Feature matrices (len(slots), nnz) per graph, or None when a field is not 1-D numeric
-    (codes: shared integer codes over all ``graphs``, so equality is preserved)."""
-    feats = [np.empty((len(program.slots), g.graph.nnz)) for g in graphs]
+def _edge_features(program: EdgeProgram, graphs: Sequence[GraphSystem], nodes: bool = False) -> list[np.ndarray] | None:
+    """Feature matrices (len(slots), nnz) per graph (with ``nodes``: (len(slots), n) from the node
+    labels), or None when a field is not 1-D numeric (codes: shared integer codes over all
+    ``graphs``, so equality is preserved)."""
+    feats = [np.empty((len(program.slots), g.n if nodes else g.graph.nnz)) for g in graphs]
     for s, (field, kind) in enumerate(program.slots):
-        arrays = [np.asarray(g.graph.edge_labels[field]) for g in graphs]
+        labels = [g.graph.node_labels if nodes else g.graph.edge_labels for g in graphs]
+        if any(field not in lab for lab in labels):
+            return None
+        arrays = [np.asarray(lab[field]) for lab in labels]
         if any(a.ndim != 1 for a in arrays):
             return None
         if kind == "value":
@@ -581,6 +680,8 @@ class _GraphArrays:
     p: np.ndarray
     perm: np.ndarray
     bk: np.ndarray
+    src: np.ndarray  # source node of every stored edge (the row in G, the bucketed node in G')
+    nfeat: np.ndarray | None = None  # node features of the compiled node kernel (gradients), in node order
 
 
 def _graph_arrays(s: GraphSystem, feat: np.ndarray | None, columns: bool = False) -> _GraphArrays:
@@ -593,6 +694,7 @@ def _graph_arrays(s: GraphSystem, feat: np.ndarray | None, columns: bool = False
     perm = np.arange(n)
     bk = np.empty((0, 4), dtype=np.int64)
     eperm = None
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(ip))
     if columns:
         deg = np.diff(ip)
         perm = np.argsort(deg, kind="stable")
@@ -614,6 +716,9 @@ def _graph_arrays(s: GraphSystem, feat: np.ndarray | None, columns: bool = False
         ix = np.ascontiguousarray(inv[ix[eperm]])
         w = np.ascontiguousarray(w[eperm])
         feat = np.ascontiguousarray(feat[:, eperm])
+        src = np.concatenate(
+            [np.tile(np.arange(a0, a1, dtype=np.int64), d) for a0, a1, d, _ in rows] or [np.empty(0, dtype=np.int64)]
+        )
     return _GraphArrays(
         ip=ip,
         ix=ix,
@@ -626,6 +731,7 @@ def _graph_arrays(s: GraphSystem, feat: np.ndarray | None, columns: bool = False
         p=s.p[perm],
         perm=perm,
         bk=bk,
+        src=src,
     )
 
 
@@ -732,7 +838,48 @@ class NumbaCPUBackend:
         _, iters, res, conv, blocks = self._run(xs, ys, pairs, node_kernel, edge_kernel, progress, True)
         return blocks, iters, res, conv
 
-    def _run(self, xs, ys, pairs, node_kernel, edge_kernel, progress, nodal):
+    def solve_gradient(
+        self,
+        xs: Sequence[GraphSystem],
+        ys: Sequence[GraphSystem],
+        pairs: Any,
+        node_kernel: BaseKernel,
+        edge_kernel: BaseKernel,
+        wrt_q: bool = False,
+        progress: Callable[[int], Any] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Values and derivatives dK/dh of ``pairs``, the layout of
+        :meth:`mgkflow.cpu_solver.CPUBackend.solve_gradient`.
+
+        Adjoint form (docs/gradients.md): with M x = b and M y = p_x (the same operator, a
+        second PCG solve), dK/dh = yᵀ (db/dh − (dM/dh) x). ``gradient`` has shape (k, H): the
+        node kernel's hyperparameters, then the edge kernel's, then q when ``wrt_q`` (one
+        scalar q for every node of both graphs), in linear space. Iterations and residuals are
+        the worse of the two solves; a pair is converged when both are.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from mgkflow import Graph
+        >>> from mgkflow.kernels import Constant
+        >>> from mgkflow.system import prepare_graph
+        >>> g = prepare_graph(Graph(np.array([[0, 1], [1, 0]])), 0, Constant(1.0), Constant(1.0), q=0.5)
+        >>> be = NumbaCPUBackend(threads=1)
+        >>> v, dk, its, res, ok = be.solve_gradient([g], [g], [(0, 0)], Constant(1.0), Constant(1.0), wrt_q=True)
+        >>> # K = 4 q / (2 - q): dK/dq = 8 / (2 - q)^2; the constants' c are columns 0 and 1
+        >>> dk.shape, round(float(v[0]), 6), round(float(dk[0, -1]), 6)
+        ((1, 3), 1.333333, 3.555556)
+        """
+        nh = len(node_kernel.hyperparameters) + len(edge_kernel.hyperparameters) + int(bool(wrt_q))
+        values, iters, res, conv, blocks = self._run(
+            xs, ys, pairs, node_kernel, edge_kernel, progress, False, gradient=True, wrt_q=bool(wrt_q)
+        )
+        grads = np.empty((len(values), nh))
+        for t, g in enumerate(blocks):
+            grads[t] = g
+        return values, grads, iters, res, conv
+
+    def _run(self, xs, ys, pairs, node_kernel, edge_kernel, progress, nodal, gradient=False, wrt_q=False):
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         k = len(pairs)
         values = np.empty(k)
@@ -758,7 +905,22 @@ class NumbaCPUBackend:
         for t, j in enumerate(used_y):
             gy[j] = _graph_arrays(ys[j], feats[len(used_x) + t] if feats else None, columns=True)
         ctx = _Context(self, node_kernel, edge_kernel, program, const_c)
+        if gradient and self.compiled_kernels and node_kernel.hyperparameters:
+            nprog = compile_edge_program(node_kernel)
+            if nprog is not None and len(nprog.par) == len(node_kernel.hyperparameters):
+                nfeats = _edge_features(nprog, [xs[i] for i in used_x] + [ys[j] for j in used_y], nodes=True)
+                if nfeats is not None:
+                    ctx.node_program = nprog
+                    for t, i in enumerate(used_x):
+                        gx[i] = replace(gx[i], nfeat=nfeats[t])
+                    for t, j in enumerate(used_y):
+                        gy[j] = replace(gy[j], nfeat=np.ascontiguousarray(nfeats[len(used_x) + t][:, gy[j].perm]))
         ctx.nodal = nodal
+        ctx.gradient = gradient
+        if gradient:
+            ctx.node_hp = np.array([h.value for h in node_kernel.hyperparameters], dtype=np.float64)
+            ctx.edge_hp = np.array([h.value for h in edge_kernel.hyperparameters], dtype=np.float64)
+        ctx.wrt_q = wrt_q
 
         big, small = [], []
         for t, (i, j) in enumerate(pairs.tolist()):
@@ -821,7 +983,7 @@ class _Workspace:
         self.parts: list[tuple[int, tuple[int, ...]]] = []
 
     def take(self, shape: tuple[int, ...]) -> np.ndarray:
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         if self.local is None:
             return np.empty(shape)
         buf = getattr(self.local, "buf", None)
@@ -847,6 +1009,11 @@ class _Context:
         self.program = program
         self.const_c = const_c
         self.nodal = False
+        self.gradient = False
+        self.node_program = None
+        # hyperparameter values of a gradient call, read once (a composite kernel builds them on every access)
+        self.node_hp = self.edge_hp = _EMPTY1
+        self.wrt_q = False
         self._local = threading.local()  # per-thread work buffers of the small pairs
 
     # -------------------------------------------------------------- per-pair pieces
@@ -917,6 +1084,7 @@ class _Context:
 
     def _solve_pair(self, s1, s2, g1, g2, budget, pool) -> tuple[float, int, float, str, Any]:
         n, m = s1.n, s2.n
+        g1_orig, g2_orig = g1, g2
         nnz1, nnz2 = len(g1.w), len(g2.w)
         # small pairs (one per thread) reuse the thread's buffers: fresh pages cost page faults
         ws = _Workspace(self._local) if pool is None else _Workspace(None)
@@ -973,13 +1141,16 @@ class _Context:
             mode, label = _MODE_FREE, "matrix-free"
             if generic and n * nnz2 * 8 <= budget // 2:
                 X2 = np.empty((n, nnz2))
-        if pool is None and not generic:
-            it, res = _pcg_serial(mode, g1.ip, g1.ix, g1.w, g2.bk, g2.ix, g2.w, C, code, par, F1, F2, depth,
-                                  cconst, X2, diag, r, x, ws.take((n, m)), ws.take((n, m)), bb, self.rtol,
-                                  self.max_iter)  # fmt: skip
-        else:
-            it, res = self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
-                                        cconst, X2, diag, r, x, bb, budget)  # fmt: skip
+
+        def pcg(r, x, bb):
+            if pool is None and not generic:
+                return _pcg_serial(mode, g1.ip, g1.ix, g1.w, g2.bk, g2.ix, g2.w, C, code, par, F1, F2, depth,
+                                   cconst, X2, diag, r, x, ws.take((n, m)), ws.take((n, m)), bb, self.rtol,
+                                   self.max_iter)  # fmt: skip
+            return self._pcg_chunked(pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth,
+                                     cconst, X2, diag, r, x, bb, budget)  # fmt: skip
+
+        it, res = pcg(r, x, bb)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # the caller reports overflows
             if shift != mshift:  # M' = 2^mshift M, b' = 2^shift b: x = 2^(mshift - shift) x'
                 _map(pool, lambda c: np.ldexp(x[c[0] : c[1]], mshift - shift, out=x[c[0] : c[1]]), chunks)
@@ -988,7 +1159,86 @@ class _Context:
             if self.nodal:  # p_a p'_b x_ab with the columns back in G''s own node order
                 block = np.empty((n, m))
                 block[:, g2.perm] = np.outer(g1.p, g2.p) * x
+        if self.gradient:
+            # adjoint: M y = p_x with the same (scaled) operator; y = 2^(mshift - shift) y'
+            y = ws.take((n, m))
+            with np.errstate(over="ignore", under="ignore"):
+                px = np.outer(g1.p, g2.p)
+            top = float(np.max(np.abs(px))) if px.size else 0.0
+            if top == 0 or not math.isfinite(top):
+                y[:] = 0.0 if top == 0 else np.nan
+                it2, res2 = 0, 0.0 if top == 0 else math.inf
+            else:
+                shift = 1 - int(np.frexp(top)[1])
+                r = ws.take((n, m))
+                np.ldexp(px, shift, out=r)
+                np.divide(r, diag, out=y)
+                it2, res2 = pcg(r, y, _sum_sq_rows(0, n, r))
+                if shift != mshift:
+                    np.ldexp(y, mshift - shift, out=y)
+            it, res = max(it, it2), max(res, res2)
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # the caller reports overflows
+                V = np.outer(g1_orig.d, g2_orig.d) / np.ldexp(diag, -mshift)  # the node kernel, from D_x / V
+                block = self._gradient_sums(s1, s2, g1_orig, g2_orig, x, y, V)
         return value, int(it), float(res), label, block
+
+    def _gradient_sums(self, s1, s2, g1, g2, x, y, V) -> np.ndarray:
+        """dK/dh = yᵀ (db/dh − (dM/dh) x) for every hyperparameter (columns: node kernel, edge
+        kernel, q), x and y in the engine's layout (G''s nodes sorted by degree)."""
+        nk, ek = self.node_kernel, self.edge_kernel
+        n, m = x.shape
+        out: list[float] = []
+        Dx = np.outer(g1.d, g2.d)
+        # node kernel: dM/dh = -D_x V^-2 dV/dh (diagonal), db/dh = 0
+        nprog = self.node_program
+        if len(self.node_hp) and nprog is not None:
+            w = y * x * Dx / (V * V)
+            sums = np.zeros(len(self.node_hp))
+            _node_gradient_sums(nprog.code, nprog.par, self.node_hp, g1.nfeat, g2.nfeat, nprog.depth, w, sums)
+            out.extend(sums.tolist())
+        elif len(self.node_hp):
+            nl1 = {k: v[:, None] for k, v in g1.node_labels.items()}
+            nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
+            w = y * x * Dx / (V * V)
+            for dv in nk.gradient(nl1, nl2):
+                dv = np.asarray(dv, dtype=np.float64)
+                out.append(float((w * dv).sum() if dv.shape == w.shape else (w * np.broadcast_to(dv, w.shape)).sum()))
+        # edge kernel: dM/dh = -(A_x ∘ dE_x/dh), db/dh = 0
+        nh = len(self.edge_hp)
+        if nh and isinstance(ek, Constant):  # dk/dc = 1: yᵀ (A ⊗ A') x = Σ y ∘ (A X A'ᵀ)
+            A1 = sp.csr_array((g1.w, g1.ix, g1.ip), shape=(n, n))
+            A2 = sp.csr_array((g2.w, (g2.src, g2.ix)), shape=(m, m))
+            out.append(float(np.sum(y * (A1 @ (A2 @ x.T).T))))
+        elif nh and self.program is not None and len(self.program.par) == nh:
+            sums = np.zeros(nh)
+            prog = self.program
+            _edge_gradient_sums(prog.code, prog.par, self.edge_hp, g1.feat, g2.feat, prog.depth, g1.src, g1.ix, g1.w,
+                                g2.src, g2.ix, g2.w, x, y, sums)  # fmt: skip
+            out.extend(sums.tolist())
+        elif nh:
+            sums = [0.0] * nh
+            nnz2 = len(g2.w)
+            step = max(1, (1 << 20) // max(1, nnz2))
+            el2 = {k: v[None, :] for k, v in g2.edge_labels.items()}
+            for e0 in range(0, len(g1.w), step):
+                e1 = min(e0 + step, len(g1.w))
+                el1 = {k: v[e0:e1, None] for k, v in g1.edge_labels.items()}
+                # w_e w_f y[i, i'] x[j, j'] over edge pairs e = (i, j) of G, f = (i', j') of G'
+                yb = y[np.ix_(g1.src[e0:e1], g2.src)]
+                xb = x[np.ix_(g1.ix[e0:e1], g2.ix)]
+                base = g1.w[e0:e1, None] * g2.w[None, :] * yb * xb
+                for h, g in enumerate(ek.gradient(el1, el2)):
+                    sums[h] += float(np.sum(base * np.broadcast_to(g, base.shape)))
+            out.extend(sums)
+        if self.wrt_q:
+            q = float(s1.q[0])
+            if not (np.all(s1.q == q) and np.all(s2.q == q)):
+                raise ValueError("dK/dq needs one scalar q for every node of both graphs")
+            # d = deg / (1 - q) on both sides: dD_x/dq = 2 D_x / (1 - q); b = D_x q^2
+            dDx = 2.0 * Dx / (1.0 - q)
+            db = dDx * q * q + 2.0 * q * Dx
+            out.append(float(np.sum(y * (db - dDx / V * x))))
+        return np.asarray(out, dtype=np.float64)
 
     def _pcg_chunked(self, pool, chunks, mode, generic, g1, g2, C, code, par, F1, F2, depth, cconst, X2,
                      diag, r, x, bb, budget):  # fmt: skip

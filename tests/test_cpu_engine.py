@@ -302,3 +302,134 @@ def test_degree_products_underflowing_are_a_clear_error():
         warnings.simplefilter("error")
         with pytest.raises(ConvergenceError, match="underflows"):
             MarginalizedGraphKernel(q=0.1, backend="cpu")([Graph(A)])
+
+
+# ---------------------------------------------------------------------- gradients
+def check_gradient_against_oracle(xs, ys, pairs, nk, ek, wrt_q=False, **kw):
+    ref_v, ref_g, _, _, ref_ok = CPUBackend().solve_gradient(xs, ys, pairs, nk, ek, wrt_q=wrt_q)
+    vals, grads, its, res, ok = ce.NumbaCPUBackend(**kw).solve_gradient(xs, ys, pairs, nk, ek, wrt_q=wrt_q)
+    nh = len(nk.hyperparameters) + len(ek.hyperparameters) + int(wrt_q)
+    assert grads.shape == ref_g.shape == (len(pairs), nh)
+    np.testing.assert_allclose(vals, ref_v, rtol=RTOL, atol=0)
+    # normwise per pair: a derivative can cancel to ~0 while its neighbours are O(1)
+    err = np.linalg.norm(grads - ref_g, axis=1) / np.linalg.norm(ref_g, axis=1)
+    assert np.all(err <= RTOL), err
+    assert ok.all() and ref_ok.all() and np.all(res <= 1e-12) and np.all(its > 0)
+    return grads
+
+
+NWS_KG = (KroneckerDelta(0.5, "label", h_bounds=(1e-3, 1)), SquareExponential(1.0, "length"))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("kw", PATHS)
+def test_gradient_labeled_nws_matches_oracle(kw, threads):
+    xs = systems(datasets.nws(n_graphs=3, labeled=True), *NWS_KG)
+    check_gradient_against_oracle(xs, xs, gram_pairs(3), *NWS_KG, wrt_q=True, threads=threads, **kw)
+
+
+@pytest.mark.parametrize("kw", [{}, {"compiled_kernels": False}, {"cache_bytes": 0}])
+def test_gradient_one_pair_over_all_threads(kw, monkeypatch):
+    monkeypatch.setattr(ce, "_BIG_EDGE_PAIRS", 0)
+    xs = systems(datasets.nws(n_graphs=2, labeled=True), *NWS_KG)
+    check_gradient_against_oracle(xs, xs, gram_pairs(2), *NWS_KG, wrt_q=True, threads=2, **kw)
+
+
+def test_gradient_ba_sum_of_products_and_constant_edge_kernel():
+    gs = datasets.ba(n_graphs=3, n=30, m=3, labeled=True)
+    nk = KroneckerDelta(0.4, "label") * KroneckerDelta(0.9, "label")
+    ek = 0.5 * SquareExponential(2.0, "length") + KroneckerDelta(0.7, "length") * SquareExponential(0.5, "length")
+    xs = systems(gs, nk, ek)
+    check_gradient_against_oracle(xs, xs, gram_pairs(3), nk, ek, wrt_q=True, threads=2)
+    # a Constant edge kernel with a free c: the factorized product, no edge pairs
+    ec = Constant(0.6, c_bounds=(0.1, 1.0))
+    us = systems(datasets.ba(n_graphs=3, n=30, m=3), Constant(1.0), ec)
+    grads = check_gradient_against_oracle(us, us, gram_pairs(3), Constant(1.0), ec, wrt_q=True, threads=2)
+    assert np.all(grads[:, 1] > 0)  # dK/dc: a larger edge kernel, a larger K
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_gradient_drugs(compiled):
+    gs = datasets.drugs(n_graphs=4, coords=False)
+    nk = KroneckerDelta(0.5, "element") * KroneckerDelta(0.8, "charge")
+    ek = 0.5 * KroneckerDelta(0.5, "bond_order") + 0.5 * (KroneckerDelta(0.3, "in_ring") * Constant(0.9))
+    xs = systems(gs, nk, ek)
+    check_gradient_against_oracle(xs, xs, gram_pairs(4), nk, ek, wrt_q=True, threads=2, compiled_kernels=compiled)
+
+
+def test_gradient_weighted_graphs_isolated_node_p_q_vectors():
+    nk = KroneckerDelta(0.3, "l")
+    ek = SquareExponential(0.8, "e") * KroneckerDelta(0.6, "b")
+    X = [weighted_graph(n, s) for s, n in enumerate([7, 12, 9])]
+    Y = [weighted_graph(n, 10 + s) for s, n in enumerate([11, 5])]
+    xs = [prepare_graph(g, i, nk, ek, p="pp", q="qq") for i, g in enumerate(X)]
+    ys = [prepare_graph(g, i, nk, ek, p=lambda g: np.linspace(0.1, 1, g.n_nodes), q=0.2) for i, g in enumerate(Y)]
+    for kw in ({}, {"cache_bytes": 0}, {"compiled_kernels": False}):
+        check_gradient_against_oracle(xs, ys, cross_pairs(3, 2), nk, ek, threads=2, **kw)
+    # dK/dq needs one scalar q: the same error as the oracle
+    with pytest.raises(ValueError, match="scalar q"):
+        ce.NumbaCPUBackend(threads=2).solve_gradient(xs, ys, [(0, 0)], nk, ek, wrt_q=True)
+    # a scalar q with the isolated node
+    zs = systems(X, nk, ek, q=0.1)
+    check_gradient_against_oracle(zs, zs, gram_pairs(3), nk, ek, wrt_q=True, threads=2)
+
+
+def test_gradient_kernel_the_compiler_does_not_know_and_progress():
+    from mgkflow.kernels import RationalQuadratic
+
+    nk = KroneckerDelta(0.3, "l")
+    ek = RationalQuadratic(0.7, 1.5, "e") * KroneckerDelta(0.6, "b")
+    assert ce.compile_edge_program(ek) is None
+    xs = systems([weighted_graph(n, s) for s, n in enumerate([8, 10])], nk, ek)
+    check_gradient_against_oracle(xs, xs, gram_pairs(2), nk, ek, wrt_q=True, threads=2)
+    check_gradient_against_oracle(xs, xs, gram_pairs(2), nk, ek, threads=1, cache_bytes=0)
+    calls = []
+    ce.NumbaCPUBackend(threads=2).solve_gradient(xs, xs, gram_pairs(2), nk, ek, progress=calls.append)
+    assert calls == [1, 1, 1]
+
+
+def test_gradient_finite_difference():
+    # independent of the oracle: dK/dh against central differences of the engine's own values
+    gs = datasets.nws(n_graphs=2, labeled=True)
+    h, ls, q, eps = 0.5, 1.0, 0.1, 1e-5
+
+    def value(h, ls, q):
+        nk, ek = KroneckerDelta(h, "label"), SquareExponential(ls, "length")
+        xs = systems(gs, nk, ek, q=q)
+        return ce.NumbaCPUBackend(threads=2).solve(xs, xs, [(0, 1)], nk, ek)[0][0]
+
+    nk, ek = KroneckerDelta(h, "label"), SquareExponential(ls, "length")
+    xs = systems(gs, nk, ek, q=q)
+    _, grads, *_ = ce.NumbaCPUBackend(threads=2).solve_gradient(xs, xs, [(0, 1)], nk, ek, wrt_q=True)
+    fd = [
+        (value(h + eps, ls, q) - value(h - eps, ls, q)) / (2 * eps),
+        (value(h, ls + eps, q) - value(h, ls - eps, q)) / (2 * eps),
+        (value(h, ls, q + eps) - value(h, ls, q - eps)) / (2 * eps),
+    ]
+    np.testing.assert_allclose(grads[0], fd, rtol=1e-6)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_gradient_through_the_kernel_matches_the_exact_backend(normalize):
+    from mgkflow import MarginalizedGraphKernel
+
+    gs = datasets.drugs(n_graphs=4, coords=False)
+    nk = KroneckerDelta(0.5, "element") * KroneckerDelta(0.8, "charge")
+    ek = KroneckerDelta(0.5, "bond_order") * KroneckerDelta(0.3, "in_ring")
+    out = {}
+    for backend in ("cpu", "exact"):
+        kern = MarginalizedGraphKernel(nk, ek, q=0.1, backend=backend, normalize=normalize)
+        out[backend] = kern(gs, eval_gradient=True)
+    np.testing.assert_allclose(out["cpu"][0], out["exact"][0], rtol=RTOL)
+    dk, ref = out["cpu"][1], out["exact"][1]
+    assert dk.shape == ref.shape == (4, 4, 5)
+    assert np.linalg.norm(dk - ref) <= RTOL * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_gradient_node_kernel_sum_with_square_exponential(compiled):
+    # the node kernel's compiled derivatives: a sum with a square exponential on a float label
+    nk = 0.5 * KroneckerDelta(0.3, "l") + 0.5 * SquareExponential(0.4, "pp")
+    ek = Constant(0.5) * SquareExponential(0.8, "e")
+    xs = systems([weighted_graph(n, s) for s, n in enumerate([7, 9, 6])], nk, ek, q=0.1)
+    check_gradient_against_oracle(xs, xs, gram_pairs(3), nk, ek, wrt_q=True, threads=2, compiled_kernels=compiled)
