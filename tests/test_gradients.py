@@ -146,7 +146,7 @@ def test_pair_gradient_matches_length0_series_term():
 
 def test_backend_without_solve_gradient_falls_back_to_the_oracle():
     X = _weighted_with_isolated()
-    kern = MarginalizedGraphKernel(KroneckerDelta(0.3, "l"), SquareExponential(0.8, "e"), q=0.15, backend="cpu")
+    kern = MarginalizedGraphKernel(KroneckerDelta(0.3, "l"), SquareExponential(0.8, "e"), q=0.15, backend="exact")
     K, dK = kern(X, eval_gradient=True)
 
     class ValuesOnly:
