@@ -16,7 +16,7 @@ import pycuda.driver as cuda  # noqa: E402  (lazy: this module is imported on de
 from ..format.octile import OctileBatch
 from ..kernels import BaseKernel
 from ..system import GraphSystem
-from . import device, strategies
+from . import compact, device, strategies
 from .pack import HostBatch, layout_key, pack_host, vector_digest, weights_need_double
 from .plan import LaunchPlan, plan_launches, scratch_doubles
 from .primitive_map import PRIMITIVES, constant_map, load_map
@@ -394,6 +394,7 @@ class GPUBackend:
         g1 = pr[:, 0]
         g2 = pr[:, 1] + yoff
         plan, budget = self._plan(db, g1, g2, func)
+        compact_launches = self._compact_split(plan, db, g1, g2, config)
         if len(plan.wide) < npairs:
             self._wide_workspace.clear()  # per-block launches: their scratch comes first
         launches = []
@@ -401,6 +402,12 @@ class GPUBackend:
         shared = _SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
         shared.N = db.nt[g1] * db.nt[g2] * 64
         shared.cost = self._cost(db, g1, g2) if self.sort_jobs else None
+        for sel, blk in compact_launches:
+            secs, info = self._run_compact(sel, blk, config, values, g1, g2, db, shared)
+            dev_seconds += secs
+            launches.append(info)
+            if progress is not None:
+                progress(info["pairs"])
         for sel, use_smem, fn, blk in self._launch_classes(plan, config, func, values):
             secs, info = self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs)
             dev_seconds += secs
@@ -520,6 +527,72 @@ class GPUBackend:
             a_in_shared=self.a_in_shared, a_bytes=8 if self.a_double else 4,
         )  # fmt: skip
         return plan, budget
+
+    def _compact_split(
+        self, plan: LaunchPlan, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, config: KernelConfig
+    ) -> list[tuple[np.ndarray, int]]:
+        """Take the pairs of the per-block groups that the compact solver takes (:mod:`mgkflow.gpu.compact`:
+        small pairs, row layout, value-only) out of ``plan``: their launches as (pairs, threads per block)."""
+        if config.xmv != "rows" or config.gradient or config.nodal or not (plan.tiny.size or plan.shared):
+            return []
+        candidates = np.concatenate([plan.tiny, *plan.shared])
+        bins = compact.compact_bins(db.batch.n_nodes, db.nnz_per_graph, g1, g2, candidates,
+                                    c_bytes=8 if config.weight_double else 4)  # fmt: skip
+        if not bins:
+            return []
+        taken = np.zeros(len(g1), dtype=bool)
+        for sel, _ in bins:
+            taken[sel] = True
+        plan.tiny = plan.tiny[~taken[plan.tiny]]
+        plan.shared = [s for s in (s[~taken[s]] for s in plan.shared) if s.size]
+        return bins
+
+    def _run_compact(
+        self, sel: np.ndarray, blk: int, config: KernelConfig, values: np.ndarray, g1: np.ndarray, g2: np.ndarray,
+        db: _DeviceBatch, shared: _SharedArgs,
+    ) -> tuple[float, dict]:  # fmt: skip
+        """One persistent-grid launch of the compact solver (``mgk_compact.cu``) over the pairs ``sel``."""
+        min_blocks = max(1, compact.MIN_THREADS // blk)
+        mod = device.build_module(lambda: compact.compact_source(config, blk, min_blocks),
+                                  ("compact", _config_key(config), blk, min_blocks, compact.KE))  # fmt: skip
+        mod.set_constant(KPAR, values)
+        fn = mod.function(compact.KERNEL)
+        order = self._job_order(sel, shared.cost)
+        jobs = np.empty(2 * len(order), dtype=np.int32)
+        jobs[0::2], jobs[1::2] = g1[order], g2[order]
+        n, nnz = db.batch.n_nodes, db.nnz_per_graph
+        a, b = g1[order], g2[order]
+        dims = {
+            "n_max": int((n[a].astype(np.int64) * n[b]).max()),
+            "c_max": int((nnz[a].astype(np.int64) * nnz[b]).max()),
+            "r_max": int(max(n[a].max(), n[b].max())) + 1,
+            "e_max": int(max(nnz[a].max(), nnz[b].max(), 1)),
+        }
+        smem = compact.shared_bytes(**dims, c_bytes=8 if config.weight_double else 4)
+        if smem > 48 * 1024:
+            fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+        bps = device.kernel_blocks_per_sm(fn, blk, smem)
+        grid = max(1, min(len(order), bps * self.n_sm))
+        d_jobs = self._upload_jobs(jobs)
+        o = shared.out
+        if self.stream is None:
+            cuda.memset_d32(o.counter, 0, 1)
+        else:
+            cuda.memset_d32_async(o.counter, 0, 1, self.stream)
+        args = {k: v for k, v in shared.args.items() if k in _COMPACT_SHARED}
+        start, stop = cuda.Event(), cuda.Event()
+        _record(start, self.stream)
+        fn(
+            grid=(int(grid), 1), block=(blk, 1, 1), shared=smem, **args,
+            jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
+            out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv, stream=self.stream, **dims,
+        )  # fmt: skip
+        _record(stop, self.stream)
+        _wait(stop)
+        o.collect(order, self.stream)
+        info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
+                "shared": True, "kernel": compact.KERNEL}  # fmt: skip
+        return stop.time_since(start) * 1e-3, info
 
     def _launch_classes(
         self, plan: LaunchPlan, config: KernelConfig, func: device.Kernel, values: np.ndarray
@@ -744,6 +817,13 @@ class _Outputs:
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         conv = self.conv.astype(bool) & np.isfinite(self.k)
         return self.k.copy(), self.it.astype(np.int64), self.res.copy(), conv
+
+
+#: Arguments of :class:`_SharedArgs` that the compact solver takes too (it reads the row layout).
+_COMPACT_SHARED = frozenset(
+    ("hdr", "nlab", "nlab_stride", "dvec", "pvec", "qvec", "rtol", "max_iter", "rrowptr", "rcoff", "rweight", "relab",
+     "relab_stride")
+)  # fmt: skip
 
 
 class _SharedArgs:

@@ -1,0 +1,201 @@
+"""Compact per-pair solver for small pairs (``mgk_compact.cu``): molecules and other small graphs.
+
+The per-block solver (``mgk_solver.cu``) pads both graphs to whole 8-node tiles and evaluates
+the edge kernel on every product of every XMV; on molecule-sized pairs that is most of its
+work. The compact solver runs the same float64 Jacobi-preconditioned CG on the unpadded
+product space (u = i * n2 + i2), forms the pair's product coefficients once per pair in shared
+memory (every nonzero of G1 against every nonzero of G2) and keeps each thread's entries of
+r, p, a = M p and the diagonal in registers (``KE`` entries per thread). It reads the row
+layout of the per-block strategy "rows" (:mod:`mgkflow.gpu.strategies.row_pair`), so it is used
+when the call's batch has it (the default ``xmv="rows"``), for value-only solves.
+
+:func:`compact_bins` routes pairs: those with ``n1 * n2 <= max(BINS)`` product unknowns whose
+tables fit :data:`SMEM_PER_PAIR` bytes, in launches of 64, 128 or 256 threads by size.
+:func:`compact_source` generates the CUDA source, :func:`shared_bytes` the launch's shared memory
+and :func:`emulate_launch` runs a launch in numpy (the fake-driver tests' reference).
+
+Examples
+--------
+>>> from mgkflow.kernels import Constant
+>>> from mgkflow.gpu.source import make_config
+>>> src = compact_source(make_config(Constant(1.0), Constant(1.0)), block=128)
+>>> "mgk_solve_compact" in src and "${" not in src and "#define BLOCK 128" in src
+True
+>>> shared_bytes(n_max=576, c_max=2704, r_max=25, e_max=52, c_bytes=4)
+20648
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KERNEL", "KE", "BINS", "SMEM_PER_PAIR", "compact_source", "shared_bytes", "compact_bins",
+           "emulate_launch"]  # fmt: skip
+
+#: Kernel name in ``mgk_compact.cu``.
+KERNEL = "mgk_solve_compact"
+#: Product entries each thread owns (registers per entry: r, p, a, the diagonal and its inverse).
+KE = 4
+#: (largest product unknowns, threads per block) of the launch bins, ascending.
+BINS: tuple[tuple[int, int], ...] = ((4 * 64, 64), (4 * 128, 128), (4 * 256, 256))
+#: Resident threads per SM the compiler must fit registers for (``__launch_bounds__``).
+MIN_THREADS = 1024
+#: Largest shared memory (bytes) of one pair's tables (P, coefficients, rows, columns).
+SMEM_PER_PAIR = 48 * 1024
+
+
+def compact_source(config: Any, block: int, min_blocks: int = 1) -> str:
+    """CUDA source of the compact solver for a :class:`mgkflow.gpu.source.KernelConfig` (its label
+    fields, kernels and weight type; the XMV strategy, ``block`` and ``p_smem`` are not used)."""
+    from .source import coef_expr, label_macros, template_text
+
+    if block % 32 or not 32 <= block <= 1024:
+        raise ValueError(f"block must be a multiple of 32 in [32, 1024], got {block}")
+    return Template(template_text("mgk_compact.cu")).substitute(
+        BLOCK=str(int(block)),
+        KE=str(KE),
+        MIN_BLOCKS=str(int(min_blocks)),
+        DEFINES=label_macros(config),
+        NODE_KERNEL=config.node_expr,
+        EDGE_KERNEL=config.edge_expr,
+        W_TYPE="double" if config.weight_double else "float",
+        C_TYPE="double" if config.weight_double else "float",
+        COEF=coef_expr(config),
+    )
+
+
+def _align8(nbytes: int) -> int:
+    return (int(nbytes) + 7) // 8 * 8
+
+
+def shared_bytes(n_max: int, c_max: int, r_max: int, e_max: int, c_bytes: int = 4) -> int:
+    """Dynamic shared memory of a launch: P and W (``n_max`` doubles each), the coefficients
+    (``c_max`` entries of ``c_bytes``), then two row-pointer tables of ``r_max`` and two column
+    tables of ``e_max`` ints (the layout ``mgk_compact.cu`` expects)."""
+    return 16 * int(n_max) + _align8(int(c_max) * int(c_bytes)) + 4 * (2 * int(r_max) + 2 * int(e_max))
+
+
+def compact_bins(
+    n: np.ndarray, nnz: np.ndarray, g1: np.ndarray, g2: np.ndarray, candidates: np.ndarray, c_bytes: int = 4,
+    smem_per_pair: int = SMEM_PER_PAIR,
+) -> list[tuple[np.ndarray, int]]:  # fmt: skip
+    """Pairs of ``candidates`` (indices into ``g1``/``g2``) for the compact solver, as
+    ``[(pair indices, threads per block), ...]`` by :data:`BINS`; ``n``, ``nnz``: nodes and
+    nonzeros per graph.
+
+    Examples
+    --------
+    >>> n, nnz = np.array([12, 20, 200]), np.array([24, 40, 400])
+    >>> g = np.array([0, 1, 2, 0])
+    >>> [(s.tolist(), b) for s, b in compact_bins(n, nnz, g, np.array([0, 1, 0, 2]), np.arange(4))]
+    [([0], 64), ([1], 128)]
+    """
+    candidates = np.asarray(candidates, dtype=np.int64)
+    a, b = g1[candidates], g2[candidates]
+    N = n[a].astype(np.int64) * n[b]
+    need = 16 * N + (nnz[a].astype(np.int64) * nnz[b] * c_bytes + 7) // 8 * 8 + 4 * (2 * (np.maximum(n[a], n[b]) + 1)
+                                                                                    + 2 * np.maximum(nnz[a], nnz[b]))
+    ok = need <= smem_per_pair
+    out = []
+    lo = 0
+    for hi, block in BINS:
+        sel = candidates[ok & (N > lo) & (N <= hi)]
+        if sel.size:
+            out.append((sel, block))
+        lo = hi
+    return out
+
+
+# ---------------------------------------------------------------------------------------- emulation
+def _decode(words: np.ndarray, fields: tuple, stride: int) -> dict[str, np.ndarray]:
+    out = {}
+    for k, (f, ct) in enumerate(fields):
+        w = np.asarray(words[k * stride : (k + 1) * stride])
+        out[f] = w.view(np.int32).astype(np.int64) if ct == "int" else w.view(np.float32).astype(np.float64)
+    return out
+
+
+def _rows(kw: dict, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(global nonzero indices, row, column) of graph ``g`` in the row layout."""
+    hdr = kw["hdr"].reshape(-1, 5)
+    n, off = int(hdr[g, 0]), int(hdr[g, 4])
+    ptr = kw["rrowptr"][off : off + n + 1].astype(np.int64)
+    ks = np.arange(ptr[0], ptr[-1])
+    rows = np.repeat(np.arange(n), np.diff(ptr))
+    c = kw["rcoff"][ks].astype(np.int64)
+    return ks, rows, (c >> 6) * 8 + (c & 7)
+
+
+def emulate_launch(kw: dict, config: Any, node_kernel: Any, edge_kernel: Any) -> None:
+    """Run one ``mgk_solve_compact`` launch in numpy on the bound arguments ``kw`` (parameter name
+    -> numpy view of the device array or scalar): every job's K, iterations, residual and flag go
+    to ``out_k``, ``out_iter``, ``out_res``, ``out_conv`` (job order), with the kernel's algorithm
+    and its float32 storage of the coefficients (K accumulated as the sum of alpha_k w^T p_k, no
+    solution vector)."""
+    import scipy.sparse as sp
+
+    hdr = kw["hdr"].reshape(-1, 5)
+    nlab = _decode(kw["nlab"], config.node_fields, int(kw["nlab_stride"]))
+    elab = _decode(kw["relab"], config.edge_fields, int(kw["relab_stride"]))
+    d, q, pv, w = kw["dvec"], kw["qvec"], kw["pvec"], kw["rweight"]
+    rtol, max_iter = float(kw["rtol"]), int(kw["max_iter"])
+    jobs = kw["jobs"][: 2 * int(kw["n_jobs"])].reshape(-1, 2)
+    for jb, (g1, g2) in enumerate(jobs):
+        n1, n2 = int(hdr[g1, 0]), int(hdr[g2, 0])
+        N = n1 * n2
+        ka, ra, ca = _rows(kw, int(g1))
+        kb, rb, cb = _rows(kw, int(g2))
+        if ka.size and kb.size:
+            e1 = {f: v[ka][:, None] for f, v in elab.items()}
+            e2 = {f: v[kb][None, :] for f, v in elab.items()}
+            ke = np.broadcast_to(np.asarray(edge_kernel(e1, e2)), (ka.size, kb.size)).astype(np.float32)
+            if config.weight_double:
+                coef = w[ka][:, None].astype(np.float64) * w[kb][None, :] * ke.astype(np.float64)
+            else:
+                coef = (w[ka][:, None].astype(np.float32) * w[kb][None, :].astype(np.float32) * ke).astype(np.float64)
+            rows = (ra[:, None] * n2 + rb[None, :]).ravel()
+            cols = (ca[:, None] * n2 + cb[None, :]).ravel()
+            M = sp.csr_matrix((coef.ravel(), (rows, cols)), shape=(N, N))
+        else:
+            M = sp.csr_matrix((N, N))
+        i, i2 = np.divmod(np.arange(N), n2)
+        u1, u2 = int(hdr[g1, 2]) + i, int(hdr[g2, 2]) + i2
+        kv = np.broadcast_to(np.asarray(node_kernel({f: v[u1] for f, v in nlab.items()},
+                                                    {f: v[u2] for f, v in nlab.items()})), (N,)).astype(np.float32)
+        kv = np.maximum(kv, np.float32(1e-30)).astype(np.float64)  # fmt: skip
+        dd = d[u1] * d[u2]
+        dg = dd / kv
+        b = dd * q[u1] * q[u2]
+        di = 1.0 / dg
+        ws = pv[u1] * pv[u2]
+        k, r, p = 0.0, b.copy(), b * di
+        rz, bb = float(b @ (b * di)), float(b @ b)
+        thr, rr, it, conv, broke = rtol * rtol * bb, bb, 0, bb <= rtol * rtol * bb, False
+        while not conv and it < max_iter:
+            a = dg * p - M @ p
+            pa = float(p @ a)
+            if not (pa > 0.0) or not np.isfinite(pa):
+                broke = True
+                break
+            alpha = rz / pa
+            k += alpha * float(ws @ p)
+            r = r - alpha * a
+            z = r * di
+            rz_new, rr = float(r @ z), float(r @ r)
+            it += 1
+            if rr <= thr:
+                conv = True
+                break
+            if not np.isfinite(rr):
+                broke = True
+                break
+            p = z + (rz_new / rz) * p
+            rz = rz_new
+        kw["out_k"][jb] = k
+        kw["out_iter"][jb] = it
+        kw["out_res"][jb] = np.sqrt(rr / bb) if bb > 0 else 0.0
+        kw["out_conv"][jb] = int(conv and not broke and np.isfinite(k))
+    kw["job_counter"][0] = len(jobs)

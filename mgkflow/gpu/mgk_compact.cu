@@ -1,0 +1,253 @@
+// mgkflow: marginalized graph kernel, compact per-pair solver for small pairs (molecules).
+//
+// Same system and the same Jacobi-preconditioned float64 CG as mgk_solver.cu, for pairs whose
+// product space is small: n1 * n2 <= BLOCK * KE unknowns and the pair's tables fit the shared
+// memory of the launch. One block solves one pair at a time; blocks of a persistent grid take
+// jobs (pairs, largest first) through an atomic counter.
+//
+// What differs from mgk_solver.cu, and why (the per-block solver spends its instructions there
+// on molecule-sized pairs: ~370 per unknown and CG step, measured with ncu on an H100):
+//   * no padding: the product index is u = i * n2 + i2 over the real nodes only (the blocked
+//     layout pads both graphs to whole 8-node tiles: 24..37% of the work on 8..50-atom graphs);
+//   * the pair's product coefficients C[ka][kb] = A_ka A'_kb ke(e_ka, e'_kb) (every nonzero of
+//     G1 against every nonzero of G2, C_TYPE: float, or double with double weights) are formed
+//     once per pair into shared memory, with both graphs' local CSR rows: a product of the XMV
+//     is then two shared loads and one FMA instead of the label loads and the edge kernel;
+//   * each thread owns the entries u = tid + k * BLOCK (k < KE) in every phase, so r, the
+//     diagonal and its inverse, p and a = M p stay in registers; only p is also written to shared
+//     memory (the XMV reads it across threads). Three barriers per CG step;
+//   * no solution vector: K = w^T x with w_u = p_i p'_i2 (start probabilities, in shared memory)
+//     and x = sum_k alpha_k p_k, so K = sum_k alpha_k (w^T p_k), w^T p reduced with p^T M p.
+//
+// Placeholders filled by mgkflow.gpu.strategies.compact: BLOCK, KE, MIN_BLOCKS, DEFINES (the
+// run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF.
+
+#define BLOCK ${BLOCK}
+#define KE ${KE}
+#define MIN_BLOCKS ${MIN_BLOCKS}
+${DEFINES}
+#define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
+#define NODE_KERNEL_EXPR (${NODE_KERNEL})
+#define NWARP (BLOCK / 32)
+typedef ${W_TYPE} w_t;
+typedef ${C_TYPE} c_t;
+// coefficient A_ij A'_i'j' ke of one product, in double
+#define COEF(w1, w2, ke) ${COEF}
+
+__device__ __forceinline__ void warp_sum2(double& a, double& b)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+        b += __shfl_xor_sync(0xffffffffu, b, o);
+    }
+}
+
+// Sum two doubles over the block through buf (2 * NWARP doubles); every thread gets the totals.
+// One barrier: the caller makes sure buf is not read by a previous reduction any more.
+__device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
+{
+    warp_sum2(a, b);
+    const int w = threadIdx.x >> 5;
+    if ((threadIdx.x & 31) == 0) {
+        buf[w] = a;
+        buf[NWARP + w] = b;
+    }
+    __syncthreads();
+    a = 0.0;
+    b = 0.0;
+#pragma unroll
+    for (int k = 0; k < NWARP; ++k) {
+        a += buf[k];
+        b += buf[NWARP + k];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compact(
+    const int* __restrict__ hdr,                  // 5 ints per graph: n, nt, node_off, rowptr_off, rrow_off
+    const int* __restrict__ rrowptr,              // node-row pointers (row layout of strategy "rows")
+    const int* __restrict__ rcoff,                // blocked column offset per nonzero
+    const w_t* __restrict__ rweight,              // weights in row order
+    const unsigned int* __restrict__ relab,       // edge labels in row order, field-major words
+    const long long relab_stride,
+    const unsigned int* __restrict__ nlab,        // node labels, field-major, 32-bit words
+    const long long nlab_stride,
+    const double* __restrict__ dvec,
+    const double* __restrict__ pvec,
+    const double* __restrict__ qvec,
+    const int* __restrict__ jobs,                 // (g1, g2) per job
+    const int n_jobs,
+    int* __restrict__ job_counter,
+    double* __restrict__ out_k,
+    int* __restrict__ out_iter,
+    double* __restrict__ out_res,
+    int* __restrict__ out_conv,
+    const int n_max,                              // largest n1 * n2 of this launch
+    const int c_max,                              // largest nnz1 * nnz2
+    const int r_max,                              // largest n + 1 of a graph of this launch
+    const int e_max,                              // largest nnz of a graph
+    const double rtol,
+    const int max_iter)
+{
+    // shared memory: P and W (n_max doubles each), C (c_max c_t), then int tables: rows and columns
+    // of G1, G2
+    extern __shared__ double smem[];
+    __shared__ double red[2][2 * NWARP];
+    __shared__ int s_job;
+    double* const P = smem;
+    double* const W = smem + n_max;
+    c_t* const C = (c_t*)(smem + 2 * n_max);
+    int* const rp1 = (int*)(smem + 2 * n_max + ((long long)c_max * sizeof(c_t) + 7) / 8);
+    int* const rp2 = rp1 + r_max;
+    int* const col1 = rp2 + r_max;
+    int* const col2 = col1 + e_max;
+    const unsigned int* const elab = relab;
+    const long long elab_stride = relab_stride;
+    (void)elab;  // unused when the edge kernel reads no label
+    (void)elab_stride;
+    const int tid = threadIdx.x;
+
+    for (;;) {
+        if (tid == 0) s_job = atomicAdd(job_counter, 1);
+        __syncthreads();  // also: the previous pair's tables are no longer read
+        const int jb = s_job;
+        if (jb >= n_jobs) return;
+        const int g1 = jobs[2 * jb], g2 = jobs[2 * jb + 1];
+        const int n1 = hdr[5 * g1], off1 = hdr[5 * g1 + 2], roff1 = hdr[5 * g1 + 4];
+        const int n2 = hdr[5 * g2], off2 = hdr[5 * g2 + 2], roff2 = hdr[5 * g2 + 4];
+        const int e01 = rrowptr[roff1], e02 = rrowptr[roff2];
+        const int nnz1 = rrowptr[roff1 + n1] - e01, nnz2 = rrowptr[roff2 + n2] - e02;
+        const int N = n1 * n2;
+
+        // ------------------------------------------------------------ the pair's tables
+        for (int t = tid; t <= n1; t += BLOCK) rp1[t] = rrowptr[roff1 + t] - e01;
+        for (int t = tid; t <= n2; t += BLOCK) rp2[t] = rrowptr[roff2 + t] - e02;
+        for (int t = tid; t < nnz1; t += BLOCK) {
+            const int c = rcoff[e01 + t];
+            col1[t] = ((c >> 6) << 3) | (c & 7);  // blocked offset -> node index
+        }
+        for (int t = tid; t < nnz2; t += BLOCK) {
+            const int c = rcoff[e02 + t];
+            col2[t] = (((c >> 6) << 3) | (c & 7));
+        }
+        const int nc = nnz1 * nnz2;
+        for (int t = tid; t < nc; t += BLOCK) {
+            const int ka = t / nnz2, kb = t - ka * nnz2;
+            const w_t w1 = rweight[e01 + ka], w2 = rweight[e02 + kb];
+            LOAD_E1(e01 + ka);
+            LOAD_E2(e02 + kb);
+            C[t] = (c_t)COEF(w1, w2, (EDGE_KERNEL_EXPR));
+        }
+
+        // ------------------------------------------------------------ init (own entries)
+        double r[KE], p[KE], dg[KE], di[KE];
+        int ij[KE];  // (i << 16) | i2
+        double rz = 0.0, bb = 0.0;
+#pragma unroll
+        for (int k = 0; k < KE; ++k) {
+            const int u = tid + k * BLOCK;
+            r[k] = 0.0;
+            p[k] = 0.0;
+            dg[k] = 1.0;
+            di[k] = 1.0;
+            ij[k] = 0;
+            if (u < N) {
+                const int i = u / n2, i2 = u - i * n2;
+                ij[k] = (i << 16) | i2;
+                const int u1 = off1 + i, u2 = off2 + i2;
+                LOAD_V1(u1);
+                LOAD_V2(u2);
+                float kv = NODE_KERNEL_EXPR;
+                kv = fmaxf(kv, 1e-30f);
+                const double dd = dvec[u1] * dvec[u2];
+                dg[k] = dd / (double)kv;
+                di[k] = 1.0 / dg[k];
+                const double b = dd * qvec[u1] * qvec[u2];
+                r[k] = b;
+                p[k] = b * di[k];
+                P[u] = p[k];
+                W[u] = pvec[u1] * pvec[u2];
+                rz += b * p[k];
+                bb += b * b;
+            }
+        }
+        block_sum2(rz, bb, red[0]);  // its barrier also publishes P and the tables
+        const double thr = rtol * rtol * bb;
+        double rr = bb;
+        int it = 0;
+        bool conv = rr <= thr;
+        bool broke = false;
+        double kk = 0.0;  // K = sum over the steps of alpha w^T p
+
+        // ------------------------------------------------------------ PCG
+        while (!conv && it < max_iter) {
+            // a = DG p - (A∘E) p over the own entries, pa = p.a, wp = w.p
+            double a[KE];
+            double pa = 0.0, wp = 0.0;
+#pragma unroll
+            for (int k = 0; k < KE; ++k) {
+                a[k] = 0.0;
+                if (tid + k * BLOCK < N) {
+                    const int i = ij[k] >> 16, i2 = ij[k] & 0xffff;
+                    const int a0 = rp1[i], a1 = rp1[i + 1], b0 = rp2[i2], b1 = rp2[i2 + 1];
+                    double y = 0.0, y1 = 0.0;
+                    for (int ka = a0; ka < a1; ++ka) {
+                        const double* const Pr = P + col1[ka] * n2;
+                        const c_t* const Cr = C + ka * nnz2;
+                        int kb = b0;
+                        for (; kb + 1 < b1; kb += 2) {
+                            y += (double)Cr[kb] * Pr[col2[kb]];
+                            y1 += (double)Cr[kb + 1] * Pr[col2[kb + 1]];
+                        }
+                        if (kb < b1) y += (double)Cr[kb] * Pr[col2[kb]];
+                    }
+                    a[k] = dg[k] * p[k] - (y + y1);
+                    pa += p[k] * a[k];
+                    wp += W[tid + k * BLOCK] * p[k];
+                }
+            }
+            block_sum2(pa, wp, red[1]);
+            if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
+                broke = true;
+                break;
+            }
+            const double alpha = rz / pa;
+            kk += alpha * wp;
+            double rz_new = 0.0, rr_new = 0.0;
+#pragma unroll
+            for (int k = 0; k < KE; ++k) {  // entries past N hold zeros and stay zero
+                r[k] -= alpha * a[k];
+                const double z = r[k] * di[k];
+                rz_new += r[k] * z;
+                rr_new += r[k] * r[k];
+            }
+            block_sum2(rz_new, rr_new, red[0]);
+            ++it;
+            rr = rr_new;
+            if (rr <= thr) {
+                conv = true;
+                break;
+            }
+            if (!isfinite(rr)) {
+                broke = true;
+                break;
+            }
+            const double beta = rz_new / rz;
+            rz = rz_new;
+#pragma unroll
+            for (int k = 0; k < KE; ++k) {
+                const int u = tid + k * BLOCK;
+                p[k] = r[k] * di[k] + beta * p[k];
+                if (u < N) P[u] = p[k];
+            }
+            __syncthreads();  // P complete before the next XMV; red[1] free again
+        }
+
+        if (tid == 0) {
+            out_k[jb] = kk;
+            out_iter[jb] = it;
+            out_res[jb] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
+            out_conv[jb] = (conv && !broke && isfinite(kk)) ? 1 : 0;
+        }
+    }
+}

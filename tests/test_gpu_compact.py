@@ -1,0 +1,358 @@
+"""Compact solver of small pairs (mgkflow/gpu/compact.py, mgk_compact.cu), no GPU needed: the numpy
+emulation against the CPU solver, GPUBackend end to end on the fake driver of test_wide.py (arguments
+bound by the names and C types parsed from the generated source), nvcc compiles of the generated sources
+without spills; on a GPU, against the CPU solver and the per-block kernel."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pytest
+from test_wide import FakeAlloc, fake_backend  # noqa: F401  (fixture)
+
+from mgkflow.cpu_solver import solve_pair
+from mgkflow.gpu import device
+from mgkflow.gpu.source import KPAR, kernel_values, make_config
+from mgkflow.gpu import compact
+from mgkflow.graph import Graph
+from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
+from mgkflow.system import prepare_graph
+
+NVCC = shutil.which("nvcc")
+
+
+def _molecule(n: int, seed: int) -> Graph:
+    """A small labeled tree with a ring closed (molecule-like), float32-exact weights."""
+    rng = np.random.default_rng(seed)
+    G = nx.random_labeled_tree(n, seed=seed) if hasattr(nx, "random_labeled_tree") else nx.random_tree(n, seed=seed)
+    if n > 6:
+        G.add_edge(0, 5)
+    for u, v in G.edges:
+        G.edges[u, v]["length"] = float(np.float32(rng.uniform(1.0, 1.6)))
+        G.edges[u, v]["weight"] = float(np.float32(rng.choice([1.0, 1.5, 2.0])))
+    for v in G.nodes:
+        G.nodes[v]["label"] = int(rng.integers(0, 4))
+    return Graph.from_networkx(G, node_labels=["label"], edge_labels=["length"])
+
+
+class CompactModule(device.Module):
+    """``mgk_compact.cu`` on the fake driver: launches bind their arguments by the parsed signature and
+    run :func:`mgkflow.gpu.compact.emulate_launch`."""
+
+    def __init__(self, src: str, nk: Any, ek: Any, config: Any, log: list) -> None:
+        super().__init__(self, src)
+        self.src, self.nk, self.ek, self.config, self.log = src, nk, ek, config, log
+        self.kpar = FakeAlloc(4 * int(re.search(r"__constant__ float mgk_kpar\[(\d+)\]", src).group(1)))
+        self.block = int(re.search(r"#define BLOCK (\d+)", src).group(1))
+
+    def get_global(self, name: str) -> tuple[FakeAlloc, int]:
+        assert name == KPAR
+        return self.kpar, self.kpar.nbytes
+
+    def get_function(self, name: str) -> Any:
+        assert name == compact.KERNEL
+        mod, params = self, device.parse_signatures(self.src)[name]
+
+        class Func:
+            num_regs = 96
+            shared_size_bytes = 0
+
+            def set_attribute(self, *a: Any) -> None:
+                pass
+
+            def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0, stream: Any = None) -> None:
+                assert len(args) == len(params) and block == (mod.block, 1, 1)
+                assert np.array_equal(mod.kpar.view(np.float32), kernel_values(mod.nk, mod.ek)), "values not set"
+                kw = {}
+                for p, v in zip(params, args, strict=True):
+                    if p.kind == "P":
+                        assert isinstance(v, FakeAlloc), p
+                        kw[p.name] = v.buf[: v.nbytes].view(p.dtype)
+                    else:
+                        assert type(v) is p.dtype.type, (p, type(v))
+                        kw[p.name] = v.item()
+                n_max = kw["n_max"]
+                assert shared == compact.shared_bytes(n_max, kw["c_max"], kw["r_max"], kw["e_max"])
+                assert n_max <= compact.KE * mod.block
+                compact.emulate_launch(kw, mod.config, mod.nk, mod.ek)
+                mod.log.append({"jobs": kw["n_jobs"], "n_max": n_max, "block": mod.block})
+
+        return Func()
+
+
+class BlockStub:
+    """The per-block solver module: records which pairs it was launched for (K = NaN)."""
+
+    def __init__(self, src: str, log: list) -> None:
+        self.src, self.log = src, log
+        self.kpar = FakeAlloc(4 * int(re.search(r"__constant__ float mgk_kpar\[(\d+)\]", src).group(1)))
+
+    def get_global(self, name: str) -> tuple[FakeAlloc, int]:
+        return self.kpar, self.kpar.nbytes
+
+    def get_function(self, name: str) -> Any:
+        stub = self
+
+        class Func:
+            num_regs = 64
+            shared_size_bytes = 272
+
+            def set_attribute(self, *a: Any) -> None:
+                pass
+
+            def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0) -> None:
+                stub.log.append(block[0])
+
+        return Func()
+
+
+CASES = {
+    "labeled": (KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")),
+    "unlabeled": (Constant(1.0), Constant(1.0)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_emulation_matches_cpu(case: str) -> None:
+    """The numpy emulation of one launch (the algorithm of mgk_compact.cu) against the float64 CPU solver,
+    an edgeless graph and a single-node graph included."""
+    from mgkflow.gpu.pack import pack_host
+
+    nk, ek = CASES[case]
+    graphs = [_molecule(n, s) for s, n in enumerate((5, 12, 23, 31))]
+    edgeless = nx.empty_graph(3)
+    nx.set_node_attributes(edgeless, 1, "label")
+    graphs += [Graph.from_networkx(edgeless, node_labels=["label"], edge_labels=["length"]), _molecule(1, 9)]
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    config = make_config(nk, ek, {"label": "int64"}, {"length": "float64"}, row_ilp=2)
+    hb = pack_host(systems, config, sort=True)
+    n = len(graphs)
+    pairs = [(i, j) for i in range(n) for j in range(i, n)]
+    kw = {k: v for k, v in hb.host.items()}
+    kw.update(nlab_stride=hb.nlab_stride, relab_stride=hb.relab_stride, dvec=hb.host["d"], pvec=hb.host["p"],
+              qvec=hb.host["q"], rtol=1e-10, max_iter=500, n_jobs=len(pairs),
+              jobs=np.array(pairs, dtype=np.int32).ravel(), job_counter=np.zeros(1, np.int32),
+              out_k=np.zeros(len(pairs)), out_iter=np.zeros(len(pairs), np.int32), out_res=np.zeros(len(pairs)),
+              out_conv=np.zeros(len(pairs), np.int32))  # fmt: skip
+    compact.emulate_launch(kw, config, nk, ek)
+    assert kw["out_conv"].all() and kw["job_counter"][0] == len(pairs)
+    for t, (i, j) in enumerate(pairs):
+        ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+        assert abs(kw["out_k"][t] - ref) <= 1e-7 * abs(ref), (case, i, j)
+
+
+def test_bins() -> None:
+    """Pairs go to the bin of their unpadded product size; pairs over the largest bin or over the shared
+    memory of one pair stay with the per-block solver."""
+    n = np.array([8, 16, 30, 33, 300, 31])
+    nnz = np.array([14, 30, 62, 70, 600, 930])
+    g1 = np.array([0, 1, 2, 3, 4, 5, 0])
+    g2 = np.array([0, 1, 2, 3, 0, 5, 5])
+    bins = compact.compact_bins(n, nnz, g1, g2, np.arange(7))
+    assert [(s.tolist(), b) for s, b in bins] == [([0, 1], 64), ([2], 256)]  # 3: 1,089 unknowns; 5, 6: tables
+    assert compact.compact_bins(n, nnz, g1, g2, np.array([3, 4])) == []
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fake_backend_compact_path(fake_backend, case: str) -> None:  # noqa: F811
+    """GPUBackend end to end on the fake driver: small pairs go to mgk_solve_compact in size bins (values vs
+    the CPU solver), the larger pairs to the per-block kernel; a second call (another q) compiles nothing."""
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = CASES[case]
+    graphs = [_molecule(n, 10 + s) for s, n in enumerate((7, 15, 30, 44, 80))]
+    compact_log: list = []
+    block_log: list = []
+    current: dict = {}
+
+    def factory(src: str) -> Any:
+        if compact.KERNEL in src:
+            return CompactModule(src, nk, ek, current["config"], compact_log)
+        return BlockStub(src, block_log)
+
+    sys.modules["pycuda.compiler"].factory = factory
+    be = backend.GPUBackend(rtol=1e-10)
+    pairs = np.array([(i, j) for i in range(5) for j in range(i, 5)])
+    compiles = []
+    for q in (0.05, 0.2):
+        systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
+        current["config"] = be._config(systems, nk, ek)
+        vals, its, res, conv = be.solve(systems, systems, pairs, nk, ek)
+        nn = np.array([g.n_nodes for g in graphs])
+        small = nn[pairs[:, 0]] * nn[pairs[:, 1]] <= max(b for _, b in compact.BINS) * compact.KE
+        assert 0 < small.sum() < len(pairs) and conv[small].all()
+        for t in np.flatnonzero(small):
+            i, j = pairs[t]
+            ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+            assert abs(vals[t] - ref) <= 1e-7 * abs(ref), (case, q, i, j)
+        kernels = [la.get("kernel", "mgk_solve") for la in be.last_extra["launches"]]
+        assert kernels.count(compact.KERNEL) >= 2 and "mgk_solve" in kernels
+        compiles.append(device.compile_count())
+    assert sum(e["jobs"] for e in compact_log) == 2 * int(small.sum())
+    assert compiles[1] == compiles[0]  # another q: no compilation
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
+def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
+    """The compact solver's launch configurations (64, 128 and 256 threads) compile for sm_90 with the
+    solver's options, no warning, no spill, for labeled, unlabeled and double-weight kernels."""
+    configs = {
+        "kd-kd": (KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond"), {"element": "int64"},
+                  {"bond": "float64"}, "rows"),  # fmt: skip
+        "unlabeled": (Constant(1.0), Constant(1.0), {}, {}, "rows"),
+        "kd-se": (KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length"), {"label": "int64"}, {}, "rows"),
+    }
+    for (name, (nk, ek, nd, ed, xmv)), block in zip(configs.items(), (64, 128, 256), strict=True):
+        cfg = make_config(nk, ek, nd, ed, row_ilp=2, xmv=xmv, weight_double=name == "unlabeled")
+        path = tmp_path / f"{name}.cu"
+        path.write_text(compact.compact_source(cfg, block, max(1, 512 // block)))
+        cubin = str(path.with_suffix(".cubin"))
+        cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-Xptxas", "-v", "-o", cubin, str(path)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{name}:\n{proc.stderr}"
+        assert "warning" not in proc.stderr.lower(), f"{name}:\n{proc.stderr}"
+        spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
+        assert spills and max(spills) == 0, f"{name}:\n{proc.stderr}"
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_fake_tiled_gram_packs_once(fake_backend, overlap: bool) -> None:  # noqa: F811
+    """The tiled Gram path on the fake GPU: every block's pairs are solved within the whole set,
+    packed and uploaded once for all blocks (per solver thread: two with ``overlap``); the molecules'
+    pairs run in the compact kernel; values as the CPU backend, bit for bit the same with and without overlap."""
+    from mgkflow.datasets import default_kernels, molecules
+    from mgkflow.gram import tiled
+    from mgkflow.mgk import MarginalizedGraphKernel
+
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    streams: list = []
+
+    class Stream:  # the overlapped path's per-thread streams: every async call must name one
+        def __init__(self) -> None:
+            streams.append(self)
+
+        def synchronize(self) -> None:
+            pass
+
+    def in_stream(fn: Any) -> Any:
+        def call(*a: Any) -> None:
+            assert isinstance(a[-1], Stream), a[-1]
+            fn(*a[:-1])
+
+        return call
+
+    class Event:
+        def record(self, stream: Any = None) -> None:
+            assert stream is None or isinstance(stream, Stream)
+
+        def query(self) -> bool:
+            return True
+
+        def synchronize(self) -> None:
+            pass
+
+        def time_since(self, other: Any) -> float:
+            return 1.0
+
+    drv.Stream, drv.Event = Stream, Event
+    drv.memset_d32_async = in_stream(drv.memset_d32)
+    drv.memcpy_htod_async = in_stream(drv.memcpy_htod)
+    drv.memcpy_dtoh_async = in_stream(drv.memcpy_dtoh)
+    nk, ek = default_kernels("drugs")
+    graphs = molecules(9, seed=4, max_atoms=30)
+    compact_log: list = []
+    block_log: list = []
+    cfg: dict = {}
+
+    def factory(src: str) -> Any:
+        if compact.KERNEL in src:
+            return CompactModule(src, nk, ek, cfg["config"], compact_log)
+        return BlockStub(src, block_log)
+
+    sys.modules["pycuda.compiler"].factory = factory
+    packs: list[int] = []
+    real_pack = backend.pack_host
+
+    def counting_pack(systems, config, sort):
+        packs.append(len(systems))
+        cfg["config"] = config
+        return real_pack(systems, config, sort)
+
+    backend.pack_host = counting_pack
+    kern = MarginalizedGraphKernel(nk, ek, q=0.05, backend="gpu", rtol=1e-10, )
+    res = tiled.tiled_gram(graphs, kernel=kern, block_size=4, check_memory=False, overlap=overlap)
+    # once per solver thread (the pool may start its second thread or not)
+    assert res.blocks == 6 and packs in ([len(graphs)], [len(graphs)] * 2) and not block_log
+    assert overlap or packs == [len(graphs)]
+    assert len(streams) == len(packs) if overlap else not streams  # one stream per solver thread
+    assert res.computed == [b.key for b in tiled.plan_blocks(len(graphs), None, 4)]  # reported in block order
+    assert sum(e["jobs"] for e in compact_log) == len(graphs) * (len(graphs) + 1) // 2
+    ref = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs)
+    assert np.allclose(res.matrix, ref, rtol=1e-7, atol=0)
+    if overlap:
+        compact_log.clear()
+        serial = tiled.tiled_gram(graphs, kernel=kern, block_size=4, check_memory=False)
+        assert np.array_equal(serial.matrix, res.matrix)
+
+
+def test_job_order_large_launches(fake_backend) -> None:  # noqa: F811
+    """Jobs go largest cost first: exactly up to SORT_EXACT_MAX pairs, by cost classes beyond (a permutation
+    whose costs never rise by more than one class, 2**(1/512)); unsorted with sort_jobs=False."""
+    drv, backend = fake_backend
+    rng = np.random.default_rng(0)
+    be = backend.GPUBackend()
+    for n in (1000, backend.SORT_EXACT_MAX + 5000):
+        cost = rng.integers(1, 10**6, n).astype(np.float64)
+        sel = np.arange(n)[::-1].copy()
+        order = be._job_order(sel, cost)
+        assert sorted(order.tolist()) == list(range(n))
+        c = cost[order]
+        if n <= backend.SORT_EXACT_MAX:
+            assert np.all(np.diff(c) <= 0)
+        else:
+            assert np.all(c[1:] <= c[:-1] * 2 ** (1 / 512) * (1 + 1e-9) + 1)
+    be.sort_jobs = False
+    assert be._job_order(np.arange(5), np.ones(5)).tolist() == [0, 1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------------------------------- device
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_gpu_compact_matches_cpu_and_block(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU: the compact kernel gives the CPU values (1e-7) and the per-block kernel's (2e-7) on
+    molecule-like graphs of 1-60 atoms (every bin), labeled and unlabeled, q = 0.05 and 0.0005."""
+    from mgkflow.datasets import molecules
+    from mgkflow.gpu import GPUBackend
+
+    nk, ek = CASES[case]
+    if case == "labeled":
+        from mgkflow.datasets import default_kernels
+
+        nk, ek = default_kernels("drugs")
+    graphs = molecules(24, seed=7, min_atoms=8, max_atoms=60)
+    pairs = np.array([(i, j) for i in range(len(graphs)) for j in range(i, len(graphs))])
+    for q in (0.05, 0.0005):
+        systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
+        be = GPUBackend()
+        vc, itc, _, cc = be.solve(systems, systems, pairs, nk, ek)
+        used = [la["block"] for la in be.last_extra["launches"] if la.get("kernel") == compact.KERNEL]
+        assert sorted(used) == [64, 128, 256]
+        with monkeypatch.context() as m:
+            m.setattr(compact, "BINS", ())
+            blk = GPUBackend()
+            vb, itb, _, cb = blk.solve(systems, systems, pairs, nk, ek)
+            assert not any(la.get("kernel") == compact.KERNEL for la in blk.last_extra["launches"])
+        assert cc.all() and cb.all()
+        assert np.max(np.abs(vc - vb) / np.abs(vb)) <= 2e-7
+        for t in range(0, len(pairs), 37):
+            i, j = pairs[t]
+            ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+            assert abs(vc[t] - ref) <= 1e-7 * abs(ref), (case, q, i, j)
