@@ -18,9 +18,8 @@ import pytest
 from test_wide import FakeAlloc, fake_backend  # noqa: F401  (fixture)
 
 from mgkflow.cpu_solver import solve_pair
-from mgkflow.gpu import device
+from mgkflow.gpu import compact, device
 from mgkflow.gpu.source import KPAR, kernel_values, make_config
-from mgkflow.gpu import compact
 from mgkflow.graph import Graph
 from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
 from mgkflow.system import prepare_graph
@@ -155,9 +154,15 @@ def test_bins() -> None:
     nnz = np.array([14, 30, 62, 70, 600, 930])
     g1 = np.array([0, 1, 2, 3, 4, 5, 0])
     g2 = np.array([0, 1, 2, 3, 0, 5, 5])
-    bins = compact.compact_bins(n, nnz, g1, g2, np.arange(7))
-    assert [(s.tolist(), b) for s, b in bins] == [([0, 1], 64), ([2], 256)]  # 3: 1,089 unknowns; 5, 6: tables
-    assert compact.compact_bins(n, nnz, g1, g2, np.array([3, 4])) == []
+    bins = compact.compact_bins(n, nnz, g1, g2)
+    # 3: 1,089 unknowns; 5, 6: the coefficient table over the shared memory of one pair
+    assert [(c.pairs.tolist(), c.block) for c in bins] == [([0, 1], 64), ([2], 256)]
+    for c in bins:  # the launch dimensions bound every pair of the launch
+        a, b = g1[c.pairs], g2[c.pairs]
+        assert c.dims["n_max"] >= (n[a] * n[b]).max() and c.dims["c_max"] >= (nnz[a] * nnz[b]).max()
+        assert c.dims["r_max"] > max(n[a].max(), n[b].max()) and c.dims["e_max"] >= max(nnz[a].max(), nnz[b].max())
+        assert compact.shared_bytes(**c.dims) <= compact.SMEM_PER_PAIR
+    assert compact.compact_bins(n, nnz, g1[3:5], g2[3:5]) == []
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

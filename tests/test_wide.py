@@ -877,10 +877,14 @@ class _SolverStub:
 
 
 @pytest.mark.parametrize("wide", [True, "auto"])
-def test_fake_backend_routes_pairs_to_the_wide_path(fake_backend, wide) -> None:
+def test_fake_backend_routes_pairs_to_the_wide_path(fake_backend, wide, monkeypatch) -> None:
     """GPUBackend.solve end to end on the fake driver: the launch plan sends every pair to the
-    wide path (forced, or because a 1 KiB scratch budget cannot hold one block's vectors), the
-    per-pair kernel is compiled but never launched, and K matches the CPU backend."""
+    wide path (forced, or because a 1 KiB scratch budget cannot hold one block's vectors; the compact
+    solver, which needs no scratch, is switched off for that), the per-pair kernel is compiled but
+    never launched, and K matches the CPU backend."""
+    from mgkflow.gpu import compact
+
+    monkeypatch.setattr(compact, "BINS", ())
     drv, backend = fake_backend
     graphs = [_rgg(40, 3), _rgg(28, 4), _rgg(17, 5)]
     nk, ek = KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")

@@ -390,24 +390,31 @@ class GPUBackend:
         db = self._device_batch(systems, config, self._vector_digest(systems))
         t_pack = time.perf_counter() - t0
 
-        pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        g1 = pr[:, 0]
-        g2 = pr[:, 1] + yoff
-        plan, budget = self._plan(db, g1, g2, func)
-        compact_launches = self._compact_split(plan, db, g1, g2, config)
+        pr = np.asarray(pairs)
+        if pr.dtype != np.int32 or len(systems) >= 2**31:
+            pr = pr.astype(np.int64)
+        pr = pr.reshape(-1, 2)
+        g1 = np.ascontiguousarray(pr[:, 0])
+        g2 = pr[:, 1] + yoff if yoff else np.ascontiguousarray(pr[:, 1])
+        compact_launches, rest = self._compact_split(db, g1, g2, config)
+        plan, budget = self._plan_subset(db, g1, g2, func, rest)
         if len(plan.wide) < npairs:
             self._wide_workspace.clear()  # per-block launches: their scratch comes first
         launches = []
         dev_seconds = 0.0
         shared = _SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
-        shared.N = db.nt[g1] * db.nt[g2] * 64
-        shared.cost = self._cost(db, g1, g2) if self.sort_jobs else None
-        for sel, blk in compact_launches:
-            secs, info = self._run_compact(sel, blk, config, values, g1, g2, db, shared)
+        for cl in compact_launches:
+            secs, info = self._run_compact(cl, config, values, g1, g2, shared)
             dev_seconds += secs
             launches.append(info)
             if progress is not None:
                 progress(info["pairs"])
+        if rest.size:  # product sizes and job costs of the pairs left to the per-block launches
+            shared.N = np.zeros(npairs, dtype=np.int64)
+            shared.N[rest] = db.nt[g1[rest]] * db.nt[g2[rest]] * 64
+            if self.sort_jobs:
+                shared.cost = np.zeros(npairs)
+                shared.cost[rest] = self._cost(db, g1[rest], g2[rest])
         for sel, use_smem, fn, blk in self._launch_classes(plan, config, func, values):
             secs, info = self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs)
             dev_seconds += secs
@@ -529,46 +536,61 @@ class GPUBackend:
         return plan, budget
 
     def _compact_split(
-        self, plan: LaunchPlan, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, config: KernelConfig
-    ) -> list[tuple[np.ndarray, int]]:
-        """Take the pairs of the per-block groups that the compact solver takes (:mod:`mgkflow.gpu.compact`:
-        small pairs, row layout, value-only) out of ``plan``: their launches as (pairs, threads per block)."""
-        if config.xmv != "rows" or config.gradient or config.nodal or not (plan.tiny.size or plan.shared):
-            return []
-        candidates = np.concatenate([plan.tiny, *plan.shared])
-        bins = compact.compact_bins(db.batch.n_nodes, db.nnz_per_graph, g1, g2, candidates,
+        self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, config: KernelConfig
+    ) -> tuple[list[compact.CompactLaunch], np.ndarray]:
+        """The compact solver's launches (:mod:`mgkflow.gpu.compact`: small pairs, row layout, value-only)
+        and the indices of the pairs left to the other launches."""
+        everything = np.arange(len(g1))
+        if config.xmv != "rows" or config.gradient or config.nodal or self.wide is True:
+            return [], everything
+        bins = compact.compact_bins(db.batch.n_nodes, db.nnz_per_graph, g1, g2,
                                     c_bytes=8 if config.weight_double else 4)  # fmt: skip
         if not bins:
-            return []
-        taken = np.zeros(len(g1), dtype=bool)
-        for sel, _ in bins:
-            taken[sel] = True
-        plan.tiny = plan.tiny[~taken[plan.tiny]]
-        plan.shared = [s for s in (s[~taken[s]] for s in plan.shared) if s.size]
-        return bins
+            return [], everything
+        taken = sum(c.pairs.size for c in bins)
+        if taken == len(g1):
+            return bins, everything[:0]
+        left = np.ones(len(g1), dtype=bool)
+        for c in bins:
+            left[c.pairs] = False
+        return bins, np.flatnonzero(left)
+
+    def _plan_subset(
+        self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, rest: np.ndarray
+    ) -> tuple[LaunchPlan, int]:
+        """:meth:`_plan` of the pairs ``rest`` only, the plan's indices mapped back to the whole call."""
+        empty = np.zeros(0, dtype=np.int64)
+        if not rest.size:
+            return LaunchPlan(wide=empty, tiny=empty), 0
+        if rest.size == len(g1):
+            return self._plan(db, g1, g2, func)
+        plan, budget = self._plan(db, g1[rest], g2[rest], func)
+        return LaunchPlan(wide=rest[plan.wide], tiny=rest[plan.tiny], shared=[rest[s] for s in plan.shared],
+                          global_=rest[plan.global_]), budget  # fmt: skip
 
     def _run_compact(
-        self, sel: np.ndarray, blk: int, config: KernelConfig, values: np.ndarray, g1: np.ndarray, g2: np.ndarray,
-        db: _DeviceBatch, shared: _SharedArgs,
+        self, cl: compact.CompactLaunch, config: KernelConfig, values: np.ndarray, g1: np.ndarray, g2: np.ndarray,
+        shared: _SharedArgs,
     ) -> tuple[float, dict]:  # fmt: skip
-        """One persistent-grid launch of the compact solver (``mgk_compact.cu``) over the pairs ``sel``."""
+        """One persistent-grid launch of the compact solver (``mgk_compact.cu``) over the pairs of ``cl``:
+        largest first up to ``SORT_EXACT_MAX`` pairs; beyond, in the call's order (the tail of a launch
+        of that many small pairs balances whatever their order)."""
+        blk = cl.block
         min_blocks = max(1, compact.MIN_THREADS // blk)
         mod = device.build_module(lambda: compact.compact_source(config, blk, min_blocks),
                                   ("compact", _config_key(config), blk, min_blocks, compact.KE))  # fmt: skip
         mod.set_constant(KPAR, values)
         fn = mod.function(compact.KERNEL)
-        order = self._job_order(sel, shared.cost)
-        jobs = np.empty(2 * len(order), dtype=np.int32)
-        jobs[0::2], jobs[1::2] = g1[order], g2[order]
-        n, nnz = db.batch.n_nodes, db.nnz_per_graph
+        order = cl.pairs
         a, b = g1[order], g2[order]
-        dims = {
-            "n_max": int((n[a].astype(np.int64) * n[b]).max()),
-            "c_max": int((nnz[a].astype(np.int64) * nnz[b]).max()),
-            "r_max": int(max(n[a].max(), n[b].max())) + 1,
-            "e_max": int(max(nnz[a].max(), nnz[b].max(), 1)),
-        }
-        smem = compact.shared_bytes(**dims, c_bytes=8 if config.weight_double else 4)
+        if self.sort_jobs and order.size <= SORT_EXACT_MAX:
+            n = shared.db.batch.n_nodes.astype(np.int64)
+            nnz = shared.db.nnz_per_graph
+            by = np.argsort(-(n[a] * n[b] * 4 + nnz[a] * nnz[b]), kind="stable")
+            order, a, b = order[by], a[by], b[by]
+        jobs = np.empty(2 * len(order), dtype=np.int32)
+        jobs[0::2], jobs[1::2] = a, b
+        smem = compact.shared_bytes(**cl.dims, c_bytes=8 if config.weight_double else 4)
         if smem > 48 * 1024:
             fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
         bps = device.kernel_blocks_per_sm(fn, blk, smem)
@@ -585,7 +607,7 @@ class GPUBackend:
         fn(
             grid=(int(grid), 1), block=(blk, 1, 1), shared=smem, **args,
             jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
-            out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv, stream=self.stream, **dims,
+            out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv, stream=self.stream, **cl.dims,
         )  # fmt: skip
         _record(stop, self.stream)
         _wait(stop)
@@ -727,7 +749,12 @@ class GPUBackend:
         t_compile: float, t_pack: float, t_start: float, launches: list, wide_stats: list, func: device.Kernel,
         config: KernelConfig,
     ) -> dict:  # fmt: skip
-        products = 2.0 * float(np.sum(db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] * iters))
+        # GFLOP/s of the products, counted for calls of up to SORT_EXACT_MAX pairs (beyond, the count
+        # itself would cost host time the device then waits for: 0)
+        if len(g1) <= SORT_EXACT_MAX:
+            products = 2.0 * float(np.sum(db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] * iters))
+        else:
+            products = 0.0
         return {
             "device": self.device_name,
             "device_s": dev_seconds,
@@ -832,6 +859,7 @@ class _SharedArgs:
     def __init__(self, db: _DeviceBatch, xmv_args: dict, out: _Outputs, rtol: float, max_iter: int) -> None:
         a = db.arrays
         self.out = out
+        self.db = db
         self.args = {
             "hdr": a["hdr"], "nlab": a["nlab"], "nlab_stride": db.nlab_stride, "dvec": a["d"], "pvec": a["p"],
             "qvec": a["q"], "rtol": rtol, "max_iter": max_iter, **xmv_args,

@@ -27,13 +27,14 @@ True
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from string import Template
 from typing import Any
 
 import numpy as np
 
-__all__ = ["KERNEL", "KE", "BINS", "SMEM_PER_PAIR", "compact_source", "shared_bytes", "compact_bins",
-           "emulate_launch"]  # fmt: skip
+__all__ = ["KERNEL", "KE", "BINS", "MIN_THREADS", "SMEM_PER_PAIR", "CompactLaunch", "compact_source", "shared_bytes",
+           "compact_bins", "emulate_launch"]  # fmt: skip
 
 #: Kernel name in ``mgk_compact.cu``.
 KERNEL = "mgk_solve_compact"
@@ -78,34 +79,64 @@ def shared_bytes(n_max: int, c_max: int, r_max: int, e_max: int, c_bytes: int = 
     return 16 * int(n_max) + _align8(int(c_max) * int(c_bytes)) + 4 * (2 * int(r_max) + 2 * int(e_max))
 
 
+@dataclass
+class CompactLaunch:
+    """One launch of the compact solver: its pairs (indices into the call's pair list), threads per
+    block and the launch dimensions ``mgk_compact.cu`` takes (an upper bound over its pairs)."""
+
+    pairs: np.ndarray
+    block: int
+    dims: dict[str, int]
+
+
 def compact_bins(
-    n: np.ndarray, nnz: np.ndarray, g1: np.ndarray, g2: np.ndarray, candidates: np.ndarray, c_bytes: int = 4,
+    n: np.ndarray, nnz: np.ndarray, g1: np.ndarray, g2: np.ndarray, c_bytes: int = 4,
     smem_per_pair: int = SMEM_PER_PAIR,
-) -> list[tuple[np.ndarray, int]]:  # fmt: skip
-    """Pairs of ``candidates`` (indices into ``g1``/``g2``) for the compact solver, as
-    ``[(pair indices, threads per block), ...]`` by :data:`BINS`; ``n``, ``nnz``: nodes and
-    nonzeros per graph.
+) -> list[CompactLaunch]:  # fmt: skip
+    """The pairs (``g1[t]``, ``g2[t]``) for the compact solver, one :class:`CompactLaunch` per
+    non-empty bin of :data:`BINS`; ``n``, ``nnz``: nodes and nonzeros per graph.
+
+    Work per pair is a few gathers: the graphs fall into classes of equal (n, nnz), and a table
+    over pairs of classes holds each class pair's bin (millions of pairs per call in a Gram block).
 
     Examples
     --------
     >>> n, nnz = np.array([12, 20, 200]), np.array([24, 40, 400])
     >>> g = np.array([0, 1, 2, 0])
-    >>> [(s.tolist(), b) for s, b in compact_bins(n, nnz, g, np.array([0, 1, 0, 2]), np.arange(4))]
+    >>> [(c.pairs.tolist(), c.block) for c in compact_bins(n, nnz, g, np.array([0, 1, 0, 2]))]
     [([0], 64), ([1], 128)]
     """
-    candidates = np.asarray(candidates, dtype=np.int64)
-    a, b = g1[candidates], g2[candidates]
-    N = n[a].astype(np.int64) * n[b]
-    need = 16 * N + (nnz[a].astype(np.int64) * nnz[b] * c_bytes + 7) // 8 * 8 + 4 * (2 * (np.maximum(n[a], n[b]) + 1)
-                                                                                    + 2 * np.maximum(nnz[a], nnz[b]))
-    ok = need <= smem_per_pair
+    n = np.asarray(n, dtype=np.int64)
+    nnz = np.asarray(nnz, dtype=np.int64)
+    if not len(g1) or not BINS:
+        return []
+    # classes of graphs with the same (n, nnz) that can take part in a compact pair at all
+    small = (n <= BINS[-1][0]) & (n >= 1)
+    key = np.where(small, n * (int(nnz.max()) + 1) + nnz, -1)
+    uniq, first, cls = np.unique(key, return_index=True, return_inverse=True)
+    un, unz = n[first], nnz[first]
+    un[uniq < 0], unz[uniq < 0] = BINS[-1][0] + 1, 0  # the class of graphs too large for any bin
+    K = uniq.size
+    Nt = un[:, None] * un[None, :]
+    Ct = unz[:, None] * unz[None, :]
+    r_t = np.maximum(un[:, None], un[None, :]) + 1
+    e_t = np.maximum(np.maximum(unz[:, None], unz[None, :]), 1)
+    need = 16 * Nt + (Ct * c_bytes + 7) // 8 * 8 + 4 * (2 * r_t + 2 * e_t)
+    his = np.array([hi for hi, _ in BINS])
+    table = np.searchsorted(his, Nt).astype(np.uint8)  # bin index; len(BINS): none
+    table[need > smem_per_pair] = len(BINS)
+    cls = cls.astype(np.int32 if K * K < 2**31 else np.int64)
+    pair_bin = table.ravel()[cls[g1] * K + cls[g2]]
     out = []
-    lo = 0
-    for hi, block in BINS:
-        sel = candidates[ok & (N > lo) & (N <= hi)]
+    for b, (_, block) in enumerate(BINS):
+        in_bin = table == b
+        if not in_bin.any():
+            continue
+        sel = np.flatnonzero(pair_bin == b)
         if sel.size:
-            out.append((sel, block))
-        lo = hi
+            dims = {"n_max": int(Nt[in_bin].max()), "c_max": int(Ct[in_bin].max()),
+                    "r_max": int(r_t[in_bin].max()), "e_max": int(e_t[in_bin].max())}  # fmt: skip
+            out.append(CompactLaunch(sel, block, dims))
     return out
 
 

@@ -14,7 +14,7 @@ Examples
 --------
     python -m mgkflow.gram.bench --n-graphs 2000 --backend cpu --block-size 200 --dask local:2
     python -m mgkflow.gram.bench --n-graphs 50000 --backend gpu --kill-at 0.4 --spot-check 1000 --dask cuda
-    python -m mgkflow.gram.bench --n-graphs 20000 --backend gpu --gpu-options '{"rtol": 1e-8}' --overlap
+    python -m mgkflow.gram.bench --n-graphs 20000 --backend gpu --gpu-options '{"rtol": 1e-8}' --overlap off
 
 The record has the solve's device seconds (sum over blocks), the host time not overlapped
 with them, end-to-end pairs/s (reordering included), peak host RSS and peak device memory
@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["main"]
+
+_OVERLAP = {"auto": None, "on": True, "off": False}
 
 
 def _graphs(args: argparse.Namespace) -> list:
@@ -117,7 +119,8 @@ def _run(args: argparse.Namespace, graphs: list, store: Path, client: Any = None
     from .tiled import tiled_gram
 
     return tiled_gram(graphs, kernel=_kernel(args), out=store, block_size=args.block_size, dtype=args.dtype,
-                      client=client, progress=progress, overlap=args.overlap and client is None)  # fmt: skip
+                      client=client, progress=progress,
+                      overlap=_OVERLAP[args.overlap] if client is None else False)  # fmt: skip
 
 
 def _same_chunks(a: Path, b: Path) -> bool:
@@ -126,6 +129,18 @@ def _same_chunks(a: Path, b: Path) -> bool:
     if fa.keys() != fb.keys():
         return False
     return all(fa[k].read_bytes() == fb[k].read_bytes() for k in fa)
+
+
+def _store_digest(path: Path) -> str:
+    """SHA-256 over a store's chunk files (names and bytes, in name order): equal digests, equal arrays
+    (runs in different processes or device calls compare by it)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted((p for p in (path / "c").rglob("*") if p.is_file()), key=lambda p: p.relative_to(path).as_posix()):
+        h.update(f.relative_to(path).as_posix().encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 def _child(args: argparse.Namespace) -> int:
@@ -138,13 +153,28 @@ def _peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _kill_resume(args: argparse.Namespace, graphs: list, work: Path, reference: Path, n_blocks: int) -> dict:
+def _kill_resume(
+    args: argparse.Namespace, graphs: list, work: Path, reference: Path | None, n_blocks: int | None
+) -> dict:
+    from .blocks import plan_blocks
+
     store = work / "killed.zarr"
+    if store.exists():
+        shutil.rmtree(store)
     cmd = [sys.executable, "-m", "mgkflow.gram.bench", *args.argv, "--child", "--store", str(store)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    target = max(1, int(args.kill_at * n_blocks))
     done = store / "done"
+    while n_blocks is None and proc.poll() is None:  # the child's block size, once its store exists
+        meta = store / "zarr.json"
+        if meta.is_file():
+            try:
+                bs = int(json.loads(meta.read_text())["attributes"]["mgkflow"]["block_size"])
+                n_blocks = len(plan_blocks(len(graphs), None, bs))
+            except (ValueError, KeyError):
+                pass
+        time.sleep(0.05)
+    target = max(1, int(args.kill_at * (n_blocks or 1)))
     while proc.poll() is None:
         if done.is_dir() and sum(1 for _ in done.glob("[!.]*.json")) >= target:
             break
@@ -167,7 +197,8 @@ def _kill_resume(args: argparse.Namespace, graphs: list, work: Path, reference: 
         "blocks_resumed": len(res.computed),
         "resume_s": resumed,
         "finished_blocks_recomputed": len(recomputed_done),
-        "bit_identical_to_uninterrupted": _same_chunks(store, reference),
+        "bit_identical_to_uninterrupted": None if reference is None else _same_chunks(store, reference),
+        "digest": _store_digest(store),
     }
 
 
@@ -203,11 +234,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--perm-cache", default=None, help="directory of the permutation cache")
     p.add_argument("--dask", default=None, help="also run on this cluster (local:N, cuda, tcp://...)")
     p.add_argument("--kill-at", type=float, default=None, help="SIGKILL a run at this fraction of blocks, resume")
+    p.add_argument("--kill-only", action="store_true",
+                   help="with --kill-at: no uninterrupted run (compare the printed digest with another run's)")
+    p.add_argument("--digest", action="store_true", help="SHA-256 of the uninterrupted run's chunks")
     p.add_argument("--spot-check", type=int, default=0, help="entries to check against the CPU backend")
     p.add_argument("--workdir", default=None, help="where the stores go (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the stores")
     p.add_argument("--json", type=Path, default=None)
-    p.add_argument("--overlap", action="store_true", help="in-process: two solver threads (host/device overlap)")
+    p.add_argument("--overlap", choices=sorted(_OVERLAP), default="auto",
+                   help="in-process: two solver threads (host/device overlap); auto: on for the GPU backend")
     p.add_argument("--progress", action="store_true")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--store", default=None, help=argparse.SUPPRESS)
@@ -216,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     if args.child:
         return _child(args)
+    if args.kill_only and (args.kill_at is None or args.dask):
+        p.error("--kill-only needs --kill-at and takes no --dask")
 
     from .blocks import plan_blocks
 
@@ -234,24 +271,28 @@ def main(argv: list[str] | None = None) -> int:
     ref = work / "inprocess.zarr"
     if ref.exists():
         shutil.rmtree(ref)
-    t0 = time.perf_counter()
-    with _DeviceMemory() as devmem:
-        res = _run(args, graphs, ref, progress=args.progress)
-    rec["inprocess"] = {
-        "seconds": time.perf_counter() - t0,
-        "solve_s": res.seconds,
-        "device_s": res.device_seconds,
-        "host_s_not_overlapped": res.seconds - res.device_seconds,
-        "pairs": res.pairs,
-        "pairs_per_s": res.pairs_per_second,
-        "pairs_per_s_end_to_end": res.pairs / (time.perf_counter() - t0 + rec["reorder_s"]),
-        "peak_device_mib": devmem.peak_mib,
-        "blocks": res.blocks,
-        "block_size": int(json.loads((ref / "zarr.json").read_text())["attributes"]["mgkflow"]["block_size"]),
-        "peak_rss_bytes": _peak_rss_bytes(),
-        "estimate": res.estimate.summary(),
-    }
-    n_blocks = len(plan_blocks(len(graphs), None, rec["inprocess"]["block_size"]))
+    n_blocks = None
+    if not args.kill_only:
+        t0 = time.perf_counter()
+        with _DeviceMemory() as devmem:
+            res = _run(args, graphs, ref, progress=args.progress)
+        rec["inprocess"] = {
+            "seconds": time.perf_counter() - t0,
+            "solve_s": res.seconds,
+            "device_s": res.device_seconds,
+            "host_s_not_overlapped": res.seconds - res.device_seconds,
+            "pairs": res.pairs,
+            "pairs_per_s": res.pairs_per_second,
+            "pairs_per_s_end_to_end": res.pairs / (time.perf_counter() - t0 + rec["reorder_s"]),
+            "peak_device_mib": devmem.peak_mib,
+            "blocks": res.blocks,
+            "block_size": int(json.loads((ref / "zarr.json").read_text())["attributes"]["mgkflow"]["block_size"]),
+            "peak_rss_bytes": _peak_rss_bytes(),
+            "estimate": res.estimate.summary(),
+        }
+        if args.digest:
+            rec["inprocess"]["digest"] = _store_digest(ref)
+        n_blocks = len(plan_blocks(len(graphs), None, rec["inprocess"]["block_size"]))
     if args.dask:
         from .cluster import client_from_spec
 
@@ -273,9 +314,10 @@ def main(argv: list[str] | None = None) -> int:
             "bit_identical": _same_chunks(dst, ref),
         }
     if args.kill_at is not None:
-        rec["kill_resume"] = _kill_resume(args, graphs, work, ref, n_blocks)
+        rec["kill_resume"] = _kill_resume(args, graphs, work, None if args.kill_only else ref, n_blocks)
     if args.spot_check:
-        rec["spot_check"] = _spot_check(args, graphs, ref, args.spot_check)
+        rec["spot_check"] = _spot_check(args, graphs, work / "killed.zarr" if args.kill_only else ref,
+                                        args.spot_check)  # fmt: skip
     if not args.keep and args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     text = json.dumps(rec, indent=1)

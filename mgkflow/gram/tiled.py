@@ -8,6 +8,7 @@ in-process run, a Dask run and a resumed run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import sys
@@ -121,14 +122,28 @@ def _thread_systems(job: GramJob, kern: MarginalizedGraphKernel) -> tuple[list, 
     return cached
 
 
+@functools.lru_cache(maxsize=4)
+def _triangle(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Row and column of the upper triangle of an n x n block (int32), and the flat positions of its
+    entries and of their mirror images (kept for the blocks of equal size that follow)."""
+    iu, ju = np.triu_indices(n)
+    iu, ju = iu.astype(np.int32), ju.astype(np.int32)
+    return iu, ju, iu.astype(np.int64) * n + ju, ju.astype(np.int64) * n + iu
+
+
 def _block_pairs(block: Block) -> np.ndarray:
-    """Global (row, column) pairs a block solves: its upper triangle on the diagonal, all of it elsewhere."""
+    """Global (row, column) pairs a block solves (int32): its upper triangle on the diagonal, all of it elsewhere."""
+    nr, nc = block.r1 - block.r0, block.c1 - block.c0
     if block.diagonal:
-        iu, ju = np.triu_indices(block.r1 - block.r0)
-        return np.stack([iu + block.r0, ju + block.r0], axis=1)
-    ii = np.repeat(np.arange(block.r0, block.r1), block.c1 - block.c0)
-    jj = np.tile(np.arange(block.c0, block.c1), block.r1 - block.r0)
-    return np.stack([ii, jj], axis=1)
+        iu, ju, _, _ = _triangle(nr)
+        out = np.empty((iu.size, 2), dtype=np.int32)
+        np.add(iu, block.r0, out=out[:, 0])
+        np.add(ju, block.r0, out=out[:, 1])
+        return out
+    out = np.empty((nr, nc, 2), dtype=np.int32)
+    out[:, :, 0] = np.arange(block.r0, block.r1, dtype=np.int32)[:, None]
+    out[:, :, 1] = np.arange(block.c0, block.c1, dtype=np.int32)[None, :]
+    return out.reshape(-1, 2)
 
 
 def _solve_in_set(kern: MarginalizedGraphKernel, job: GramJob, block: Block) -> np.ndarray:
@@ -140,10 +155,11 @@ def _solve_in_set(kern: MarginalizedGraphKernel, job: GramJob, block: Block) -> 
     vals, _, its, res, conv = kern._solve(xs, ys, pairs, raw=True)
     nr, nc = block.r1 - block.r0, block.c1 - block.c0
     if block.diagonal:
-        iu, ju = pairs[:, 0] - block.r0, pairs[:, 1] - block.r0
+        _, _, up, lo = _triangle(nr)
         K = np.empty((nr, nr))
-        K[iu, ju] = vals
-        K[ju, iu] = vals
+        flat = K.reshape(-1)
+        flat[up] = vals
+        flat[lo] = vals
     else:
         K = vals.reshape(nr, nc)
     # statistics per solved pair (flat: a diagonal block's mirrored half was not solved)
@@ -469,7 +485,7 @@ def tiled_gram(
     progress: bool = False,
     check_memory: bool = True,
     log: Callable[[str], Any] | None = None,
-    overlap: bool = False,
+    overlap: bool | None = None,
 ) -> GramResult:
     """Compute a kernel matrix block by block, in memory or into a resumable Zarr store.
 
@@ -512,10 +528,11 @@ def tiled_gram(
         (:class:`~mgkflow.gram.resources.ResourceError`).
     log : callable, optional
         Called with one-line messages (estimate, resume state).
-    overlap : bool
+    overlap : bool, optional
         In-process runs: solve blocks in two threads (each with its own kernel and backend), so
         that one block's host work (planning, gathers, post-processing) overlaps another's
         device work; same values. Host memory: up to four blocks instead of two.
+        Default (None): on for the GPU backend, off for the CPU.
 
     Returns
     -------
@@ -590,6 +607,8 @@ def tiled_gram(
         todo = all_blocks
     K = None if store is not None else np.full((n, m), np.nan, dtype=dtype)
     by_key = {b.key: b for b in all_blocks}
+    if overlap is None:
+        overlap = client is None and _resolved_backend(kernel, client) == "gpu"
     job = GramJob(X=X, Y=Yt, kernel=kernel, store=store, overlap=bool(overlap))
     computed: list[str] = []
     workers: dict[str, int] = {}
