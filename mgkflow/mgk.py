@@ -6,10 +6,12 @@ import copy
 import inspect
 import math
 import numbers
+import os
 import time
 import warnings
 from collections import namedtuple
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +53,10 @@ LMIN_RESOLUTION = 1e-13
 #: Smallest stop probability: the system's condition number grows as 1/q, and below this float64
 #: no longer resolves K to about 1e-6.
 Q_MIN = 1e-10
+#: Threads that assemble a nodal similarity matrix (``nodal=True``) of at least
+#: ``_NODAL_PARALLEL_ENTRIES`` entries: filling it is bound by memory traffic, which a few cores saturate.
+_NODAL_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+_NODAL_PARALLEL_ENTRIES = 1 << 20
 
 
 class DegenerateKernelWarning(UserWarning):
@@ -735,9 +741,10 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             Return K(G,G') / sqrt(K(G,G) K(G',G')); default: the ``normalize`` parameter.
         nodal : bool
             Return the node-pair similarities: a (Σ nodes of X) × (Σ nodes of Y) matrix whose
-            block of the pair (G, G') holds p_i p'_i' x_ii' (lmin=1: minus p_i p'_i' v_ii' q_i q'_i'),
-            so each block sums to K(G, G'). Normalized: divided by the square roots of the
-            nodes' self-similarities.
+            block of the pair (G, G') holds p_i p'_i' x_ii' (lmin=1: minus p_i p'_i' v_ii' q_i q'_i',
+            0 where that difference is rounding noise), so each block sums to K(G, G'). Normalized:
+            divided by the square roots of the nodes' self-similarities. A Gram matrix (Y None)
+            solves the pairs of the upper block triangle and is exactly symmetric.
 
         Returns
         -------
@@ -916,7 +923,8 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                     labels = dict(s.graph.node_labels)
                     V = np.broadcast_to(self.node_kernel(labels, labels), d.shape)
                     pq = s.p * s.q
-                    d = d - (pq * pq) * V
+                    b0, d = d, np.empty_like(d)
+                    self._minus_length0(d, b0, (pq * pq) * V)
                 if ex is not None:
                     d = np.ldexp(d, -2 * int(ex[k]))
                 if pscale != 1.0:
@@ -951,7 +959,9 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         lmin=1's length-0 term, the start probabilities' scale, the overflow check and, with
         ``sx``/``sy`` (square roots of the self-similarities), the normalization are applied to
         the whole band at once. ``sym``: only the upper block triangle was solved; each band is
-        mirrored into the lower one (a graph's block with itself is symmetrized)."""
+        mirrored into the lower one (a graph's block with itself is symmetrized). Bands write
+        disjoint parts of ``R``, so a large matrix is filled by several threads (numpy releases
+        the GIL while it copies and computes)."""
         pscale = self._p_scale(not raw)
         ex_x = self._nodal_exponents(xs, raw)
         ex_y = ex_x if sym else self._nodal_exponents(ys, raw)
@@ -964,20 +974,21 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         if self.lmin == 1:
             pq_y, labels_y = self._nodal_columns(ys)
         pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        rows = np.searchsorted(pr[:, 0], np.arange(len(xs) + 1))
+        rows = np.searchsorted(pr[:, 0], np.arange(len(xs) + 1)).tolist()
         jcol = pr[:, 1].tolist()
         oxl, oyl = ox.tolist(), oy.tolist()
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # overflow is reported below
-            for i in range(len(xs)):
-                t_lo, t_hi = int(rows[i]), int(rows[i + 1])
-                if t_lo == t_hi:
-                    continue
-                r0, r1 = oxl[i], oxl[i + 1]
-                c0, c1 = oyl[jcol[t_lo]], oyl[jcol[t_hi - 1] + 1]
-                band = R[r0:r1, c0:c1]
-                for t in range(t_lo, t_hi):
-                    j = jcol[t]
-                    R[r0:r1, oyl[j] : oyl[j + 1]] = blocks[t]
+
+        def band_of(i: int) -> None:
+            t_lo, t_hi = rows[i], rows[i + 1]
+            if t_lo == t_hi:
+                return
+            r0, r1 = oxl[i], oxl[i + 1]
+            c0, c1 = oyl[jcol[t_lo]], oyl[jcol[t_hi - 1] + 1]
+            band = R[r0:r1, c0:c1]
+            for t in range(t_lo, t_hi):
+                j = jcol[t]
+                R[r0:r1, oyl[j] : oyl[j + 1]] = blocks[t]
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # overflow is reported below
                 if self.lmin == 1:
                     self._nodal_length0(band, xs[i], ys, jcol[t_lo:t_hi], oyl, c0, pq_y, labels_y)
                 if col_ex is not None:
@@ -985,10 +996,13 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                 if pscale != 1.0:
                     band *= pscale
                     band *= pscale
-                bad = ~np.isfinite(band)
-                if bad.any():
-                    c = int(np.flatnonzero(bad.any(axis=0))[0]) + c0
-                    raise self._nodal_overflow(xs[i], ys[int(np.searchsorted(oy, c, side="right")) - 1])
+                # a sum is finite when every entry is (the exact test only where it is not: a sum of
+                # large finite entries may overflow)
+                if not np.isfinite(band.sum()):
+                    bad = ~np.isfinite(band)
+                    if bad.any():
+                        c = int(np.flatnonzero(bad.any(axis=0))[0]) + c0
+                        raise self._nodal_overflow(xs[i], ys[int(np.searchsorted(oy, c, side="right")) - 1])
                 if sym:
                     d = R[r0:r1, r0:r1]  # this graph with itself: x is symmetric up to rounding
                     d[...] = 0.5 * (d + d.T)
@@ -997,8 +1011,25 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                     band /= sy[None, c0:c1]
                     if sym:  # exactly symmetric again: the lower triangle from the upper one
                         d[...] = np.triu(d) + np.triu(d, 1).T
-                if sym and r1 < R.shape[1]:
-                    R[r1:, r0:r1] = R[r0:r1, r1:].T
+            if sym and r1 < R.shape[1]:
+                R[r1:, r0:r1] = R[r0:r1, r1:].T
+
+        threads = min(_NODAL_THREADS, len(xs)) if R.size >= _NODAL_PARALLEL_ENTRIES else 1
+        if threads <= 1:
+            for i in range(len(xs)):
+                band_of(i)
+            return
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            # in band order, so that an overflow is reported for the first pair, as serially
+            for fut in [pool.submit(band_of, i) for i in range(len(xs))]:
+                fut.result()
+
+    @staticmethod
+    def _minus_length0(out, b, l0) -> None:
+        """``out`` = b - l0 (lmin=1), entries below LMIN_RESOLUTION |b| set to 0 as in the kernel's values:
+        the difference is known to about 1e-16 b (a graph without edges is then exactly 0)."""
+        np.subtract(b, l0, out=out)
+        out[out <= LMIN_RESOLUTION * np.abs(b)] = 0.0
 
     def _nodal_length0(self, band, s1, ys, js, oyl, c0, pq_y, labels_y) -> None:
         """Subtract lmin=1's length-0 term p_a p'_b v_ab q_a q'_b from the row band of ``s1``."""
@@ -1008,7 +1039,7 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             x = {f: np.asarray(s1.graph.node_labels[f])[:, None] for f in self.node_kernel.fields}
             y = {f: v[None, c0:c1] for f, v in labels_y.items()}
             V = np.broadcast_to(self.node_kernel(x, y), band.shape)
-            band -= np.outer(pq_x, pq_y[c0:c1]) * V
+            self._minus_length0(band, band.copy(), np.outer(pq_x, pq_y[c0:c1]) * V)
             return
         x = {k: v[:, None] for k, v in s1.graph.node_labels.items()}
         for j in js:
@@ -1016,7 +1047,7 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             blk = band[:, oyl[j] - c0 : oyl[j + 1] - c0]
             y = {k: v[None, :] for k, v in s2.graph.node_labels.items()}
             V = np.broadcast_to(self.node_kernel(x, y), blk.shape)
-            blk -= np.outer(pq_x, s2.p * s2.q) * V
+            self._minus_length0(blk, blk.copy(), np.outer(pq_x, s2.p * s2.q) * V)
 
     def _nodal(self, xs, ys, normalize: bool) -> np.ndarray:
         t0 = time.perf_counter()
