@@ -923,8 +923,8 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                     labels = dict(s.graph.node_labels)
                     V = np.broadcast_to(self.node_kernel(labels, labels), d.shape)
                     pq = s.p * s.q
-                    b0, d = d, np.empty_like(d)
-                    self._minus_length0(d, b0, (pq * pq) * V)
+                    d = d.copy()
+                    self._minus_length0(d, (pq * pq) * V)
                 if ex is not None:
                     d = np.ldexp(d, -2 * int(ex[k]))
                 if pscale != 1.0:
@@ -1025,11 +1025,14 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                 fut.result()
 
     @staticmethod
-    def _minus_length0(out, b, l0) -> None:
-        """``out`` = b - l0 (lmin=1), entries below LMIN_RESOLUTION |b| set to 0 as in the kernel's values:
-        the difference is known to about 1e-16 b (a graph without edges is then exactly 0)."""
-        np.subtract(b, l0, out=out)
-        out[out <= LMIN_RESOLUTION * np.abs(b)] = 0.0
+    def _minus_length0(b, l0) -> None:
+        """b -= l0 in place (lmin=1), entries that end at or below LMIN_RESOLUTION |b| set to 0 as in the
+        kernel's values: the difference is known to about 1e-16 |b| (a graph without edges, or an
+        isolated node, then gets exactly 0)."""
+        thr = np.abs(b)
+        thr *= LMIN_RESOLUTION
+        np.subtract(b, l0, out=b)
+        np.copyto(b, 0.0, where=b <= thr)
 
     def _nodal_length0(self, band, s1, ys, js, oyl, c0, pq_y, labels_y) -> None:
         """Subtract lmin=1's length-0 term p_a p'_b v_ab q_a q'_b from the row band of ``s1``."""
@@ -1038,16 +1041,18 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         if labels_y is not None:
             x = {f: np.asarray(s1.graph.node_labels[f])[:, None] for f in self.node_kernel.fields}
             y = {f: v[None, c0:c1] for f, v in labels_y.items()}
-            V = np.broadcast_to(self.node_kernel(x, y), band.shape)
-            self._minus_length0(band, band.copy(), np.outer(pq_x, pq_y[c0:c1]) * V)
+            l0 = np.outer(pq_x, pq_y[c0:c1])
+            l0 *= self.node_kernel(x, y)
+            self._minus_length0(band, l0)
             return
         x = {k: v[:, None] for k, v in s1.graph.node_labels.items()}
         for j in js:
             s2 = ys[j]
             blk = band[:, oyl[j] - c0 : oyl[j + 1] - c0]
             y = {k: v[None, :] for k, v in s2.graph.node_labels.items()}
-            V = np.broadcast_to(self.node_kernel(x, y), blk.shape)
-            self._minus_length0(blk, blk.copy(), np.outer(pq_x, s2.p * s2.q) * V)
+            l0 = np.outer(pq_x, s2.p * s2.q)
+            l0 *= self.node_kernel(x, y)
+            self._minus_length0(blk, l0)
 
     def _nodal(self, xs, ys, normalize: bool) -> np.ndarray:
         t0 = time.perf_counter()
