@@ -1068,16 +1068,17 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             ii, jj = np.meshgrid(np.arange(N), np.arange(Mn), indexing="ij")
             pairs = np.stack([ii.ravel(), jj.ravel()], axis=1)
         raw = not normalize
-        blocks = self._nodal_solve(xs, ys_, pairs)
         npairs = len(pairs)
         sx = sy = None
+        if normalize and not sym:
+            # the self-pairs first: the blocks of the main solve are consumed before any other solve
+            rx, ry = self._nodal_self(xs, raw), self._nodal_self(ys_, raw)
+            npairs += N + Mn
+        blocks = self._nodal_solve(xs, ys_, pairs)
         if normalize:
             if sym:
                 selfs = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
                 rx = ry = self._nodal_diagonals(xs, [blocks[t] for t in selfs.tolist()], raw)
-            else:
-                rx, ry = self._nodal_self(xs, raw), self._nodal_self(ys_, raw)
-                npairs += N + Mn
             for r, what in ((rx, "X"), (ry, "Y")):
                 if not np.all(r > 0):
                     k = int(np.flatnonzero(~(r > 0))[0])
