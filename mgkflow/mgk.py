@@ -6,10 +6,12 @@ import copy
 import inspect
 import math
 import numbers
+import os
 import time
 import warnings
 from collections import namedtuple
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +53,10 @@ LMIN_RESOLUTION = 1e-13
 #: Smallest stop probability: the system's condition number grows as 1/q, and below this float64
 #: no longer resolves K to about 1e-6.
 Q_MIN = 1e-10
+#: Threads that assemble a nodal similarity matrix (``nodal=True``) of at least
+#: ``_NODAL_PARALLEL_ENTRIES`` entries: filling it is bound by memory traffic, which a few cores saturate.
+_NODAL_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+_NODAL_PARALLEL_ENTRIES = 1 << 20
 
 
 class DegenerateKernelWarning(UserWarning):
@@ -735,9 +741,10 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             Return K(G,G') / sqrt(K(G,G) K(G',G')); default: the ``normalize`` parameter.
         nodal : bool
             Return the node-pair similarities: a (Σ nodes of X) × (Σ nodes of Y) matrix whose
-            block of the pair (G, G') holds p_i p'_i' x_ii' (lmin=1: minus p_i p'_i' v_ii' q_i q'_i'),
-            so each block sums to K(G, G'). Normalized: divided by the square roots of the
-            nodes' self-similarities.
+            block of the pair (G, G') holds p_i p'_i' x_ii' (lmin=1: minus p_i p'_i' v_ii' q_i q'_i',
+            0 where that difference is rounding noise), so each block sums to K(G, G'). Normalized:
+            divided by the square roots of the nodes' self-similarities. A Gram matrix (Y None)
+            solves the pairs of the upper block triangle and is exactly symmetric.
 
         Returns
         -------
@@ -858,8 +865,7 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         xs = self._prepare(X, "X")
         N = len(xs)
         if nodal:
-            blocks = self._nodal_blocks(xs, xs, np.repeat(np.arange(N)[:, None], 2, axis=1), raw=not self.normalize)
-            r = np.concatenate([np.diag(b) for b in blocks])
+            r = self._nodal_self(xs, raw=not self.normalize)
             if self.normalize:
                 if not np.all(r > 0):
                     k = int(np.flatnonzero(~(r > 0))[0])
@@ -881,45 +887,180 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         return vals
 
     # ------------------------------------------------------------------ nodal
-    def _nodal_blocks(self, xs, ys, pairs, raw: bool = True) -> list[np.ndarray]:
+    def _nodal_solve(self, xs, ys, pairs) -> list:
+        """The backend's (n_i, m_j) blocks p_a p'_b x_ab of ``pairs``, in the prepared systems' units."""
         backend = self._get_backend()
         solver = getattr(backend, "solve_nodal", None) or self._oracle().solve_nodal
-        blocks, its, res, conv = solver(xs, ys, pairs, self.node_kernel, self.edge_kernel, None)
+        blocks, _its, res, conv = solver(xs, ys, pairs, self.node_kernel, self.edge_kernel, None)
         self._check_convergence(np.asarray(conv), np.asarray(res))
-        pscale, ex = self._p_factor(xs, ys, pairs, raw)
+        return blocks
+
+    @staticmethod
+    def _nodal_exponents(systems, raw: bool) -> np.ndarray | None:
+        """Each system's ``p_exponent`` (its blocks carry 2**e per side), None where none is set
+        or the result is normalized (the factors cancel)."""
+        if not raw:
+            return None
+        ex = np.fromiter((s.p_exponent for s in systems), dtype=np.int64, count=len(systems))
+        return ex if ex.any() else None
+
+    @staticmethod
+    def _nodal_overflow(s1, s2) -> GraphError:
+        return GraphError(
+            f"nodal similarities of ({s1.name}, {s2.name}) overflow float64 (start probabilities p too large?)"
+        )
+
+    def _nodal_diagonals(self, xs, blocks, raw: bool) -> np.ndarray:
+        """The self-similarities p_a² x_aa (lmin=1: minus p_a² q_a² v_aa) of every node of ``xs``
+        (length Σ n) from the blocks of the self-pairs (xs[k], xs[k]), scaled as :meth:`_nodal`'s."""
+        pscale = self._p_scale(not raw)
+        ex = self._nodal_exponents(xs, raw)
         out = []
-        for t, (i, j) in enumerate(np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist()):
-            b = np.asarray(blocks[t], dtype=np.float64)
-            if self.lmin == 1:
-                s1, s2 = xs[i], ys[j]
-                V = np.broadcast_to(
-                    self.node_kernel(
-                        {k: v[:, None] for k, v in s1.graph.node_labels.items()},
-                        {k: v[None, :] for k, v in s2.graph.node_labels.items()},
-                    ),
-                    b.shape,
-                )
-                b = b - np.outer(s1.p * s1.q, s2.p * s2.q) * V
-            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # reported below
+            for k, (s, b) in enumerate(zip(xs, blocks, strict=True)):
+                d = np.diagonal(np.asarray(b, dtype=np.float64))
+                if self.lmin == 1:
+                    labels = dict(s.graph.node_labels)
+                    V = np.broadcast_to(self.node_kernel(labels, labels), d.shape)
+                    pq = s.p * s.q
+                    d = d.copy()
+                    self._minus_length0(d, (pq * pq) * V)
                 if ex is not None:
-                    b = np.ldexp(b, -int(ex[t]))
+                    d = np.ldexp(d, -2 * int(ex[k]))
                 if pscale != 1.0:
-                    b = b * pscale * pscale
-            if not np.all(np.isfinite(b)):
-                raise GraphError(
-                    f"nodal similarities of ({xs[i].name}, {ys[j].name}) overflow float64 "
-                    "(start probabilities p too large?)"
-                )
-            out.append(b)
-        return out
+                    d = d * pscale * pscale
+                if not np.all(np.isfinite(d)):
+                    raise self._nodal_overflow(s, s)
+                out.append(d)
+        return np.concatenate(out)
+
+    def _nodal_self(self, xs, raw: bool) -> np.ndarray:
+        """:meth:`_nodal_diagonals` of ``xs``, solving its N self-pairs."""
+        pairs = np.repeat(np.arange(len(xs))[:, None], 2, axis=1)
+        return self._nodal_diagonals(xs, self._nodal_solve(xs, xs, pairs), raw)
+
+    def _nodal_columns(self, ys) -> tuple[np.ndarray, dict | None]:
+        """For lmin=1: p q of every node of ``ys`` (concatenated) and the node kernel's label fields
+        concatenated over ``ys`` (None where a field's dtype or shape differs between graphs: then
+        the length-0 term is evaluated block by block)."""
+        pq = np.concatenate([s.p * s.q for s in ys])
+        labels: dict | None = {}
+        for f in self.node_kernel.fields:
+            arrs = [np.asarray(s.graph.node_labels[f]) for s in ys]
+            if any(a.dtype != arrs[0].dtype or a.shape[1:] != arrs[0].shape[1:] for a in arrs):
+                labels = None
+                break
+            labels[f] = np.concatenate(arrs)
+        return pq, labels
+
+    def _nodal_fill(self, R, xs, ys, pairs, blocks, ox, oy, raw: bool, sym: bool, sx=None, sy=None) -> None:
+        """Write the blocks of ``pairs`` (grouped by row graph, columns increasing and contiguous)
+        into ``R`` one row band (the rows of one graph of xs) at a time, while the band is in cache:
+        lmin=1's length-0 term, the start probabilities' scale, the overflow check and, with
+        ``sx``/``sy`` (square roots of the self-similarities), the normalization are applied to
+        the whole band at once. ``sym``: only the upper block triangle was solved; each band is
+        mirrored into the lower one (a graph's block with itself is symmetrized). Bands write
+        disjoint parts of ``R``, so a large matrix is filled by several threads (numpy releases
+        the GIL while it copies and computes)."""
+        pscale = self._p_scale(not raw)
+        ex_x = self._nodal_exponents(xs, raw)
+        ex_y = ex_x if sym else self._nodal_exponents(ys, raw)
+        col_ex = None
+        if ex_x is not None or ex_y is not None:
+            ny = np.diff(oy)
+            col_ex = np.repeat(np.zeros(len(ys), dtype=np.int64) if ex_y is None else ex_y, ny)
+            ex_x = np.zeros(len(xs), dtype=np.int64) if ex_x is None else ex_x
+        pq_y = labels_y = None
+        if self.lmin == 1:
+            pq_y, labels_y = self._nodal_columns(ys)
+        pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        rows = np.searchsorted(pr[:, 0], np.arange(len(xs) + 1)).tolist()
+        jcol = pr[:, 1].tolist()
+        oxl, oyl = ox.tolist(), oy.tolist()
+
+        def band_of(i: int) -> None:
+            t_lo, t_hi = rows[i], rows[i + 1]
+            if t_lo == t_hi:
+                return
+            r0, r1 = oxl[i], oxl[i + 1]
+            c0, c1 = oyl[jcol[t_lo]], oyl[jcol[t_hi - 1] + 1]
+            band = R[r0:r1, c0:c1]
+            for t in range(t_lo, t_hi):
+                j = jcol[t]
+                R[r0:r1, oyl[j] : oyl[j + 1]] = blocks[t]
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # overflow is reported below
+                if self.lmin == 1:
+                    self._nodal_length0(band, xs[i], ys, jcol[t_lo:t_hi], oyl, c0, pq_y, labels_y)
+                if col_ex is not None:
+                    np.ldexp(band, (-(ex_x[i] + col_ex[c0:c1])).astype(np.intc), out=band)
+                if pscale != 1.0:
+                    band *= pscale
+                    band *= pscale
+                # a sum is finite when every entry is (the exact test only where it is not: a sum of
+                # large finite entries may overflow)
+                if not np.isfinite(band.sum()):
+                    bad = ~np.isfinite(band)
+                    if bad.any():
+                        c = int(np.flatnonzero(bad.any(axis=0))[0]) + c0
+                        raise self._nodal_overflow(xs[i], ys[int(np.searchsorted(oy, c, side="right")) - 1])
+                if sym:
+                    d = R[r0:r1, r0:r1]  # this graph with itself: x is symmetric up to rounding
+                    d[...] = 0.5 * (d + d.T)
+                if sx is not None:
+                    band /= sx[r0:r1, None]
+                    band /= sy[None, c0:c1]
+                    if sym:  # exactly symmetric again: the lower triangle from the upper one
+                        d[...] = np.triu(d) + np.triu(d, 1).T
+            if sym and r1 < R.shape[1]:
+                R[r1:, r0:r1] = R[r0:r1, r1:].T
+
+        threads = min(_NODAL_THREADS, len(xs)) if R.size >= _NODAL_PARALLEL_ENTRIES else 1
+        if threads <= 1:
+            for i in range(len(xs)):
+                band_of(i)
+            return
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            # in band order, so that an overflow is reported for the first pair, as serially
+            for fut in [pool.submit(band_of, i) for i in range(len(xs))]:
+                fut.result()
+
+    @staticmethod
+    def _minus_length0(b, l0) -> None:
+        """b -= l0 in place (lmin=1), entries that end at or below LMIN_RESOLUTION |b| set to 0 as in the
+        kernel's values: the difference is known to about 1e-16 |b| (a graph without edges, or an
+        isolated node, then gets exactly 0)."""
+        thr = np.abs(b)
+        thr *= LMIN_RESOLUTION
+        np.subtract(b, l0, out=b)
+        np.copyto(b, 0.0, where=b <= thr)
+
+    def _nodal_length0(self, band, s1, ys, js, oyl, c0, pq_y, labels_y) -> None:
+        """Subtract lmin=1's length-0 term p_a p'_b v_ab q_a q'_b from the row band of ``s1``."""
+        pq_x = s1.p * s1.q
+        c1 = c0 + band.shape[1]
+        if labels_y is not None:
+            x = {f: np.asarray(s1.graph.node_labels[f])[:, None] for f in self.node_kernel.fields}
+            y = {f: v[None, c0:c1] for f, v in labels_y.items()}
+            l0 = np.outer(pq_x, pq_y[c0:c1])
+            l0 *= self.node_kernel(x, y)
+            self._minus_length0(band, l0)
+            return
+        x = {k: v[:, None] for k, v in s1.graph.node_labels.items()}
+        for j in js:
+            s2 = ys[j]
+            blk = band[:, oyl[j] - c0 : oyl[j + 1] - c0]
+            y = {k: v[None, :] for k, v in s2.graph.node_labels.items()}
+            l0 = np.outer(pq_x, s2.p * s2.q)
+            l0 *= self.node_kernel(x, y)
+            self._minus_length0(blk, l0)
 
     def _nodal(self, xs, ys, normalize: bool) -> np.ndarray:
         t0 = time.perf_counter()
         sym = ys is None
         ys_ = xs if sym else ys
         N, Mn = len(xs), len(ys_)
-        ox = np.concatenate([[0], np.cumsum([s.n for s in xs])])
-        oy = np.concatenate([[0], np.cumsum([s.n for s in ys_])])
+        ox = np.concatenate([[0], np.cumsum([s.n for s in xs])]).astype(np.int64)
+        oy = ox if sym else np.concatenate([[0], np.cumsum([s.n for s in ys_])]).astype(np.int64)
         if sym:
             iu, ju = np.triu_indices(N)
             pairs = np.stack([iu, ju], axis=1)
@@ -927,24 +1068,17 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             ii, jj = np.meshgrid(np.arange(N), np.arange(Mn), indexing="ij")
             pairs = np.stack([ii.ravel(), jj.ravel()], axis=1)
         raw = not normalize
-        blocks = self._nodal_blocks(xs, ys_, pairs, raw)
-        R = np.empty((ox[-1], oy[-1]))
-        for (i, j), b in zip(pairs.tolist(), blocks, strict=True):
-            if sym and i == j:
-                b = 0.5 * (b + b.T)  # a graph with itself: x is symmetric up to rounding
-            R[ox[i] : ox[i + 1], oy[j] : oy[j + 1]] = b
-            if sym and i != j:
-                R[ox[j] : ox[j + 1], oy[i] : oy[i + 1]] = b.T
         npairs = len(pairs)
+        sx = sy = None
+        if normalize and not sym:
+            # the self-pairs first: the blocks of the main solve are consumed before any other solve
+            rx, ry = self._nodal_self(xs, raw), self._nodal_self(ys_, raw)
+            npairs += N + Mn
+        blocks = self._nodal_solve(xs, ys_, pairs)
         if normalize:
             if sym:
-                rx = ry = np.diag(R).copy()
-            else:
-                dp = np.repeat(np.arange(N)[:, None], 2, axis=1)
-                rx = np.concatenate([np.diag(b) for b in self._nodal_blocks(xs, xs, dp, raw)])
-                dp = np.repeat(np.arange(Mn)[:, None], 2, axis=1)
-                ry = np.concatenate([np.diag(b) for b in self._nodal_blocks(ys_, ys_, dp, raw)])
-                npairs += N + Mn
+                selfs = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
+                rx = ry = self._nodal_diagonals(xs, [blocks[t] for t in selfs.tolist()], raw)
             for r, what in ((rx, "X"), (ry, "Y")):
                 if not np.all(r > 0):
                     k = int(np.flatnonzero(~(r > 0))[0])
@@ -952,11 +1086,13 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
                         f"in {what}: node {k} (counted over all graphs) has self-similarity {r[k]}, so the "
                         "nodal similarities cannot be normalized"
                     )
-            R = R / np.sqrt(rx)[:, None] / np.sqrt(ry)[None, :]
-        shape = R.shape
+            sx = np.sqrt(rx)
+            sy = sx if sym else np.sqrt(ry)
+        R = np.empty((int(ox[-1]), int(oy[-1])))
+        self._nodal_fill(R, xs, ys_, pairs, blocks, ox, oy, raw, sym, sx, sy)
         self.last_stats = SolveStats(
             backend="cpu" if not hasattr(self._get_backend(), "solve_nodal") else self._get_backend().name,
-            shape=shape,
+            shape=R.shape,
             pairs=npairs,
             iterations=np.zeros(0, dtype=np.int64),
             residual=np.zeros(0),
