@@ -577,8 +577,8 @@ class GPUBackend:
         of that many small pairs balances whatever their order)."""
         blk = cl.block
         min_blocks = max(1, compact.MIN_THREADS // blk)
-        key = ("compact", _config_key(config), blk, min_blocks, compact.KE, compact.DG_SHARED)
-        mod = device.build_module(lambda: compact.compact_source(config, blk, min_blocks), key)
+        mod = device.build_module(lambda: compact.compact_source(config, blk, min_blocks),
+                                  ("compact", _config_key(config), blk, min_blocks, compact.KE))  # fmt: skip
         mod.set_constant(KPAR, values)
         fn = mod.function(compact.KERNEL)
         order = cl.pairs

@@ -22,7 +22,7 @@ Examples
 >>> "mgk_solve_compact" in src and "${" not in src and "#define BLOCK 128" in src
 True
 >>> shared_bytes(n_max=576, c_max=2704, r_max=25, e_max=52, c_bytes=4)
-25256
+20648
 """
 
 from __future__ import annotations
@@ -42,8 +42,6 @@ KERNEL = "mgk_solve_compact"
 KE = 4
 #: (largest product unknowns, threads per block) of the launch bins, ascending.
 BINS: tuple[tuple[int, int], ...] = ((4 * 64, 64), (4 * 128, 128), (4 * 256, 256))
-#: Keep the diagonal of each entry in shared memory (else in registers beside its inverse).
-DG_SHARED = True
 #: Resident threads per SM the compiler must fit registers for (``__launch_bounds__``).
 MIN_THREADS = 1024
 #: Largest shared memory (bytes) of one pair's tables (P, coefficients, rows, columns).
@@ -60,7 +58,6 @@ def compact_source(config: Any, block: int, min_blocks: int = 1) -> str:
     return Template(template_text("mgk_compact.cu")).substitute(
         BLOCK=str(int(block)),
         KE=str(KE),
-        DG_SMEM="1" if DG_SHARED else "0",
         MIN_BLOCKS=str(int(min_blocks)),
         DEFINES=label_macros(config),
         NODE_KERNEL=config.node_expr,
@@ -76,11 +73,10 @@ def _align8(nbytes: int) -> int:
 
 
 def shared_bytes(n_max: int, c_max: int, r_max: int, e_max: int, c_bytes: int = 4) -> int:
-    """Dynamic shared memory of a launch: P, W and (:data:`DG_SHARED`) the diagonal (``n_max``
-    doubles each), the coefficients (``c_max`` entries of ``c_bytes``), then two row-pointer tables
-    of ``r_max`` and two column tables of ``e_max`` ints (the layout ``mgk_compact.cu`` expects)."""
-    vectors = (24 if DG_SHARED else 16) * int(n_max)
-    return vectors + _align8(int(c_max) * int(c_bytes)) + 4 * (2 * int(r_max) + 2 * int(e_max))
+    """Dynamic shared memory of a launch: P and W (``n_max`` doubles each), the coefficients
+    (``c_max`` entries of ``c_bytes``), then two row-pointer tables of ``r_max`` and two column
+    tables of ``e_max`` ints (the layout ``mgk_compact.cu`` expects)."""
+    return 16 * int(n_max) + _align8(int(c_max) * int(c_bytes)) + 4 * (2 * int(r_max) + 2 * int(e_max))
 
 
 @dataclass
@@ -125,7 +121,7 @@ def compact_bins(
     Ct = unz[:, None] * unz[None, :]
     r_t = np.maximum(un[:, None], un[None, :]) + 1
     e_t = np.maximum(np.maximum(unz[:, None], unz[None, :]), 1)
-    need = (24 if DG_SHARED else 16) * Nt + (Ct * c_bytes + 7) // 8 * 8 + 4 * (2 * r_t + 2 * e_t)
+    need = 16 * Nt + (Ct * c_bytes + 7) // 8 * 8 + 4 * (2 * r_t + 2 * e_t)
     his = np.array([hi for hi, _ in BINS])
     table = np.searchsorted(his, Nt).astype(np.uint8)  # bin index; len(BINS): none
     table[need > smem_per_pair] = len(BINS)

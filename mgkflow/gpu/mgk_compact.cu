@@ -19,12 +19,11 @@
 //   * no solution vector: K = w^T x with w_u = p_i p'_i2 (start probabilities, in shared memory)
 //     and x = sum_k alpha_k p_k, so K = sum_k alpha_k (w^T p_k), w^T p reduced with p^T M p.
 //
-// Placeholders filled by mgkflow.gpu.compact: BLOCK, KE, DG_SMEM, MIN_BLOCKS, DEFINES (the
+// Placeholders filled by mgkflow.gpu.strategies.compact: BLOCK, KE, MIN_BLOCKS, DEFINES (the
 // run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF.
 
 #define BLOCK ${BLOCK}
 #define KE ${KE}
-#define DG_SMEM ${DG_SMEM}
 #define MIN_BLOCKS ${MIN_BLOCKS}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
@@ -95,13 +94,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
     extern __shared__ double smem[];
     __shared__ double red[2][2 * NWARP];
     __shared__ int s_job;
-    // (DG_SMEM: the diagonal too, after W: fewer registers per entry)
     double* const P = smem;
     double* const W = smem + n_max;
-    double* const DGS = W + n_max;
-    (void)DGS;
-    c_t* const C = (c_t*)(smem + (2 + DG_SMEM) * n_max);
-    int* const rp1 = (int*)(smem + (2 + DG_SMEM) * n_max + ((long long)c_max * sizeof(c_t) + 7) / 8);
+    c_t* const C = (c_t*)(smem + 2 * n_max);
+    int* const rp1 = (int*)(smem + 2 * n_max + ((long long)c_max * sizeof(c_t) + 7) / 8);
     int* const rp2 = rp1 + r_max;
     int* const col1 = rp2 + r_max;
     int* const col2 = col1 + e_max;
@@ -144,10 +140,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
         }
 
         // ------------------------------------------------------------ init (own entries)
-        double r[KE], p[KE], di[KE];
-#if !DG_SMEM
-        double dg[KE];
-#endif
+        double r[KE], p[KE], dg[KE], di[KE];
         int ij[KE];  // (i << 16) | i2
         double rz = 0.0, bb = 0.0;
 #pragma unroll
@@ -155,9 +148,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
             const int u = tid + k * BLOCK;
             r[k] = 0.0;
             p[k] = 0.0;
-#if !DG_SMEM
             dg[k] = 1.0;
-#endif
             di[k] = 1.0;
             ij[k] = 0;
             if (u < N) {
@@ -169,13 +160,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                 float kv = NODE_KERNEL_EXPR;
                 kv = fmaxf(kv, 1e-30f);
                 const double dd = dvec[u1] * dvec[u2];
-                const double dgu = dd / (double)kv;
-#if DG_SMEM
-                DGS[u] = dgu;
-#else
-                dg[k] = dgu;
-#endif
-                di[k] = 1.0 / dgu;
+                dg[k] = dd / (double)kv;
+                di[k] = 1.0 / dg[k];
                 const double b = dd * qvec[u1] * qvec[u2];
                 r[k] = b;
                 p[k] = b * di[k];
@@ -215,11 +201,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                         }
                         if (kb < b1) y += (double)Cr[kb] * Pr[col2[kb]];
                     }
-#if DG_SMEM
-                    a[k] = DGS[tid + k * BLOCK] * p[k] - (y + y1);
-#else
                     a[k] = dg[k] * p[k] - (y + y1);
-#endif
                     pa += p[k] * a[k];
                     wp += W[tid + k * BLOCK] * p[k];
                 }
