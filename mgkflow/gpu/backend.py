@@ -535,6 +535,14 @@ class GPUBackend:
         )  # fmt: skip
         return plan, budget
 
+    def _allow_smem(self, fn: device.Kernel) -> None:
+        """Let ``fn`` take all the dynamic shared memory the device allows. The limit is an attribute of the
+        function, shared by every thread using the module: setting it to each launch's own size raced
+        between the two solver threads of an overlapped Gram run (one thread's smaller value landing
+        before the other's larger launch: 'invalid argument'); the largest value is the same for all."""
+        fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                         int(self.limits.smem_optin) - int(getattr(fn, "shared_size_bytes", 0)))  # fmt: skip
+
     def _compact_split(
         self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, config: KernelConfig
     ) -> tuple[list[compact.CompactLaunch], np.ndarray]:
@@ -592,7 +600,7 @@ class GPUBackend:
         jobs[0::2], jobs[1::2] = a, b
         smem = compact.shared_bytes(**cl.dims, c_bytes=8 if config.weight_double else 4)
         if smem > 48 * 1024:
-            fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+            self._allow_smem(fn)
         bps = device.kernel_blocks_per_sm(fn, blk, smem)
         grid = max(1, min(len(order), bps * self.n_sm))
         d_jobs = self._upload_jobs(jobs)
@@ -669,7 +677,7 @@ class GPUBackend:
             per_block += extra.extra_doubles(n_max)
         mode = (1 if self.a_in_shared else 2) if use_smem else 0
         if smem > 48 * 1024:
-            fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+            self._allow_smem(fn)
         bps = device.kernel_blocks_per_sm(fn, blk, smem)
         grid = min(len(order), bps * self.n_sm)
         per_block_bytes = 8 * per_block
