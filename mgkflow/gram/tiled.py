@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import pickle
 import sys
@@ -72,6 +73,15 @@ def _thread_kernel(job: GramJob) -> MarginalizedGraphKernel:
         _TLS.kernel = pickle.loads(pickle.dumps(job.kernel))  # drops any backend: built here
         _TLS.run = job.run
     return _TLS.kernel
+
+
+def _release_thread_kernel() -> None:
+    """Drop this thread's kernel copy (its backend's device buffers and stream) while the CUDA context is
+    current here: left to the thread's exit, PyCUDA cannot free them ('... in out-of-thread context could
+    not be cleaned up' warnings at the end of an overlapped run)."""
+    with _device_context():
+        _TLS.__dict__.clear()
+        gc.collect()
 
 
 @contextlib.contextmanager
@@ -346,6 +356,17 @@ def _run_local_overlapped(job: GramJob, blocks: Sequence[Block], on_report: Call
             finish_oldest()
         if pending is not None:
             on_report(pending.result())
+        # one release task per solver thread (the barrier keeps both threads busy until each took one)
+        barrier = threading.Barrier(2)
+
+        def release(_: int) -> None:
+            try:
+                barrier.wait(timeout=60)
+            except threading.BrokenBarrierError:  # a pool that ran on one thread only
+                pass
+            _release_thread_kernel()
+
+        list(solvers.map(release, range(2)))
 
 
 def _run_local(job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
