@@ -603,26 +603,34 @@ class GPUBackend:
             self._allow_smem(fn)
         bps = device.kernel_blocks_per_sm(fn, blk, smem)
         grid = max(1, min(len(order), bps * self.n_sm))
+        args = {k: v for k, v in shared.args.items() if k in _COMPACT_SHARED}
+        seconds = self._launch_jobs(fn, order, jobs, grid, blk, smem, shared.out, {**args, **cl.dims})
+        info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
+                "shared": True, "kernel": compact.KERNEL}  # fmt: skip
+        return seconds, info
+
+    def _launch_jobs(
+        self, fn: device.Kernel, order: np.ndarray, jobs: np.ndarray, grid: int, blk: int, smem: int, o: _Outputs,
+        args: dict,
+    ) -> float:  # fmt: skip
+        """One persistent-grid launch over a job list (``jobs``: g1, g2 per job; job t is pair ``order[t]``):
+        upload, counter reset, the launch with ``args``, wait, read-back into ``o``; its device seconds."""
         d_jobs = self._upload_jobs(jobs)
-        o = shared.out
         if self.stream is None:
             cuda.memset_d32(o.counter, 0, 1)
         else:
             cuda.memset_d32_async(o.counter, 0, 1, self.stream)
-        args = {k: v for k, v in shared.args.items() if k in _COMPACT_SHARED}
         start, stop = cuda.Event(), cuda.Event()
         _record(start, self.stream)
         fn(
             grid=(int(grid), 1), block=(blk, 1, 1), shared=smem, **args,
             jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
-            out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv, stream=self.stream, **cl.dims,
+            out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv, stream=self.stream,
         )  # fmt: skip
         _record(stop, self.stream)
         _wait(stop)
         o.collect(order, self.stream)
-        info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
-                "shared": True, "kernel": compact.KERNEL}  # fmt: skip
-        return stop.time_since(start) * 1e-3, info
+        return stop.time_since(start) * 1e-3
 
     def _launch_classes(
         self, plan: LaunchPlan, config: KernelConfig, func: device.Kernel, values: np.ndarray
@@ -690,29 +698,14 @@ class GPUBackend:
             )
         grid = max(1, min(grid, budget // per_block_bytes))
         scratch = self._get_scratch(per_block_bytes * grid)
-        d_jobs = self._upload_jobs(jobs)
-        o = shared.out
-        if self.stream is None:
-            cuda.memset_d32(o.counter, 0, 1)
-        else:
-            cuda.memset_d32_async(o.counter, 0, 1, self.stream)
-        start, stop = cuda.Event(), cuda.Event()
-        _record(start, self.stream)
-        fn(
-            grid=(int(grid), 1), block=(blk, 1, 1), shared=smem, **shared.args,
-            jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
-            out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv,
-            scratch=scratch, scratch_per_block=per_block, use_smem=mode, n_max=n_max, stream=self.stream,
-            **({} if extra is None else extra.args(order)),
-        )  # fmt: skip
-        _record(stop, self.stream)
-        _wait(stop)
-        o.collect(order, self.stream)
+        args = {**shared.args, "scratch": scratch, "scratch_per_block": per_block, "use_smem": mode, "n_max": n_max,
+                **({} if extra is None else extra.args(order))}  # fmt: skip
+        seconds = self._launch_jobs(fn, order, jobs, grid, blk, smem, shared.out, args)
         if extra is not None:
             extra.collect(order)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": use_smem}  # fmt: skip
-        return stop.time_since(start) * 1e-3, info
+        return seconds, info
 
     def _job_order(self, sel: np.ndarray, cost: np.ndarray | None) -> np.ndarray:
         """The pairs ``sel`` in the order jobs are handed out: largest estimated cost first
