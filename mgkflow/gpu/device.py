@@ -60,9 +60,14 @@ def reset() -> None:
 
 
 def ensure_context() -> Any:
-    """Create (once) a context on device ``$MGKFLOW_DEVICE`` (default 0) or reuse the current one."""
-    if _state["context"] is not None:
-        return _state["context"]
+    """Create (once) a context on device ``$MGKFLOW_DEVICE`` (default 0) or reuse the current one, and
+    make it current in the calling thread (PyCUDA contexts are per thread: a second solver thread, or a
+    Dask worker's second task thread, starts without one; it keeps the context from then on)."""
+    ctx = _state["context"]
+    if ctx is not None:
+        if hasattr(ctx, "push") and driver().Context.get_current() is None:
+            ctx.push()
+        return ctx
     cuda = driver()
     cuda.init()
     ctx = cuda.Context.get_current()
@@ -104,9 +109,10 @@ class DeviceLimits:
 
 
 def device_limits() -> DeviceLimits:
-    """:class:`DeviceLimits` of the current device (read once per context)."""
+    """:class:`DeviceLimits` of the current device (read once per context; the context is made current
+    in the calling thread every time)."""
+    ensure_context()
     if _state["limits"] is None:
-        ensure_context()
         cuda = driver()
         dev = cuda.Context.get_device()
         A = cuda.device_attribute

@@ -120,7 +120,7 @@ def _run(args: argparse.Namespace, graphs: list, store: Path, client: Any = None
 
     return tiled_gram(graphs, kernel=_kernel(args), out=store, block_size=args.block_size, dtype=args.dtype,
                       client=client, progress=progress,
-                      overlap=_OVERLAP[args.overlap])  # fmt: skip
+                      overlap=_OVERLAP[args.overlap] if client is None else False)  # fmt: skip
 
 
 def _same_chunks(a: Path, b: Path) -> bool:

@@ -55,8 +55,7 @@ def client_from_spec(spec: str, processes: bool = True, **cluster_options: Any) 
     spec : str
         ``local:N`` (N CPU workers of one thread each; ``local`` = one per core),
         ``cuda`` (``dask_cuda.LocalCUDACluster``: one worker per visible GPU, which
-        sets each worker's ``CUDA_VISIBLE_DEVICES``, with two task threads that overlap one
-        block's host work with another's device work; ``cuda:N`` = the first N), or the
+        sets each worker's ``CUDA_VISIBLE_DEVICES``; ``cuda:N`` = the first N), or the
         address of a running scheduler (``tcp://HOST:PORT``), left running on exit.
     processes : bool
         ``local``: workers in processes (True) or threads of this process.
@@ -97,10 +96,6 @@ def client_from_spec(spec: str, processes: bool = True, **cluster_options: Any) 
             raise RuntimeError(
                 "--dask cuda needs dask-cuda (pip install mgkflow[gpu-dask], or pip install dask-cuda)"
             ) from exc
-        # two task threads per GPU worker: while the device solves one block, the other thread
-        # prepares the next (each thread has its own kernel, backend and CUDA stream)
-        if "threads_per_worker" not in cluster_options:
-            opts["threads_per_worker"] = 2
         if count is not None:
             import os
 

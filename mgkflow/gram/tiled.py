@@ -44,7 +44,7 @@ class GramJob:
     kernel: MarginalizedGraphKernel
     store: GramStore | None
     run: str = field(default_factory=lambda: uuid.uuid4().hex)
-    #: GPU: two solver threads (in-process) or task threads (Dask) overlap host and device work
+    #: in-process GPU runs: two solver threads overlap one block's host work with another's device work
     overlap: bool = False
 
 
@@ -553,9 +553,7 @@ def tiled_gram(
         In-process runs: solve blocks in two threads (each with its own kernel and backend), so
         that one block's host work (planning, gathers, post-processing) overlaps another's
         device work; same values. Host memory: up to four blocks instead of two.
-        Default (None): on for the GPU backend, off for the CPU. On a Dask cluster each task
-        thread of a GPU worker then launches in a CUDA stream of its own (``--dask cuda``
-        workers run two task threads).
+        Default (None): on for the GPU backend in-process, off for the CPU and on a cluster.
 
     Returns
     -------
@@ -631,7 +629,7 @@ def tiled_gram(
     K = None if store is not None else np.full((n, m), np.nan, dtype=dtype)
     by_key = {b.key: b for b in all_blocks}
     if overlap is None:
-        overlap = _resolved_backend(kernel, client) == "gpu"
+        overlap = client is None and _resolved_backend(kernel, client) == "gpu"
     job = GramJob(X=X, Y=Yt, kernel=kernel, store=store, overlap=bool(overlap))
     computed: list[str] = []
     workers: dict[str, int] = {}
