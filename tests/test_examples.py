@@ -113,6 +113,18 @@ def test_gpr_path_with_a_stand_in_graph_kernel(tmp_path):
     assert folds[folds["model"] == "mgk-gpr"]["params"].str.contains("Normalized").all()
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_gpr_bias_term(tmp_path, bias):
+    cfg = ex.RunConfig(
+        dataset="freesolv", out=tmp_path, n_molecules=16, seeds=(0,), folds=2, mode="gpr", maxiter=2,
+        models=("mgk",), mgk_factory=lambda: ex.Normalized(NodeCountKernel()), bias=bias, **QUIET,
+    )  # fmt: skip
+    ex.run(cfg)
+    folds = pd.read_csv(tmp_path / "freesolv_folds.csv")
+    # C * k + White, plus a fitted constant (intercept) kernel when bias is on
+    assert [p.count(" + ") for p in folds["params"]] == [2 if bias else 1] * 2
+
+
 def test_gpr_with_the_real_mgk(tmp_path):
     cfg = ex.RunConfig(
         dataset="freesolv", out=tmp_path, n_molecules=12, seeds=(0,), folds=2, backend="cpu", mode="gpr",
@@ -189,7 +201,8 @@ def test_tanimoto():
 
 def test_molecular_kernels_and_normalized_mgk():
     node, edge = ex.molecular_kernels(0.3, 0.7)
-    assert [h.value for h in node.hyperparameters] == [0.3] * 4
+    assert [h.value for h in node.hyperparameters] == [0.3] * 5
+    assert "hydrogens" in node.fields
     assert [h.value for h in edge.hyperparameters] == [0.7] * 2
     k = ex.normalized_mgk(0.3, 0.7, q=0.1, backend="cpu")
     assert isinstance(k, MarginalizedGraphKernel) and k.q == 0.1 and k.normalize

@@ -1,4 +1,4 @@
-"""FreeSolv and solubility loaders: sizes, targets, splits, and graphs equal to Graph.from_smiles."""
+"""FreeSolv and solubility loaders: sizes, targets, splits, and graphs equal to Graph.from_smiles(extended=True)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ def test_freesolv_contents():
     sizes = np.array([g.n_nodes for g in d.graphs])
     assert sizes.min() == 1 and sizes.max() == 24
     assert sorted(n for n, g in zip(d.names, d.graphs) if g.n_nodes == 1) == ["ammonia", "hydrogen sulfide", "methane"]
+    # hydrogens are not nodes: each heavy atom counts its own (the extended field), bonds say if aromatic
+    single = {n: g for n, g in zip(d.names, d.graphs) if g.n_nodes == 1}
+    assert [int(single[n].node_labels["hydrogens"][0]) for n in ("methane", "ammonia", "hydrogen sulfide")] == [4, 3, 2]
+    assert set(d.graphs[0].edge_labels) == {"bond_order", "conjugated", "in_ring", "aromatic"}
     calc = datasets.freesolv(target="calc")
     assert not np.array_equal(calc.y, d.y) and calc.smiles == d.smiles
     X, y = datasets.freesolv(n_graphs=5, return_X_y=True)
@@ -66,4 +70,4 @@ def test_graphs_match_from_smiles(name):
         rows = list(csv.DictReader(fh))
     assert [r["smiles"] for r in rows] == list(d.smiles)
     for smi, g in zip(d.smiles, d.graphs):
-        _same_graph(Graph.from_smiles(smi), g)
+        _same_graph(Graph.from_smiles(smi, extended=True), g)

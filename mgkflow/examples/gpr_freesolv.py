@@ -1,16 +1,19 @@
 """Gaussian-process regression on molecules with the normalized marginalized graph kernel.
 
 Fits scikit-learn's :class:`~sklearn.gaussian_process.GaussianProcessRegressor` with
-``ConstantKernel() * normalized MGK + WhiteKernel()`` on FreeSolv hydration free energies
+``ConstantKernel() * normalized MGK + ConstantKernel() + WhiteKernel()`` on FreeSolv hydration free energies
 (5 shuffled outer folds x seeds 0, 1, 2; hyperparameters fitted on each training fold) or on
 the solubility set (its own 1,025/257 train/test split), and in the same run two baselines:
 a GPR on RDKit Morgan fingerprints (radius 2, 2048 bits) with a Tanimoto kernel (where RDKit
 is installed) and the mean of the training targets. Reports RMSE, MAE and R² (mean ± sd over
 the test folds), writes CSV files and a parity plot (PNG) to ``--out``.
 
-The graph kernel: nodes compared by ``KroneckerDelta`` on element, aromatic, charge and
-hybridization; edges by ``KroneckerDelta`` on bond order and ring membership; normalized to
-K(G, G) = 1 (:func:`normalized_mgk`).
+The graph kernel: nodes compared by ``KroneckerDelta`` on element, aromatic, charge,
+hybridization and hydrogen count (hydrogens are not nodes; the dataset graphs carry the count
+of each heavy atom); edges by ``KroneckerDelta`` on bond order and ring membership; normalized
+to K(G, G) = 1 (:func:`normalized_mgk`). The added constant kernel (a bias, ``--no-bias``
+drops it) lets the GP take the common offset of the targets as a free intercept: without it
+the marginal likelihood raises every delta value towards 1 (all molecules alike) to get one.
 
 Two modes:
 
@@ -74,7 +77,7 @@ __all__ = [
     "main",
 ]
 
-NODE_FIELDS = ("element", "aromatic", "charge", "hybridization")
+NODE_FIELDS = ("element", "aromatic", "charge", "hybridization", "hydrogens")
 EDGE_FIELDS = ("bond_order", "in_ring")
 
 #: Grid of the fallback mode: (node delta h, edge delta h, stop probability q), 18 points.
@@ -90,13 +93,14 @@ def molecular_kernels(h_node: float = 0.5, h_edge: float = 0.5) -> tuple[BaseKer
     """(node_kernel, edge_kernel): Kronecker deltas on the molecular label fields.
 
     One ``KroneckerDelta(h, field)`` per field (each its own hyperparameter): nodes on
-    element, aromatic, charge, hybridization; edges on bond order and ring membership.
+    element, aromatic, charge, hybridization and hydrogen count; edges on bond order and
+    ring membership.
 
     Examples
     --------
     >>> node, edge = molecular_kernels()
     >>> node.fields, edge.fields
-    (('element', 'aromatic', 'charge', 'hybridization'), ('bond_order', 'in_ring'))
+    (('element', 'aromatic', 'charge', 'hybridization', 'hydrogens'), ('bond_order', 'in_ring'))
     """
     node = KroneckerDelta(h_node, NODE_FIELDS[0])
     for f in NODE_FIELDS[1:]:
@@ -293,8 +297,10 @@ def _lbfgs(maxiter: int | None) -> Any:
     return optimizer
 
 
-def _gpr(kernel: Kernel, X_tr, y_tr, X_te, seed: int, maxiter: int | None) -> Prediction:
+def _gpr(kernel: Kernel, X_tr, y_tr, X_te, seed: int, maxiter: int | None, bias: bool = False) -> Prediction:
     full = ConstantKernel(1.0, (1e-3, 1e3)) * kernel + WhiteKernel(1e-2, (1e-6, 1e1))
+    if bias:
+        full = full + ConstantKernel(1.0, (1e-3, 1e4))
     gpr = GaussianProcessRegressor(kernel=full, normalize_y=True, optimizer=_lbfgs(maxiter), random_state=seed)
     t0 = time.perf_counter()
     gpr.fit(X_tr, y_tr)
@@ -357,6 +363,7 @@ class RunConfig:
     grid: tuple[tuple[float, float, float], ...] = GRID
     maxiter: int | None = None
     models: tuple[str, ...] = ("mgk", "morgan", "mean")
+    bias: bool = True
     mgk_factory: Callable[[], Kernel] | None = None
     log: Callable[[str], None] = field(default=print, repr=False)
 
@@ -434,7 +441,8 @@ def run(cfg: RunConfig) -> pd.DataFrame:
     """Run the comparison; write CSV files and the parity plot to ``cfg.out``; return the summary.
 
     Files (``NAME`` = the dataset): ``NAME_folds.csv`` (one row per model and test fold:
-    metrics, fit seconds, fitted hyperparameters), ``NAME_predictions.csv`` (every test
+    metrics, fit seconds, fitted hyperparameters; rewritten after every train/test split, so
+    a run stopped part-way leaves the folds it finished), ``NAME_predictions.csv`` (every test
     prediction), ``NAME_summary.csv`` (mean ± sd over the test folds) and ``NAME_parity.png``
     (seed 0: out-of-fold predictions of every molecule, or the test split).
     """
@@ -455,7 +463,8 @@ def run(cfg: RunConfig) -> pd.DataFrame:
     log(f"{cfg.dataset}: {len(data)} molecules, {data.target}; {len(splits)} train/test splits")
     if "mgk" in cfg.models:
         if mode == "gpr":
-            log("mgk: GaussianProcessRegressor, C * normalized MGK + White, theta fitted by marginal likelihood")
+            form = "C * normalized MGK + C0 + White" if cfg.bias else "C * normalized MGK + White"
+            log(f"mgk: GaussianProcessRegressor, {form}, theta fitted by marginal likelihood")
         else:
             log(
                 "mgk: FALLBACK (MarginalizedGraphKernel has no scikit-learn kernel interface here): kernel ridge "
@@ -488,7 +497,7 @@ def run(cfg: RunConfig) -> pd.DataFrame:
         if "mgk" in cfg.models:
             if mode == "gpr":
                 kernel = cfg.mgk_factory() if cfg.mgk_factory is not None else normalized_mgk(backend=cfg.backend)
-                results[mgk_name] = _gpr(kernel, X[tr], y[tr], X[te], seed, cfg.maxiter)
+                results[mgk_name] = _gpr(kernel, X[tr], y[tr], X[te], seed, cfg.maxiter, bias=cfg.bias)
             else:
                 results[mgk_name] = _krr_grid(grams, cfg.grid, y, tr, te, seed)
         if fps is not None:
@@ -509,6 +518,9 @@ def run(cfg: RunConfig) -> pd.DataFrame:
                 for i, v in zip(te, p.y_pred)
             )  # fmt: skip
             log(f"  seed {seed} fold {fold} {name:22s} RMSE {met['rmse']:.3f}  ({p.seconds:.1f} s)")
+        # the folds so far, rewritten after every split: a run stopped part-way keeps what it finished
+        partial = pd.DataFrame(rows)
+        atomic_write(cfg.out / f"{cfg.dataset}_folds.csv", lambda tmp, df=partial: df.to_csv(tmp, index=False))
 
     folds = pd.DataFrame(rows)
     summary = (
@@ -562,12 +574,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grid-points", type=int, help="use only the first N points of the fallback grid")
     ap.add_argument("--maxiter", type=int, help="L-BFGS-B iteration limit of the GP fits (default scipy's)")
     ap.add_argument("--models", default="mgk,morgan,mean", help="comma-separated subset of mgk,morgan,mean")
+    ap.add_argument("--no-bias", action="store_true", help="mgk GPR without the constant (intercept) kernel")
     args = ap.parse_args(argv)
     grid = GRID if args.grid_points is None else GRID[: max(1, args.grid_points)]
     cfg = RunConfig(
         dataset=args.dataset, out=args.out, n_molecules=args.n_molecules, seeds=tuple(args.seeds),
         folds=args.folds, backend=args.backend, mode=args.mode, grid=grid, maxiter=args.maxiter,
-        models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
+        models=tuple(m.strip() for m in args.models.split(",") if m.strip()), bias=not args.no_bias,
     )  # fmt: skip
     try:
         run(cfg)
