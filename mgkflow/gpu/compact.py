@@ -42,9 +42,10 @@ KERNEL = "mgk_solve_compact"
 KE = 4
 #: (largest product unknowns, threads per block) of the launch bins, ascending.
 BINS: tuple[tuple[int, int], ...] = ((4 * 64, 64), (4 * 128, 128), (4 * 256, 256))
-#: Resident threads per SM the compiler must fit registers for (``__launch_bounds__``).
+#: Resident threads per SM the compiler must fit registers for (``__launch_bounds__``): 1,024 gives
+#: 64 registers with small spills and was the fastest measured (512, 1,280, 1,536: gpu/NOTES.md).
 MIN_THREADS = 1024
-#: Largest shared memory (bytes) of one pair's tables (P, coefficients, rows, columns).
+#: Largest shared memory (bytes) of one pair's tables (P, W, coefficients, rows, columns).
 SMEM_PER_PAIR = 48 * 1024
 
 

@@ -19,7 +19,7 @@
 //   * no solution vector: K = w^T x with w_u = p_i p'_i2 (start probabilities, in shared memory)
 //     and x = sum_k alpha_k p_k, so K = sum_k alpha_k (w^T p_k), w^T p reduced with p^T M p.
 //
-// Placeholders filled by mgkflow.gpu.strategies.compact: BLOCK, KE, MIN_BLOCKS, DEFINES (the
+// Placeholders filled by mgkflow.gpu.compact: BLOCK, KE, MIN_BLOCKS, DEFINES (the
 // run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF.
 
 #define BLOCK ${BLOCK}
