@@ -74,6 +74,8 @@ def _driver() -> types.ModuleType:
     drv.to_device = to_device
     drv.mem_alloc = _Alloc
     drv.memcpy_dtoh = dtoh
+    drv.memcpy_dtoh_async = lambda h, d, stream=None: dtoh(h, d)
+    drv.pagelocked_empty = lambda shape, dtype: np.empty(shape, dtype=dtype)
     drv.memcpy_htod = lambda d, h: None
     drv.memset_d32 = lambda d, v, c: None
     drv.mem_get_info = lambda: (8 << 30, 16 << 30)

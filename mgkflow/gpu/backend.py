@@ -229,6 +229,7 @@ class GPUBackend:
         self._prim_cache: dict = {}
         self._out_dev: tuple | None = None  # output buffers reused between calls: (capacity, buffers)
         self._jobs_dev: tuple | None = None  # job list buffer reused between launches: (capacity, buffer)
+        self._pinned: tuple | None = None  # page-locked read-back staging reused between calls: (capacity, arrays)
         #: CUDA stream of the per-block launches (None: the legacy default stream); see :meth:`use_stream`
         self.stream: Any = None
         self._adopted: HostBatch | None = None
@@ -248,6 +249,7 @@ class GPUBackend:
         threads (the tiled Gram path's ``overlap``) then overlap one's host work with the other's
         device work. A blocking stream: uploads on the legacy stream stay ordered before it."""
         if self.stream is None:
+            device.ensure_context()  # current in this thread (a Dask worker's second task thread)
             self.stream = cuda.Stream()
 
     # ------------------------------------------------------------------ packing
@@ -331,12 +333,30 @@ class GPUBackend:
             self._out_dev = (cap, _alloc_outputs(cap))
         return self._out_dev[1]
 
-    def _upload_jobs(self, jobs: np.ndarray) -> device.DeviceArray:
-        """The int32 job list on the device, in a buffer reused between launches."""
-        if self._jobs_dev is None or self._jobs_dev[0] < jobs.size:
+    def _staging(self, n: int) -> tuple:
+        """Page-locked host arrays (K, iterations, residuals, flags) for ``n`` pairs' read-back, reused
+        between calls (grown when a call has more pairs): the launches' copies back then run
+        asynchronously, queued behind their kernels."""
+        if self._pinned is None or self._pinned[0] < n:
+            self._pinned = None
+            cap = max(n, 1024)
+            self._pinned = (cap, _alloc_staging(cap))
+        return self._pinned[1]
+
+    def _reserve_jobs(self, n_ints: int) -> None:
+        """Grow the job list buffer to ``n_ints`` before a call's launches: growing it between queued
+        launches would free memory a queued kernel still reads."""
+        if self._jobs_dev is None or self._jobs_dev[0] < n_ints:
+            if self._jobs_dev is not None:
+                self._idle()
             self._jobs_dev = None
-            cap = max(int(jobs.size), 2048)
+            cap = max(int(n_ints), 2048)
             self._jobs_dev = (cap, cuda.mem_alloc(4 * cap))
+
+    def _upload_jobs(self, jobs: np.ndarray) -> device.DeviceArray:
+        """The int32 job list on the device, in a buffer reused between launches (queued launches of one
+        stream run in order: a launch's upload waits for the kernels before it)."""
+        self._reserve_jobs(jobs.size)
         buf = self._jobs_dev[1]
         if self.stream is None:
             cuda.memcpy_htod(buf, np.ascontiguousarray(jobs, dtype=np.int32))
@@ -344,8 +364,17 @@ class GPUBackend:
             cuda.memcpy_htod_async(buf, np.ascontiguousarray(jobs, dtype=np.int32), self.stream)
         return device.DeviceArray(buf, np.dtype(np.int32), int(jobs.size))
 
+    def _idle(self) -> None:
+        """Wait for this backend's queued work (before a buffer a queued kernel may read is freed)."""
+        if self.stream is not None:
+            self.stream.synchronize()
+        elif hasattr(cuda, "Context") and hasattr(cuda.Context, "synchronize"):
+            cuda.Context.synchronize()
+
     def _get_scratch(self, nbytes: int) -> Any:
         if self._scratch is None or self._scratch_bytes < nbytes:
+            if self._scratch is not None:
+                self._idle()
             self._scratch = None
             self._scratch = cuda.mem_alloc(max(nbytes, 8))
             self._scratch_bytes = nbytes
@@ -373,7 +402,7 @@ class GPUBackend:
         """
         t_start = time.perf_counter()
         npairs = len(pairs)
-        out = _Outputs(npairs, self._output_buffers)
+        out = _Outputs(npairs, self._output_buffers, self._staging)
         if npairs == 0:
             self.last_extra = {}
             return out.result()
@@ -403,12 +432,10 @@ class GPUBackend:
         launches = []
         dev_seconds = 0.0
         shared = _SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
+        queued = []  # every launch goes into the stream before the first wait: no gaps between them
+        self._reserve_jobs(2 * npairs)
         for cl in compact_launches:
-            secs, info = self._run_compact(cl, config, values, g1, g2, shared)
-            dev_seconds += secs
-            launches.append(info)
-            if progress is not None:
-                progress(info["pairs"])
+            queued.append(self._run_compact(cl, config, values, g1, g2, shared))
         if rest.size:  # product sizes and job costs of the pairs left to the per-block launches
             shared.N = np.zeros(npairs, dtype=np.int64)
             shared.N[rest] = db.nt[g1[rest]] * db.nt[g2[rest]] * 64
@@ -416,8 +443,10 @@ class GPUBackend:
                 shared.cost = np.zeros(npairs)
                 shared.cost[rest] = self._cost(db, g1[rest], g2[rest])
         for sel, use_smem, fn, blk in self._launch_classes(plan, config, func, values):
-            secs, info = self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs)
-            dev_seconds += secs
+            queued.append(self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs))
+        self._complete(out, queued)
+        for _, info in queued:
+            dev_seconds += info["seconds"]
             launches.append(info)
             if progress is not None:
                 progress(info["pairs"])
@@ -579,10 +608,10 @@ class GPUBackend:
     def _run_compact(
         self, cl: compact.CompactLaunch, config: KernelConfig, values: np.ndarray, g1: np.ndarray, g2: np.ndarray,
         shared: _SharedArgs,
-    ) -> tuple[float, dict]:  # fmt: skip
-        """One persistent-grid launch of the compact solver (``mgk_compact.cu``) over the pairs of ``cl``:
+    ) -> tuple[tuple[Any, Any], dict]:  # fmt: skip
+        """Queue one persistent-grid launch of the compact solver (``mgk_compact.cu``) over the pairs of ``cl``:
         largest first up to ``SORT_EXACT_MAX`` pairs; beyond, in the call's order (the tail of a launch
-        of that many small pairs balances whatever their order)."""
+        of that many small pairs balances whatever their order). Its (start, stop) events and figures."""
         blk = cl.block
         min_blocks = max(1, compact.MIN_THREADS // blk)
         mod = device.build_module(lambda: compact.compact_source(config, blk, min_blocks),
@@ -604,17 +633,30 @@ class GPUBackend:
         bps = device.kernel_blocks_per_sm(fn, blk, smem)
         grid = max(1, min(len(order), bps * self.n_sm))
         args = {k: v for k, v in shared.args.items() if k in _COMPACT_SHARED}
-        seconds = self._launch_jobs(fn, order, jobs, grid, blk, smem, shared.out, {**args, **cl.dims})
+        events = self._launch_jobs(fn, order, jobs, grid, blk, smem, shared.out, {**args, **cl.dims})
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": True, "kernel": compact.KERNEL}  # fmt: skip
-        return seconds, info
+        return events, info
+
+    def _complete(self, out: _Outputs, queued: list[tuple[tuple[Any, Any], dict]]) -> None:
+        """Wait for the queued launches and read-backs (one stream), move the read-backs to their pairs
+        and put each launch's device seconds into its figures."""
+        if not queued:
+            return
+        done = cuda.Event()  # behind the last launch's read-back
+        _record(done, self.stream)
+        _wait(done)
+        out.drain()
+        for (start, stop), info in queued:
+            info["seconds"] = stop.time_since(start) * 1e-3
 
     def _launch_jobs(
         self, fn: device.Kernel, order: np.ndarray, jobs: np.ndarray, grid: int, blk: int, smem: int, o: _Outputs,
         args: dict,
-    ) -> float:  # fmt: skip
-        """One persistent-grid launch over a job list (``jobs``: g1, g2 per job; job t is pair ``order[t]``):
-        upload, counter reset, the launch with ``args``, wait, read-back into ``o``; its device seconds."""
+    ) -> tuple[Any, Any]:  # fmt: skip
+        """Queue one persistent-grid launch over a job list (``jobs``: g1, g2 per job; job t is pair ``order[t]``):
+        upload, counter reset, the launch with ``args``, its read-back into ``o`` (:meth:`_Outputs.queue_read`),
+        all in this backend's stream, without waiting; the (start, stop) events around the kernel."""
         d_jobs = self._upload_jobs(jobs)
         if self.stream is None:
             cuda.memset_d32(o.counter, 0, 1)
@@ -628,9 +670,8 @@ class GPUBackend:
             out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv, stream=self.stream,
         )  # fmt: skip
         _record(stop, self.stream)
-        _wait(stop)
-        o.collect(order, self.stream)
-        return stop.time_since(start) * 1e-3
+        o.queue_read(order, self.stream)
+        return start, stop
 
     def _launch_classes(
         self, plan: LaunchPlan, config: KernelConfig, func: device.Kernel, values: np.ndarray
@@ -661,12 +702,14 @@ class GPUBackend:
     def _run_class(
         self, sel: np.ndarray, use_smem: bool, fn: device.Kernel, blk: int, g1: np.ndarray, g2: np.ndarray,
         db: _DeviceBatch, shared: _SharedArgs, budget: int, pairs: Sequence, extra: Any = None,
-    ) -> tuple[float, dict]:  # fmt: skip
-        """One persistent-grid launch of ``mgk_solve`` over the pairs ``sel``: device seconds, figures.
+    ) -> tuple[tuple[Any, Any], dict]:  # fmt: skip
+        """Queue one persistent-grid launch of ``mgk_solve`` over the pairs ``sel``: its (start, stop) events
+        and figures (see :meth:`_complete`).
 
         ``extra``: the outputs of a gradient or nodal configuration (:mod:`mgkflow.gpu.gradient`:
         ``extra_doubles(n_max)`` more scratch per block, ``smem_vectors`` times the shared memory,
-        ``args(order)``, ``collect(order)``)."""
+        ``args(order)``, ``collect(order)``); such a launch is completed before it returns (its
+        figures then hold its device ``seconds``)."""
         if shared.N.size != len(g1):  # a caller that built its own _SharedArgs (gradient, nodal)
             shared.N = db.nt[g1] * db.nt[g2] * 64
             shared.cost = self._cost(db, g1, g2) if self.sort_jobs else None
@@ -700,12 +743,13 @@ class GPUBackend:
         scratch = self._get_scratch(per_block_bytes * grid)
         args = {**shared.args, "scratch": scratch, "scratch_per_block": per_block, "use_smem": mode, "n_max": n_max,
                 **({} if extra is None else extra.args(order))}  # fmt: skip
-        seconds = self._launch_jobs(fn, order, jobs, grid, blk, smem, shared.out, args)
-        if extra is not None:
-            extra.collect(order)
+        events = self._launch_jobs(fn, order, jobs, grid, blk, smem, shared.out, args)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": use_smem}  # fmt: skip
-        return seconds, info
+        if extra is not None:
+            self._complete(shared.out, [(events, info)])
+            extra.collect(order)
+        return events, info
 
     def _job_order(self, sel: np.ndarray, cost: np.ndarray | None) -> np.ndarray:
         """The pairs ``sel`` in the order jobs are handed out: largest estimated cost first
@@ -797,6 +841,13 @@ def _wait(event: Any) -> None:
     event.synchronize()
 
 
+def _alloc_staging(n: int) -> tuple:
+    """Page-locked host arrays for ``n`` pairs' K, iterations, residuals and flags."""
+    n = max(n, 1)
+    return (cuda.pagelocked_empty(n, np.float64), cuda.pagelocked_empty(n, np.int32),
+            cuda.pagelocked_empty(n, np.float64), cuda.pagelocked_empty(n, np.int32))  # fmt: skip
+
+
 def _alloc_outputs(n: int) -> tuple:
     """Device buffers for ``n`` pairs' K, iterations, residuals, flags, and a job counter."""
     n = max(n, 1)
@@ -808,7 +859,9 @@ class _Outputs:
     """Per-pair results on the host and their device buffers (allocated on first use, or lent by
     ``buffers(n)``: the backend keeps one set between calls)."""
 
-    def __init__(self, npairs: int, buffers: Callable[[int], tuple] | None = None) -> None:
+    def __init__(
+        self, npairs: int, buffers: Callable[[int], tuple] | None = None, staging: Callable[[int], tuple] | None = None
+    ) -> None:
         self.n = npairs
         self.k = np.zeros(npairs)
         self.it = np.zeros(npairs, dtype=np.int32)
@@ -816,6 +869,10 @@ class _Outputs:
         self.conv = np.zeros(npairs, dtype=np.int32)
         self._dev: tuple | None = None
         self._lend = buffers or _alloc_outputs
+        self._lend_staging = staging or _alloc_staging
+        self._staging: tuple | None = None
+        self._queued: list[tuple[np.ndarray, int]] = []  # (pairs, offset in the staging arrays) per launch
+        self._staged = 0
 
     def _buffers(self) -> tuple:
         if self._dev is None:
@@ -828,23 +885,36 @@ class _Outputs:
     d_conv = property(lambda self: self._buffers()[3])
     counter = property(lambda self: self._buffers()[4])
 
-    def collect(self, order: np.ndarray, stream: Any = None) -> None:
-        """Read back the results of a launch over the pairs ``order`` (job t = pair order[t]),
-        in ``stream`` when given (then it waits for that stream's work only)."""
+    def queue_read(self, order: np.ndarray, stream: Any = None) -> None:
+        """Queue the read-back of a launch over the pairs ``order`` (job t = pair order[t]) in ``stream``
+        (None: the legacy stream), behind its kernel, into page-locked staging; :meth:`drain` moves
+        the values to their pairs once the stream's work is done. The device buffers are free for the
+        next launch of the stream as soon as the copy ran."""
         m = len(order)
-        kk, ii, rr, cc = np.empty(m), np.empty(m, dtype=np.int32), np.empty(m), np.empty(m, dtype=np.int32)
-        for host, dev in zip((kk, ii, rr, cc), self._buffers()[:4], strict=True):
-            if stream is None:
-                cuda.memcpy_dtoh(host, dev)
-            else:
-                cuda.memcpy_dtoh_async(host, dev, stream)
-        if stream is not None:
-            stream.synchronize()
-        self.k[order], self.it[order], self.res[order], self.conv[order] = kk, ii, rr, cc
+        if self._staging is None:
+            self._staging = self._lend_staging(self.n)
+        off = self._staged
+        for host, dev in zip(self._staging, self._buffers()[:4], strict=True):
+            cuda.memcpy_dtoh_async(host[off : off + m], dev, stream)
+        self._queued.append((order, off))
+        self._staged = off + m
+
+    def drain(self) -> None:
+        """Scatter the queued read-backs to their pairs (call after the stream's work is complete)."""
+        if not self._queued:
+            return
+        hk, hi, hr, hc = self._staging
+        for order, off in self._queued:
+            sl = slice(off, off + len(order))
+            self.k[order], self.it[order], self.res[order], self.conv[order] = hk[sl], hi[sl], hr[sl], hc[sl]
+        self._queued.clear()
+        self._staged = 0
 
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(values, iterations, residuals, converged): the call's own arrays, not copies (an
+        ``_Outputs`` serves one call)."""
         conv = self.conv.astype(bool) & np.isfinite(self.k)
-        return self.k.copy(), self.it.astype(np.int64), self.res.copy(), conv
+        return self.k, self.it.astype(np.int64), self.res, conv
 
 
 #: Arguments of :class:`_SharedArgs` that the compact solver takes too (it reads the row layout).

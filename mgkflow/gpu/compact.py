@@ -10,7 +10,7 @@ layout of the per-block strategy "rows" (:mod:`mgkflow.gpu.strategies.row_pair`)
 when the call's batch has it (the default ``xmv="rows"``), for value-only solves.
 
 :func:`compact_bins` routes pairs: those with ``n1 * n2 <= max(BINS)`` product unknowns whose
-tables fit :data:`SMEM_PER_PAIR` bytes, in launches of 64, 128 or 256 threads by size.
+tables fit their launch's share of :data:`SMEM_PER_SM`, in launches of 64 to 512 threads by size.
 :func:`compact_source` generates the CUDA source, :func:`shared_bytes` the launch's shared memory
 and :func:`emulate_launch` runs a launch in numpy (the fake-driver tests' reference).
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KERNEL", "KE", "BINS", "MIN_THREADS", "SMEM_PER_PAIR", "CompactLaunch", "compact_source", "shared_bytes",
+__all__ = ["KERNEL", "KE", "BINS", "MIN_THREADS", "SMEM_PER_SM", "CompactLaunch", "compact_source", "shared_bytes",
            "compact_bins", "emulate_launch"]  # fmt: skip
 
 #: Kernel name in ``mgk_compact.cu``.
@@ -41,12 +41,15 @@ KERNEL = "mgk_solve_compact"
 #: Product entries each thread owns (registers per entry: r, p, a, the diagonal and its inverse).
 KE = 4
 #: (largest product unknowns, threads per block) of the launch bins, ascending.
-BINS: tuple[tuple[int, int], ...] = ((4 * 64, 64), (4 * 128, 128), (4 * 256, 256))
+BINS: tuple[tuple[int, int], ...] = ((4 * 64, 64), (4 * 128, 128), (4 * 256, 256), (4 * 512, 512))
 #: Resident threads per SM the compiler must fit registers for (``__launch_bounds__``): 1,024 gives
 #: 64 registers with small spills and was the fastest measured (512, 1,280, 1,536: gpu/NOTES.md).
 MIN_THREADS = 1024
-#: Largest shared memory (bytes) of one pair's tables (P, W, coefficients, rows, columns).
-SMEM_PER_PAIR = 48 * 1024
+#: Shared memory (bytes) of one SM that the pairs' tables (P, W, coefficients, rows, columns) of a launch
+#: may fill at full occupancy (``MIN_THREADS // block`` blocks per SM): a bin of ``block`` threads takes
+#: the pairs whose tables need at most ``SMEM_PER_SM * block // MIN_THREADS`` bytes (48 KiB at 256
+#: threads, 96 KiB at 512 on an H100's 227 KiB); a pair over its size bin's share goes to the next bin.
+SMEM_PER_SM = 192 * 1024
 
 
 def compact_source(config: Any, block: int, min_blocks: int = 1) -> str:
@@ -92,10 +95,12 @@ class CompactLaunch:
 
 def compact_bins(
     n: np.ndarray, nnz: np.ndarray, g1: np.ndarray, g2: np.ndarray, c_bytes: int = 4,
-    smem_per_pair: int = SMEM_PER_PAIR,
+    smem_per_sm: int | None = None,
 ) -> list[CompactLaunch]:  # fmt: skip
     """The pairs (``g1[t]``, ``g2[t]``) for the compact solver, one :class:`CompactLaunch` per
-    non-empty bin of :data:`BINS`; ``n``, ``nnz``: nodes and nonzeros per graph.
+    non-empty bin of :data:`BINS`; ``n``, ``nnz``: nodes and nonzeros per graph. A pair goes to the
+    smallest bin that holds its product unknowns and whose share of ``smem_per_sm`` (default
+    :data:`SMEM_PER_SM`) holds its tables; pairs that no bin holds are left out.
 
     Work per pair is a few gathers: the graphs fall into classes of equal (n, nnz), and a table
     over pairs of classes holds each class pair's bin (millions of pairs per call in a Gram block).
@@ -123,14 +128,18 @@ def compact_bins(
     r_t = np.maximum(un[:, None], un[None, :]) + 1
     e_t = np.maximum(np.maximum(unz[:, None], unz[None, :]), 1)
     need = 16 * Nt + (Ct * c_bytes + 7) // 8 * 8 + 4 * (2 * r_t + 2 * e_t)
-    his = np.array([hi for hi, _ in BINS])
-    table = np.searchsorted(his, Nt).astype(np.uint8)  # bin index; len(BINS): none
-    table[need > smem_per_pair] = len(BINS)
+    budget = SMEM_PER_SM if smem_per_sm is None else int(smem_per_sm)
+    table = np.full(Nt.shape, len(BINS), dtype=np.uint8)  # bin index; len(BINS): none
+    for b in range(len(BINS) - 1, -1, -1):  # the smallest bin that holds the pair wins
+        hi, block = BINS[b]
+        table[(Nt <= hi) & (need <= budget * block // MIN_THREADS)] = b
     cls = cls.astype(np.int32 if K * K < 2**31 else np.int64)
-    pair_bin = table.ravel()[cls[g1] * K + cls[g2]]
+    idx = cls[g1] * K + cls[g2]
+    pair_bin = table.ravel()[idx]
+    present = (np.bincount(idx, minlength=K * K) > 0).reshape(K, K)  # the launch sizes: present pairs only
     out = []
     for b, (_, block) in enumerate(BINS):
-        in_bin = table == b
+        in_bin = (table == b) & present
         if not in_bin.any():
             continue
         sel = np.flatnonzero(pair_bin == b)
@@ -195,8 +204,9 @@ def emulate_launch(kw: dict, config: Any, node_kernel: Any, edge_kernel: Any) ->
             M = sp.csr_matrix((N, N))
         i, i2 = np.divmod(np.arange(N), n2)
         u1, u2 = int(hdr[g1, 2]) + i, int(hdr[g2, 2]) + i2
-        kv = np.broadcast_to(np.asarray(node_kernel({f: v[u1] for f, v in nlab.items()},
-                                                    {f: v[u2] for f, v in nlab.items()})), (N,)).astype(np.float32)
+        kv = np.broadcast_to(
+            np.asarray(node_kernel({f: v[u1] for f, v in nlab.items()}, {f: v[u2] for f, v in nlab.items()})), (N,)
+        ).astype(np.float32)
         kv = np.maximum(kv, np.float32(1e-30)).astype(np.float64)  # fmt: skip
         dd = d[u1] * d[u2]
         dg = dd / kv

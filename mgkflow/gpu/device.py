@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
 ]  # fmt: skip
 
 _state: dict[str, Any] = {"context": None, "modules": {}, "compiles": 0, "limits": None, "arch": None}
+_CONTEXT_LOCK = threading.Lock()
 
 
 def driver() -> Any:
@@ -64,10 +66,17 @@ def ensure_context() -> Any:
     make it current in the calling thread (PyCUDA contexts are per thread: a second solver thread, or a
     Dask worker's second task thread, starts without one; it keeps the context from then on)."""
     ctx = _state["context"]
-    if ctx is not None:
-        if hasattr(ctx, "push") and driver().Context.get_current() is None:
-            ctx.push()
-        return ctx
+    if ctx is None:
+        with _CONTEXT_LOCK:  # two threads starting at once: one creates it
+            ctx = _state["context"]
+            if ctx is None:
+                return _create_context()
+    if hasattr(ctx, "push") and driver().Context.get_current() is None:
+        ctx.push()
+    return ctx
+
+
+def _create_context() -> Any:
     cuda = driver()
     cuda.init()
     ctx = cuda.Context.get_current()
@@ -157,9 +166,7 @@ def blocks_per_sm(
 
 def kernel_blocks_per_sm(kernel: Any, block: int, smem: int = 0, cap: int = 32) -> int:
     """:func:`blocks_per_sm` of a compiled kernel (its registers and static shared memory)."""
-    return blocks_per_sm(
-        int(kernel.num_regs), block, smem, int(getattr(kernel, "shared_size_bytes", 0)), cap=cap
-    )
+    return blocks_per_sm(int(kernel.num_regs), block, smem, int(getattr(kernel, "shared_size_bytes", 0)), cap=cap)
 
 
 def _cache_dir() -> str | None:
@@ -374,7 +381,7 @@ class Module:
         k = self._kernels.get(name)
         if k is None:
             if name not in self.signatures:
-                raise KeyError(f"internal: no extern \"C\" kernel {name!r} in the module")
+                raise KeyError(f'internal: no extern "C" kernel {name!r} in the module')
             k = self._kernels[name] = Kernel(self.raw.get_function(name), name, self.signatures[name])
         return k
 

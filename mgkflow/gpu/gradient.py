@@ -279,8 +279,8 @@ def _per_pair(
     dev_seconds = 0.0
     launches = []
     for sel, use_smem, fn, blk in classes:
-        secs, info = backend._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs, extra=extra)
-        dev_seconds += secs
+        _, info = backend._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs, extra=extra)
+        dev_seconds += info["seconds"]
         launches.append(info)
         if progress is not None:
             progress(info["pairs"])

@@ -44,8 +44,11 @@ _OVERLAP = {"auto": None, "on": True, "off": False}
 
 
 def _graphs(args: argparse.Namespace) -> list:
-    from ..datasets import molecules
+    from ..datasets import drugs, molecules
 
+    if args.dataset == "drugs":  # the shipped drugs with at least one bond, the first --n-graphs of them
+        bonded = [g for g in drugs() if g.adjacency.nnz > 0]
+        return bonded if args.n_graphs is None else bonded[: args.n_graphs]
     return molecules(args.n_graphs, seed=args.seed, min_atoms=args.min_atoms, max_atoms=args.max_atoms,
                      mean_atoms=args.mean_atoms)  # fmt: skip
 
@@ -120,7 +123,7 @@ def _run(args: argparse.Namespace, graphs: list, store: Path, client: Any = None
 
     return tiled_gram(graphs, kernel=_kernel(args), out=store, block_size=args.block_size, dtype=args.dtype,
                       client=client, progress=progress,
-                      overlap=_OVERLAP[args.overlap] if client is None else False)  # fmt: skip
+                      overlap=_OVERLAP[args.overlap])  # fmt: skip
 
 
 def _same_chunks(a: Path, b: Path) -> bool:
@@ -219,7 +222,13 @@ def _spot_check(args: argparse.Namespace, graphs: list, store: Path, count: int)
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mgkflow.gram.bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--n-graphs", type=int, default=2000)
+    p.add_argument(
+        "--dataset",
+        choices=["molecules", "drugs"],
+        default="molecules",
+        help="synthetic molecule-like graphs (default) or the shipped drugs with a bond",
+    )
+    p.add_argument("--n-graphs", type=int, default=None, help="graphs (molecules: default 2000; drugs: all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-atoms", type=int, default=8)
     p.add_argument("--max-atoms", type=int, default=50)
@@ -229,26 +238,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block-size", type=int, default=None)
     p.add_argument("--dtype", choices=["float64", "float32"], default="float32")
     p.add_argument("--ordering", default="auto", help="node ordering (default auto: by graph size)")
-    p.add_argument("--gpu-options", default=None, help='GPUBackend options as JSON, e.g. \'{"rtol": 1e-8}\'')
+    p.add_argument("--gpu-options", default=None, help="GPUBackend options as JSON, e.g. '{\"rtol\": 1e-8}'")
     p.add_argument("--reorder-workers", type=int, default=os.cpu_count())
     p.add_argument("--perm-cache", default=None, help="directory of the permutation cache")
     p.add_argument("--dask", default=None, help="also run on this cluster (local:N, cuda, tcp://...)")
     p.add_argument("--kill-at", type=float, default=None, help="SIGKILL a run at this fraction of blocks, resume")
-    p.add_argument("--kill-only", action="store_true",
-                   help="with --kill-at: no uninterrupted run (compare the printed digest with another run's)")
+    p.add_argument(
+        "--kill-only",
+        action="store_true",
+        help="with --kill-at: no uninterrupted run (compare the printed digest with another run's)",
+    )
     p.add_argument("--digest", action="store_true", help="SHA-256 of the uninterrupted run's chunks")
     p.add_argument("--spot-check", type=int, default=0, help="entries to check against the CPU backend")
     p.add_argument("--workdir", default=None, help="where the stores go (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the stores")
     p.add_argument("--json", type=Path, default=None)
-    p.add_argument("--overlap", choices=sorted(_OVERLAP), default="auto",
-                   help="in-process: two solver threads (host/device overlap); auto: on for the GPU backend")
+    p.add_argument(
+        "--overlap",
+        choices=sorted(_OVERLAP),
+        default="auto",
+        help="two solver threads (host/device overlap); auto: on for the GPU backend",
+    )
     p.add_argument("--progress", action="store_true")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--store", default=None, help=argparse.SUPPRESS)
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = p.parse_args(argv)
     args.argv = argv
+    if args.n_graphs is None and args.dataset == "molecules":
+        args.n_graphs = 2000
     if args.child:
         return _child(args)
     if args.kill_only and (args.kill_at is None or args.dask):
@@ -258,12 +276,13 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="mgkflow-gram-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    rec: dict[str, Any] = {"n_graphs": args.n_graphs, "backend": args.backend, "dtype": args.dtype, "q": args.q,
-                           "gpu_options": args.gpu_options, "ordering": args.ordering,
-                           "overlap": args.overlap}  # fmt: skip
+    rec: dict[str, Any] = {"dataset": args.dataset, "n_graphs": args.n_graphs, "backend": args.backend,
+                           "dtype": args.dtype, "q": args.q, "gpu_options": args.gpu_options,
+                           "ordering": args.ordering, "overlap": args.overlap}  # fmt: skip
     t0 = time.perf_counter()
     graphs = _graphs(args)
     rec["generate_s"] = time.perf_counter() - t0
+    rec["n_graphs"] = len(graphs)
     rec["atoms_mean"] = float(np.mean([g.n_nodes for g in graphs]))
     ordered = _ordered(args, graphs)
     rec["reorder_s"] = ordered.seconds
@@ -280,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": time.perf_counter() - t0,
             "solve_s": res.seconds,
             "device_s": res.device_seconds,
+            "block_s": res.block_seconds,
             "host_s_not_overlapped": res.seconds - res.device_seconds,
             "pairs": res.pairs,
             "pairs_per_s": res.pairs_per_second,
@@ -293,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.digest:
             rec["inprocess"]["digest"] = _store_digest(ref)
         n_blocks = len(plan_blocks(len(graphs), None, rec["inprocess"]["block_size"]))
+        _save(args, rec)
     if args.dask:
         from .cluster import client_from_spec
 
@@ -309,10 +330,13 @@ def main(argv: list[str] | None = None) -> int:
             "cluster_start_s": t1 - t0,
             "seconds": t2 - t1,
             "pairs_per_s": dres.pairs_per_second,
+            "device_s": dres.device_seconds,
+            "block_s": dres.block_seconds,
             "workers": dres.workers,
             "overhead_vs_inprocess": (t2 - t1) / rec["inprocess"]["seconds"] - 1,
             "bit_identical": _same_chunks(dst, ref),
         }
+        _save(args, rec)
     if args.kill_at is not None:
         rec["kill_resume"] = _kill_resume(args, graphs, work, None if args.kill_only else ref, n_blocks)
     if args.spot_check:
@@ -320,11 +344,17 @@ def main(argv: list[str] | None = None) -> int:
                                         args.spot_check)  # fmt: skip
     if not args.keep and args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
+    print(_save(args, rec))
+    return 0
+
+
+def _save(args: argparse.Namespace, rec: dict) -> str:
+    """The record as JSON text, also written to ``--json`` (after every phase: a run cut short keeps
+    the figures of the phases it finished)."""
     text = json.dumps(rec, indent=1)
-    print(text)
     if args.json is not None:
         args.json.write_text(text)
-    return 0
+    return text
 
 
 if __name__ == "__main__":

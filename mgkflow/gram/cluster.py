@@ -55,7 +55,7 @@ def client_from_spec(spec: str, processes: bool = True, **cluster_options: Any) 
     spec : str
         ``local:N`` (N CPU workers of one thread each; ``local`` = one per core),
         ``cuda`` (``dask_cuda.LocalCUDACluster``: one worker per visible GPU, which
-        sets each worker's ``CUDA_VISIBLE_DEVICES``; ``cuda:N`` = the first N), or the
+        sets each worker's ``CUDA_VISIBLE_DEVICES``, with two task threads; ``cuda:N`` = the first N), or the
         address of a running scheduler (``tcp://HOST:PORT``), left running on exit.
     processes : bool
         ``local``: workers in processes (True) or threads of this process.
@@ -102,6 +102,9 @@ def client_from_spec(spec: str, processes: bool = True, **cluster_options: Any) 
             visible = os.environ.get("CUDA_VISIBLE_DEVICES")
             devices = visible.split(",") if visible else [str(i) for i in range(count)]
             opts["CUDA_VISIBLE_DEVICES"] = ",".join(devices[:count])
+        # two task threads per GPU worker: one block's host work overlaps another's device work (each
+        # thread has its own kernel copy, backend and stream, as the in-process run's two solver threads)
+        opts["threads_per_worker"] = cluster_options.get("threads_per_worker", 2)
         cluster = LocalCUDACluster(**opts)
     try:
         client = Client(cluster)

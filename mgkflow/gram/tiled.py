@@ -44,7 +44,8 @@ class GramJob:
     kernel: MarginalizedGraphKernel
     store: GramStore | None
     run: str = field(default_factory=lambda: uuid.uuid4().hex)
-    #: in-process GPU runs: two solver threads overlap one block's host work with another's device work
+    #: GPU runs: each solver thread (in-process: two; a Dask GPU worker: its task threads) launches in a
+    #: stream of its own, so that one block's host work overlaps another's device work
     overlap: bool = False
 
 
@@ -275,6 +276,9 @@ class GramResult:
         Blocks computed per worker (``"host:pid"``).
     device_seconds : float
         Sum of the blocks' device seconds (GPU backend; 0 on the CPU).
+    block_seconds : float
+        Sum of the blocks' solve times (wall time in the worker thread, from the block's start to its
+        values on the host); beside ``seconds``, it shows what the run spent outside block solves.
     """
 
     matrix: np.ndarray | None
@@ -289,6 +293,7 @@ class GramResult:
     estimate: ResourceEstimate
     workers: dict[str, int] = field(default_factory=dict)
     device_seconds: float = 0.0
+    block_seconds: float = 0.0
 
     @property
     def pairs_per_second(self) -> float:
@@ -394,8 +399,9 @@ def _run_local(job: GramJob, blocks: Sequence[Block], on_report: Callable[[Block
 
 # ---------------------------------------------------------------------- Dask workers' writes
 # A Dask task with a store hands its block to a writer thread of its worker process and
-# returns, so that the worker solves the next block while this one is written (one write
-# pending at most: two blocks in memory). The marker still follows the durable data; the
+# returns, so that the worker solves the next block while this one is written (a task waits
+# for the writes older than the newest one: with two task threads, up to two writes pending,
+# and a thread never waits for the other's latest block). The marker still follows the durable data; the
 # client waits for every worker's writes (flush_writes) and recomputes any block whose
 # marker is missing (a worker lost with a write pending).
 _WRITES_LOCK = threading.Lock()
@@ -413,11 +419,12 @@ def _writer() -> Any:
         return _WRITER
 
 
-def _wait_writes() -> None:
-    """Wait for this process's pending block writes; re-raise the first failure."""
+def _wait_writes(keep: int = 0) -> None:
+    """Wait for this process's pending block writes but the newest ``keep``; re-raise the first failure."""
     with _WRITES_LOCK:
-        pending = list(_PENDING)
-        _PENDING.clear()
+        cut = max(len(_PENDING) - keep, 0)
+        pending = _PENDING[:cut]
+        del _PENDING[:cut]
     for fut in pending:
         fut.result()
 
@@ -436,7 +443,7 @@ def run_block_overlapped(job: GramJob, block: Block) -> BlockReport:
     if job.store is None:
         return run_block(job, block)
     values, info = compute_block(job, block)
-    _wait_writes()  # the previous block was written while this one was solved
+    _wait_writes(keep=1)  # the older blocks were written while this one was solved
     fut = _writer().submit(_store_and_report, job, block, values, info)
     with _WRITES_LOCK:
         _PENDING.append(fut)
@@ -550,10 +557,11 @@ def tiled_gram(
     log : callable, optional
         Called with one-line messages (estimate, resume state).
     overlap : bool, optional
-        In-process runs: solve blocks in two threads (each with its own kernel and backend), so
+        Solve blocks in two threads (each with its own kernel, backend and CUDA stream), so
         that one block's host work (planning, gathers, post-processing) overlaps another's
-        device work; same values. Host memory: up to four blocks instead of two.
-        Default (None): on for the GPU backend in-process, off for the CPU and on a cluster.
+        device work; same values. Host memory: up to four blocks instead of two. On a cluster,
+        the workers' task threads (``--dask cuda``: two per GPU worker) do the same.
+        Default (None): on for the GPU backend, off for the CPU.
 
     Returns
     -------
@@ -629,12 +637,13 @@ def tiled_gram(
     K = None if store is not None else np.full((n, m), np.nan, dtype=dtype)
     by_key = {b.key: b for b in all_blocks}
     if overlap is None:
-        overlap = client is None and _resolved_backend(kernel, client) == "gpu"
+        overlap = _resolved_backend(kernel, client) == "gpu"
     job = GramJob(X=X, Y=Yt, kernel=kernel, store=store, overlap=bool(overlap))
     computed: list[str] = []
     workers: dict[str, int] = {}
     pairs = 0
     device_seconds = 0.0
+    block_seconds = 0.0
 
     bar = None
     if progress:
@@ -644,9 +653,10 @@ def tiled_gram(
     t0 = time.perf_counter()
 
     def on_report(rep: BlockReport) -> None:
-        nonlocal pairs, device_seconds
+        nonlocal pairs, device_seconds, block_seconds
         computed.append(rep.key)
         device_seconds += rep.device_s
+        block_seconds += rep.seconds
         workers[rep.worker] = workers.get(rep.worker, 0) + 1
         pairs += rep.pairs
         if K is not None:
@@ -687,4 +697,5 @@ def tiled_gram(
         estimate=est,
         workers=workers,
         device_seconds=device_seconds,
+        block_seconds=block_seconds,
     )
