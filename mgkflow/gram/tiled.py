@@ -63,6 +63,8 @@ class BlockReport:
     values: np.ndarray | None = None
     #: device seconds of the block's solve (GPU backend; 0 on the CPU)
     device_s: float = 0.0
+    #: when the block's solve started (``time.time()`` of the worker: one host's clock for local clusters)
+    started: float = 0.0
 
 
 _TLS = threading.local()
@@ -189,6 +191,7 @@ def compute_block(job: GramJob, block: Block) -> tuple[np.ndarray, dict]:
     (each pair is solved on its own). Returns the block's float64 values (a diagonal block is
     full and symmetric) and its figures.
     """
+    started = time.time()
     kern = _thread_kernel(job)
     xs = job.X[block.r0 : block.r1]
     t0 = time.perf_counter()
@@ -215,6 +218,7 @@ def compute_block(job: GramJob, block: Block) -> tuple[np.ndarray, dict]:
         "not_converged": int((~st.converged).sum()),
         "run": job.run,
         "device_s": float((st.extra or {}).get("device_s", 0.0)),
+        "started": started,
     }
     return values, info
 
@@ -244,6 +248,7 @@ def _store_and_report(job: GramJob, block: Block, values: np.ndarray, info: dict
         not_converged=info["not_converged"],
         values=values,
         device_s=info.get("device_s", 0.0),
+        started=info.get("started", 0.0),
     )
 
 
@@ -279,6 +284,10 @@ class GramResult:
     block_seconds : float
         Sum of the blocks' solve times (wall time in the worker thread, from the block's start to its
         values on the host); beside ``seconds``, it shows what the run spent outside block solves.
+    startup_seconds, tail_seconds : float
+        From the start of the solving phase to the first block's start (a cluster: sending the
+        graphs, the workers' first task), and from the end of the last block solved to the end of
+        the phase (the last writes); by the workers' clocks (meaningful for one host).
     """
 
     matrix: np.ndarray | None
@@ -294,6 +303,8 @@ class GramResult:
     workers: dict[str, int] = field(default_factory=dict)
     device_seconds: float = 0.0
     block_seconds: float = 0.0
+    startup_seconds: float = 0.0
+    tail_seconds: float = 0.0
 
     @property
     def pairs_per_second(self) -> float:
@@ -456,6 +467,7 @@ def run_block_overlapped(job: GramJob, block: Block) -> BlockReport:
         cg_iter_median=info["cg_iter_median"],
         not_converged=info["not_converged"],
         device_s=info.get("device_s", 0.0),
+        started=info.get("started", 0.0),
     )
 
 
@@ -651,10 +663,15 @@ def tiled_gram(
 
         bar = tqdm(total=len(all_blocks), initial=len(all_blocks) - len(todo), unit="block", desc="Gram blocks")
     t0 = time.perf_counter()
+    wall0 = time.time()
+    first_start, last_end = float("inf"), wall0
 
     def on_report(rep: BlockReport) -> None:
-        nonlocal pairs, device_seconds, block_seconds
+        nonlocal pairs, device_seconds, block_seconds, first_start, last_end
         computed.append(rep.key)
+        if rep.started:
+            first_start = min(first_start, rep.started)
+            last_end = max(last_end, rep.started + rep.seconds)
         device_seconds += rep.device_s
         block_seconds += rep.seconds
         workers[rep.worker] = workers.get(rep.worker, 0) + 1
@@ -677,6 +694,7 @@ def tiled_gram(
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - t0
+    wall1 = wall0 + seconds
     if store is not None:
         lost = store.missing_blocks()
         if lost:  # every task reported its marker written: only a file system fault gets here
@@ -698,4 +716,6 @@ def tiled_gram(
         workers=workers,
         device_seconds=device_seconds,
         block_seconds=block_seconds,
+        startup_seconds=max(first_start - wall0, 0.0) if computed else 0.0,
+        tail_seconds=max(wall1 - last_end, 0.0) if computed else 0.0,
     )
