@@ -388,3 +388,28 @@ def test_vector_labels_pickle_and_networkx_lists():
     assert g.node_labels["pos"].shape == (3, 2)
     h = pickle.loads(pickle.dumps(g))
     np.testing.assert_array_equal(h.node_labels["pos"], g.node_labels["pos"])
+
+
+def test_pack_many_round_trip() -> None:
+    """Graph.pack_many / unpack_many: the same graphs (adjacency, labels of every dtype, coordinates,
+    titles); graphs that do not share their label fields are not packed."""
+    import pickle
+
+    from mgkflow.datasets import drugs, molecules
+
+    for graphs in (molecules(40, seed=3), drugs(25)):
+        packed = Graph.pack_many(graphs)
+        assert packed is not None and len(packed["arrays"]["indptr"]) == sum(g.n_nodes + 1 for g in graphs)
+        back = Graph.unpack_many(pickle.loads(pickle.dumps(packed)))
+        assert len(back) == len(graphs)
+        for a, b in zip(graphs, back, strict=True):
+            assert a.title == b.title and (a.adjacency != b.adjacency).nnz == 0
+            assert a.adjacency.dtype == b.adjacency.dtype
+            for mine, theirs in ((a.node_labels, b.node_labels), (a.edge_labels, b.edge_labels)):
+                assert list(mine) == list(theirs)
+                for k in mine:
+                    assert mine[k].dtype == theirs[k].dtype and np.array_equal(mine[k], theirs[k])
+                    assert not theirs[k].flags.writeable
+            assert (a.coords is None and b.coords is None) or np.array_equal(a.coords, b.coords)
+    odd = [Graph(np.array([[0, 1], [1, 0]]), node_labels={"x": [1, 2]}), Graph(np.array([[0, 1], [1, 0]]))]
+    assert Graph.pack_many(odd) is None and Graph.pack_many([]) is None

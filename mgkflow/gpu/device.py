@@ -47,6 +47,7 @@ __all__ = [
 
 _state: dict[str, Any] = {"context": None, "modules": {}, "compiles": 0, "limits": None, "arch": None}
 _CONTEXT_LOCK = threading.Lock()
+_COMPILE_LOCK = threading.Lock()
 
 
 def driver() -> Any:
@@ -191,18 +192,21 @@ def build_module(source: Callable[[], str], key: tuple) -> Module:
     full_key = (*key, device_arch())
     mod = _state["modules"].get(full_key)
     if mod is None:
-        from pycuda.compiler import SourceModule
+        with _COMPILE_LOCK:  # two solver threads wanting the same module: one compiles it
+            mod = _state["modules"].get(full_key)
+            if mod is None:
+                from pycuda.compiler import SourceModule
 
-        text = source()
-        raw = SourceModule(
-            text,
-            arch=device_arch(),
-            options=["-O3", "-std=c++17"],
-            no_extern_c=True,
-            cache_dir=_cache_dir(),
-        )
-        _state["compiles"] += 1
-        mod = _state["modules"][full_key] = Module(raw, text)
+                text = source()
+                raw = SourceModule(
+                    text,
+                    arch=device_arch(),
+                    options=["-O3", "-std=c++17"],
+                    no_extern_c=True,
+                    cache_dir=_cache_dir(),
+                )
+                _state["compiles"] += 1
+                mod = _state["modules"][full_key] = Module(raw, text)
     return mod
 
 
