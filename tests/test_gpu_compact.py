@@ -275,7 +275,7 @@ def test_fake_tiled_gram_packs_once(fake_backend, overlap: bool) -> None:  # noq
 
     drv.Stream, drv.Event = Stream, Event
     drv.memset_d32_async = in_stream(drv.memset_d32)
-    drv.memcpy_htod_async = in_stream(drv.memcpy_htod)
+    drv.memcpy_htod_async = in_stream(drv.memcpy_htod, legacy=not overlap)
     drv.memcpy_dtoh_async = in_stream(drv.memcpy_dtoh, legacy=not overlap)  # read-backs queued behind kernels
     nk, ek = default_kernels("drugs")
     graphs = molecules(9, seed=4, max_atoms=30)

@@ -262,6 +262,7 @@ def _fake_driver(free_bytes: int = 8 << 30, alloc_limit: int | None = None) -> t
     drv.mem_alloc = mem_alloc
     drv.memcpy_dtoh = memcpy_dtoh
     drv.memcpy_dtoh_async = lambda host, dev, stream=None: memcpy_dtoh(host, dev)  # kernels ran at launch
+    drv.memcpy_htod_async = lambda dev, host, stream=None: memcpy_htod(dev, host)
     drv.pagelocked_empty = lambda shape, dtype: np.full(shape, -1, dtype=dtype)
     drv.memcpy_htod = memcpy_htod
     drv.memset_d32 = memset_d32

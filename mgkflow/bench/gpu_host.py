@@ -75,6 +75,7 @@ def _driver() -> types.ModuleType:
     drv.mem_alloc = _Alloc
     drv.memcpy_dtoh = dtoh
     drv.memcpy_dtoh_async = lambda h, d, stream=None: dtoh(h, d)
+    drv.memcpy_htod_async = lambda d, h, stream=None: None
     drv.pagelocked_empty = lambda shape, dtype: np.empty(shape, dtype=dtype)
     drv.memcpy_htod = lambda d, h: None
     drv.memset_d32 = lambda d, v, c: None

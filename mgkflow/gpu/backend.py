@@ -228,7 +228,8 @@ class GPUBackend:
         self._vd_cache: tuple | None = None
         self._prim_cache: dict = {}
         self._out_dev: tuple | None = None  # output buffers reused between calls: (capacity, buffers)
-        self._jobs_dev: tuple | None = None  # job list buffer reused between launches: (capacity, buffer)
+        self._jobs_dev: tuple | None = None  # job list buffers reused between launches: (capacity, device, host)
+        self._jobs_used = 0  # ints of the host job staging taken by this call's queued launches
         self._pinned: tuple | None = None  # page-locked read-back staging reused between calls: (capacity, arrays)
         #: CUDA stream of the per-block launches (None: the legacy default stream); see :meth:`use_stream`
         self.stream: Any = None
@@ -344,25 +345,33 @@ class GPUBackend:
         return self._pinned[1]
 
     def _reserve_jobs(self, n_ints: int) -> None:
-        """Grow the job list buffer to ``n_ints`` before a call's launches: growing it between queued
-        launches would free memory a queued kernel still reads."""
+        """Grow the job list buffers (device, and its page-locked host staging) to ``n_ints`` before a
+        call's launches, and start the staging over: growing them between queued launches would free
+        memory a queued kernel or copy still reads."""
         if self._jobs_dev is None or self._jobs_dev[0] < n_ints:
             if self._jobs_dev is not None:
                 self._idle()
             self._jobs_dev = None
             cap = max(int(n_ints), 2048)
-            self._jobs_dev = (cap, cuda.mem_alloc(4 * cap))
+            self._jobs_dev = (cap, cuda.mem_alloc(4 * cap), cuda.pagelocked_empty(cap, np.int32))
+        self._jobs_used = 0
 
     def _upload_jobs(self, jobs: np.ndarray) -> device.DeviceArray:
         """The int32 job list on the device, in a buffer reused between launches (queued launches of one
-        stream run in order: a launch's upload waits for the kernels before it)."""
-        self._reserve_jobs(jobs.size)
-        buf = self._jobs_dev[1]
-        if self.stream is None:
-            cuda.memcpy_htod(buf, np.ascontiguousarray(jobs, dtype=np.int32))
-        else:  # from pageable memory: returns once the host array is staged, ordered in the stream
-            cuda.memcpy_htod_async(buf, np.ascontiguousarray(jobs, dtype=np.int32), self.stream)
-        return device.DeviceArray(buf, np.dtype(np.int32), int(jobs.size))
+        stream run in order: a launch's upload runs after the kernels before it). The list goes through
+        its own stretch of page-locked staging, so the copy is queued without waiting: from pageable
+        memory, the upload of each launch waited for the kernel before it (95 ms per launch on 2,048 x
+        2,048 blocks, measured on the H100 machine)."""
+        n = int(jobs.size)
+        if self._jobs_dev is None or self._jobs_dev[0] < n or self._jobs_used + n > self._jobs_dev[0]:
+            self._idle()  # the queued copies have read their staging
+            self._reserve_jobs(max(n, 0 if self._jobs_dev is None else self._jobs_dev[0]))
+        _, buf, host = self._jobs_dev
+        stage = host[self._jobs_used : self._jobs_used + n]
+        stage[:] = jobs
+        self._jobs_used += n
+        cuda.memcpy_htod_async(buf, stage, self.stream)
+        return device.DeviceArray(buf, np.dtype(np.int32), n)
 
     def _idle(self) -> None:
         """Wait for this backend's queued work (before a buffer a queued kernel may read is freed)."""
@@ -434,16 +443,17 @@ class GPUBackend:
         shared = _SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
         queued = []  # every launch goes into the stream before the first wait: no gaps between them
         self._reserve_jobs(2 * npairs)
-        for cl in compact_launches:
-            queued.append(self._run_compact(cl, config, values, g1, g2, shared))
         if rest.size:  # product sizes and job costs of the pairs left to the per-block launches
             shared.N = np.zeros(npairs, dtype=np.int64)
             shared.N[rest] = db.nt[g1[rest]] * db.nt[g2[rest]] * 64
             if self.sort_jobs:
                 shared.cost = np.zeros(npairs)
                 shared.cost[rest] = self._cost(db, g1[rest], g2[rest])
+        # the per-block launches first: growing their scratch waits for the kernels queued before
         for sel, use_smem, fn, blk in self._launch_classes(plan, config, func, values):
             queued.append(self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs))
+        for cl in compact_launches:
+            queued.append(self._run_compact(cl, config, values, g1, g2, shared))
         self._complete(out, queued)
         for _, info in queued:
             dev_seconds += info["seconds"]
