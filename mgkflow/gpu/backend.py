@@ -326,23 +326,25 @@ class GPUBackend:
             self._map_cache = (key, device.upload(np.ascontiguousarray(sel, dtype=np.uint8)))
         return self._map_cache[1]
 
-    def _output_buffers(self, n: int) -> tuple:
-        """Output buffers for ``n`` pairs, reused between calls (grown when a call has more pairs)."""
-        if self._out_dev is None or self._out_dev[0] < n:
-            self._out_dev = None
+    def _reused(self, attr: str, n: int, alloc: Callable[[int], tuple]) -> tuple:
+        """``alloc(capacity)`` kept in ``self.<attr>`` as (capacity, buffers) between calls, grown when a call
+        needs more than ``n`` (the old buffers are given back first)."""
+        held = getattr(self, attr)
+        if held is None or held[0] < n:
+            setattr(self, attr, None)
             cap = max(n, 1024)
-            self._out_dev = (cap, _alloc_outputs(cap))
-        return self._out_dev[1]
+            held = (cap, alloc(cap))
+            setattr(self, attr, held)
+        return held[1]
+
+    def _output_buffers(self, n: int) -> tuple:
+        """Device output buffers for ``n`` pairs (K, iterations, residuals, flags, job counter)."""
+        return self._reused("_out_dev", n, _alloc_outputs)
 
     def _staging(self, n: int) -> tuple:
-        """Page-locked host arrays (K, iterations, residuals, flags) for ``n`` pairs' read-back, reused
-        between calls (grown when a call has more pairs): the launches' copies back then run
-        asynchronously, queued behind their kernels."""
-        if self._pinned is None or self._pinned[0] < n:
-            self._pinned = None
-            cap = max(n, 1024)
-            self._pinned = (cap, _alloc_staging(cap))
-        return self._pinned[1]
+        """Page-locked host arrays (K, iterations, residuals, flags) for ``n`` pairs' read-back: the
+        launches' copies back then run asynchronously, queued behind their kernels."""
+        return self._reused("_pinned", n, _alloc_staging)
 
     def _reserve_jobs(self, n_ints: int) -> None:
         """Grow the job list buffers (device, and its page-locked host staging) to ``n_ints`` before a
@@ -356,19 +358,19 @@ class GPUBackend:
             self._jobs_dev = (cap, cuda.mem_alloc(4 * cap), cuda.pagelocked_empty(cap, np.int32))
         self._jobs_used = 0
 
-    def _upload_jobs(self, jobs: np.ndarray) -> device.DeviceArray:
-        """The int32 job list on the device, in a buffer reused between launches (queued launches of one
-        stream run in order: a launch's upload runs after the kernels before it). The list goes through
-        its own stretch of page-locked staging, so the copy is queued without waiting: from pageable
-        memory, the upload of each launch waited for the kernel before it (95 ms per launch on 2,048 x
-        2,048 blocks, measured on the H100 machine)."""
-        n = int(jobs.size)
+    def _upload_jobs(self, g1: np.ndarray, g2: np.ndarray) -> device.DeviceArray:
+        """The int32 job list (g1, g2 per job) on the device, in a buffer reused between launches (queued
+        launches of one stream run in order: a launch's upload runs after the kernels before it). The
+        list is written into its own stretch of page-locked staging, so the copy is queued without
+        waiting: from pageable memory, the upload of each launch waited for the kernel before it (95 ms
+        per launch on 2,048 x 2,048 blocks, measured on the H100 machine)."""
+        n = 2 * len(g1)
         if self._jobs_dev is None or self._jobs_dev[0] < n or self._jobs_used + n > self._jobs_dev[0]:
             self._idle()  # the queued copies have read their staging
             self._reserve_jobs(max(n, 0 if self._jobs_dev is None else self._jobs_dev[0]))
         _, buf, host = self._jobs_dev
         stage = host[self._jobs_used : self._jobs_used + n]
-        stage[:] = jobs
+        stage[0::2], stage[1::2] = g1, g2
         self._jobs_used += n
         cuda.memcpy_htod_async(buf, stage, self.stream)
         return device.DeviceArray(buf, np.dtype(np.int32), n)
@@ -635,15 +637,13 @@ class GPUBackend:
             nnz = shared.db.nnz_per_graph
             by = np.argsort(-(n[a] * n[b] * 4 + nnz[a] * nnz[b]), kind="stable")
             order, a, b = order[by], a[by], b[by]
-        jobs = np.empty(2 * len(order), dtype=np.int32)
-        jobs[0::2], jobs[1::2] = a, b
         smem = compact.shared_bytes(**cl.dims, c_bytes=8 if config.weight_double else 4)
         if smem > 48 * 1024:
             self._allow_smem(fn)
         bps = device.kernel_blocks_per_sm(fn, blk, smem)
         grid = max(1, min(len(order), bps * self.n_sm))
         args = {k: v for k, v in shared.args.items() if k in _COMPACT_SHARED}
-        events = self._launch_jobs(fn, order, jobs, grid, blk, smem, shared.out, {**args, **cl.dims})
+        events = self._launch_jobs(fn, order, (a, b), grid, blk, smem, shared.out, {**args, **cl.dims})
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": True, "kernel": compact.KERNEL}  # fmt: skip
         return events, info
@@ -661,13 +661,13 @@ class GPUBackend:
             info["seconds"] = stop.time_since(start) * 1e-3
 
     def _launch_jobs(
-        self, fn: device.Kernel, order: np.ndarray, jobs: np.ndarray, grid: int, blk: int, smem: int, o: _Outputs,
-        args: dict,
+        self, fn: device.Kernel, order: np.ndarray, jobs: tuple[np.ndarray, np.ndarray], grid: int, blk: int, smem: int,
+        o: _Outputs, args: dict,
     ) -> tuple[Any, Any]:  # fmt: skip
-        """Queue one persistent-grid launch over a job list (``jobs``: g1, g2 per job; job t is pair ``order[t]``):
+        """Queue one persistent-grid launch over a job list (``jobs``: the g1 and g2 of job t = pair ``order[t]``):
         upload, counter reset, the launch with ``args``, its read-back into ``o`` (:meth:`_Outputs.queue_read`),
         all in this backend's stream, without waiting; the (start, stop) events around the kernel."""
-        d_jobs = self._upload_jobs(jobs)
+        d_jobs = self._upload_jobs(*jobs)
         if self.stream is None:
             cuda.memset_d32(o.counter, 0, 1)
         else:
@@ -725,8 +725,6 @@ class GPUBackend:
             shared.cost = self._cost(db, g1, g2) if self.sort_jobs else None
         N = shared.N
         order = self._job_order(sel, shared.cost)
-        jobs = np.empty(2 * len(order), dtype=np.int32)
-        jobs[0::2], jobs[1::2] = g1[order], g2[order]
         n_max = int(N[order].max())
         per_entry = _SMEM_PER_ENTRY[self.a_double] if self.a_in_shared else 8
         if extra is not None:
@@ -753,7 +751,7 @@ class GPUBackend:
         scratch = self._get_scratch(per_block_bytes * grid)
         args = {**shared.args, "scratch": scratch, "scratch_per_block": per_block, "use_smem": mode, "n_max": n_max,
                 **({} if extra is None else extra.args(order))}  # fmt: skip
-        events = self._launch_jobs(fn, order, jobs, grid, blk, smem, shared.out, args)
+        events = self._launch_jobs(fn, order, (g1[order], g2[order]), grid, blk, smem, shared.out, args)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": use_smem}  # fmt: skip
         if extra is not None:
