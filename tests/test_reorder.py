@@ -226,3 +226,87 @@ def test_pbr_windowed_path_beats_rcm_on_a_geometric_graph():
     g = random_geometric_graph(700, seed=3)  # > 128 nodes: refined window by window
     p = reorder(g, "pbr", seed=0)
     assert count_octiles(g, p) < min(count_octiles(g, reorder(g, "rcm")), count_octiles(g, reorder(g, "hilbert")))
+
+
+# ---------------------------------------------- identity orderings (reorder_graphs short cut)
+def test_identity_registry_and_resolution():
+    from mgkflow.reorder import default_method, is_identity, resolve_method
+
+    assert is_identity("natural") and is_identity("Natural")
+    assert not any(is_identity(m) for m in METHODS[1:] + ["auto", "no-such-ordering"])
+    small, large = np.eye(20), sp.identity(300, format="csr")
+    assert resolve_method("auto", small) == "natural" and resolve_method("AUTO", large) == "pbr"
+    assert resolve_method("RCM", small) == "rcm" and resolve_method("no-such-ordering", small) == "no-such-ordering"
+    assert default_method(Graph(np.zeros((3, 3)))) == "natural"  # from the shape, no pattern built
+    for bad in (np.zeros((2, 3)), np.zeros(4)):
+        with pytest.raises(ValueError, match="square|2-D"):
+            default_method(bad)
+    register("ident-test", lambda g, seed=0: np.arange(g.n_nodes), identity=True)
+    try:
+        assert is_identity("ident-test")
+        register("ident-test", lambda g, seed=0: np.arange(g.n_nodes)[::-1], overwrite=True)
+        assert not is_identity("ident-test")  # a replacement is not the identity unless it says so
+        register("ident-test", lambda g, seed=0: np.arange(g.n_nodes), overwrite=True, identity=True)
+    finally:
+        unregister("ident-test")
+    assert not is_identity("ident-test")
+
+
+def test_reorder_graphs_identity_returns_the_graphs_untouched(monkeypatch, tmp_path):
+    import mgkflow.gram.reorder as greorder
+    from mgkflow.datasets import molecules
+    from mgkflow.reorder import default_method
+
+    gs = molecules(30, seed=1)
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the identity short cut must not digest, pool or copy")
+
+    monkeypatch.setattr(greorder, "graph_digest", boom)  # cache key
+    monkeypatch.setattr(greorder, "ProcessPoolExecutor", boom)
+    monkeypatch.setattr(Graph, "permute", boom)
+    cache = greorder.PermutationCache(tmp_path / "perm")
+    for method in ("natural", "auto", default_method):
+        r = greorder.reorder_graphs(gs, method, workers=2, chunk=1, cache=cache, n_kicks=3)  # options unused
+        assert all(h is g for h, g in zip(r.graphs, gs))
+        assert all(np.array_equal(p, np.arange(g.n_nodes)) and p.dtype == np.int64 for p, g in zip(r.perms, gs))
+        assert not r.perms[0].flags.writeable  # shared between graphs of one size
+        assert (r.identity, r.computed, r.cached) == (30, 0, 0)
+        assert r.methods == [method if isinstance(method, str) else "natural"] * 30
+    assert len(cache) == 0 and not any((tmp_path / "perm").iterdir())
+
+
+def test_reorder_graphs_mixed_identity_and_permuted():
+    from mgkflow.datasets import molecules
+    from mgkflow.gram.reorder import PermutationCache, reorder_graphs
+    from mgkflow.reorder import default_method
+
+    mols = molecules(6, seed=2)
+    big = [Graph.from_networkx(nx.newman_watts_strogatz_graph(n, 3, 0.2, seed=n)) for n in (260, 300)]
+    gs = [mols[0], big[0], mols[1], mols[2], big[1], big[0], mols[3]]  # big[0] twice: computed once
+    cache = PermutationCache()
+    r = reorder_graphs(gs, default_method, seed=4, cache=cache, n_kicks=2)
+    assert r.methods == [default_method(g) for g in gs] == ["natural", "pbr", "natural", "natural", "pbr", "pbr",
+                                                            "natural"]  # fmt: skip
+    assert (r.identity, r.computed, r.cached) == (4, 2, 0) and len(cache) == 2
+    for g, h, p, m in zip(gs, r.graphs, r.perms, r.methods):
+        if m == "natural":
+            assert h is g and np.array_equal(p, np.arange(g.n_nodes))
+        else:
+            assert h is not g and np.array_equal(p, reorder(g, "pbr", seed=4, n_kicks=2))
+            assert not np.array_equal(p, np.arange(g.n_nodes))
+            assert np.array_equal(h.adjacency.toarray(), g.permute(p).adjacency.toarray())
+    again = reorder_graphs(gs, "auto", seed=4, cache=cache, n_kicks=2)  # "auto" keys differ from "pbr" keys
+    assert (again.identity, again.computed, again.cached) == (4, 2, 0)
+    assert again.methods == ["auto"] * len(gs)
+    assert all(np.array_equal(a, b) for a, b in zip(again.perms, r.perms))
+    assert reorder_graphs(gs, "auto", seed=4, cache=cache, n_kicks=2).cached == 3
+    # a chooser picking "rcm" for some molecules and "natural" for the rest
+    choose = lambda g: "rcm" if g.n_nodes % 2 else "natural"  # noqa: E731
+    c = reorder_graphs(mols, choose)
+    n_rcm = sum(g.n_nodes % 2 for g in mols)
+    assert 0 < n_rcm < len(mols) and (c.identity, c.computed) == (len(mols) - n_rcm, n_rcm)
+    for g, h, p in zip(mols, c.graphs, c.perms):
+        assert np.array_equal(p, reorder(g, choose(g)))
+        assert (h is g) == (choose(g) == "natural")
+        assert np.array_equal(h.node_labels["element"], g.node_labels["element"][p])

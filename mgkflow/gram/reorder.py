@@ -1,4 +1,8 @@
-"""Reordering many graphs: in parallel (process pool or Dask), with a per-graph permutation cache."""
+"""Reordering many graphs: in parallel (process pool or Dask), with a per-graph permutation cache.
+
+Graphs whose ordering is the identity (``natural``; ``auto`` below 256 nodes) skip all of it
+and are returned as they are.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Graph
+from ..reorder import is_identity, resolve_method
 from .digest import graph_digest, params_digest
 
 __all__ = ["PermutationCache", "ReorderResult", "reorder_graphs"]
@@ -76,7 +81,35 @@ class PermutationCache:
 
 @dataclass
 class ReorderResult:
-    """Reordered graphs, their permutations (``perm[k]`` = original node at k) and figures."""
+    """Reordered graphs, their permutations (``perm[k]`` = original node at k) and figures.
+
+    Each graph falls in one of three groups: identity ordering (``identity``), found in
+    the cache (``cached``), or computed; ``computed`` counts distinct permutations (equal
+    graphs once), so ``identity + cached + computed <= len(graphs)``, with equality when no
+    two computed graphs are equal.
+
+    Attributes
+    ----------
+    graphs : list of Graph
+        The reordered graphs, in input order; a graph whose ordering is the identity is
+        the input object itself (graphs are immutable), not a copy.
+    perms : list of numpy.ndarray
+        The permutations (int64); an identity graph's is ``arange(n)`` (read-only, shared
+        between graphs of equal size).
+    methods : list of str
+        The ordering asked for each graph (``method``, or its answer for the graph when
+        callable), as given: ``"auto"`` stays ``"auto"``.
+    cached : int
+        Graphs whose permutation was found in the cache (identity graphs excluded).
+    computed : int
+        Permutations computed (equal graphs once, identity graphs never).
+    seconds : float
+        Wall time of the call.
+    identity : int
+        Graphs whose resolved ordering is the identity (:func:`mgkflow.reorder.is_identity`,
+        e.g. ``natural``, or ``auto`` on a graph below 256 nodes): no digest, no cache
+        entry, no task, no copy.
+    """
 
     graphs: list[Graph]
     perms: list[np.ndarray]
@@ -84,12 +117,22 @@ class ReorderResult:
     cached: int
     computed: int
     seconds: float
+    identity: int = 0
 
 
 def _perms_task(items: list[tuple[Graph, str]], seed: int, options: dict) -> list[np.ndarray]:
     from ..reorder import reorder
 
     return [reorder(g, method=m, seed=seed, **options) for g, m in items]
+
+
+def _identity_perm(n: int, memo: dict[int, np.ndarray]) -> np.ndarray:
+    """``arange(n)`` (int64, read-only), one array per size in ``memo``."""
+    perm = memo.get(n)
+    if perm is None:
+        perm = memo[n] = np.arange(n, dtype=np.int64)
+        perm.setflags(write=False)
+    return perm
 
 
 def _pool_context() -> Any:
@@ -110,12 +153,20 @@ def reorder_graphs(
 ) -> ReorderResult:
     """Reorder every graph's nodes, computing only the permutations not in ``cache``.
 
+    A graph whose ordering resolves to the identity (:func:`mgkflow.reorder.resolve_method`
+    then :func:`mgkflow.reorder.is_identity`: ``natural``, or ``auto`` below 256 nodes) is
+    returned as it is, with ``arange(n)`` as its permutation: no content digest, cache
+    lookup or entry, task or copy, and ``options`` are not passed to it. So molecule sets
+    under ``auto`` or :func:`mgkflow.reorder.default_method` cost about a microsecond a
+    graph and start no process pool; the other graphs of the same call go through the
+    cache and the workers as before.
+
     Parameters
     ----------
     graphs : sequence of Graph
     method : str or callable
         An ordering of :mod:`mgkflow.reorder`, or ``f(graph) -> name`` choosing one per
-        graph (e.g. by size).
+        graph (e.g. :func:`mgkflow.reorder.default_method`).
     seed : int
         Seed of the randomized orderings.
     workers : int, optional
@@ -143,15 +194,32 @@ def reorder_graphs(
     (4, 4)
     >>> r.graphs[0].n_nodes == gs[0].n_nodes
     True
+
+    The identity ordering keeps the graphs themselves:
+
+    >>> n = reorder_graphs(gs, "natural", cache=cache)
+    >>> n.identity, n.computed, n.cached, n.graphs[0] is gs[0], n.perms[0].tolist() == list(range(gs[0].n_nodes))
+    (4, 0, 0, True, True)
     """
     t0 = time.perf_counter()
     graphs = list(graphs)
     if not isinstance(cache, PermutationCache):
         cache = PermutationCache(cache)
     methods = [method(g) if callable(method) else method for g in graphs]
-    keys = [cache.key(g, m, seed, options) for g, m in zip(graphs, methods)]
-    perms: list[np.ndarray | None] = [cache.get(k) for k in keys]
-    todo = [i for i, p in enumerate(perms) if p is None]
+    out: list[Graph | None] = [None] * len(graphs)
+    perms: list[np.ndarray | None] = [None] * len(graphs)
+    # identity orderings: the graph itself, arange(n) as permutation; the rest by key
+    ident: dict[int, np.ndarray] = {}
+    rest: list[int] = []
+    for i, (g, m) in enumerate(zip(graphs, methods)):
+        if is_identity(resolve_method(m, g)):
+            out[i], perms[i] = g, _identity_perm(g.n_nodes, ident)
+        else:
+            rest.append(i)
+    keys = {i: cache.key(graphs[i], methods[i], seed, options) for i in rest}
+    for i in rest:
+        perms[i] = cache.get(keys[i])
+    todo = [i for i in rest if perms[i] is None]
     # one task per `chunk` graphs; equal graphs (same key) are computed once
     first: dict[str, int] = {}
     for i in todo:
@@ -170,6 +238,8 @@ def reorder_graphs(
     for grp, res in zip(groups, results):
         for i, perm in zip(grp, res):
             cache.put(keys[i], perm)
-    perms = [cache.get(k) for k in keys]
-    out = [g.permute(p) for g, p in zip(graphs, perms)]
-    return ReorderResult(out, perms, methods, len(graphs) - len(todo), len(unique), time.perf_counter() - t0)
+    for i in rest:
+        perms[i] = perm = cache.get(keys[i])
+        out[i] = graphs[i].permute(perm)
+    n_ident = len(graphs) - len(rest)
+    return ReorderResult(out, perms, methods, len(rest) - len(todo), len(unique), time.perf_counter() - t0, n_ident)

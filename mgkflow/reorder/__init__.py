@@ -12,6 +12,11 @@ Built-in methods: ``natural``, ``random``, ``rcm``, ``pbr``, ``tsp``, ``morton``
 random ordering lives in ``random_order``), and ``auto``, which applies the default
 ordering for the graph's size (:func:`default_method`). Register another with :func:`register`.
 
+``natural`` is registered as an *identity* ordering (:func:`is_identity`): its permutation
+is always ``0..n-1``, so callers that reorder many graphs
+(:func:`mgkflow.gram.reorder_graphs`) skip it and keep the graph as it is;
+:func:`resolve_method` names the ordering ``auto`` applies to a given graph.
+
 Examples
 --------
 >>> import networkx as nx
@@ -31,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import hilbert, morton, natural, pbr, random_order, rcm, tsp
 from ._common import check_perm, pattern
@@ -44,6 +50,8 @@ __all__ = [
     "unregister",
     "available_methods",
     "get_method",
+    "is_identity",
+    "resolve_method",
     "pbr_groups",
 ]
 
@@ -51,9 +59,13 @@ __all__ = [
 Ordering = Callable[..., np.ndarray]
 
 _REGISTRY: dict[str, Ordering] = {}
+#: Names of the orderings registered with ``identity=True`` (see :func:`is_identity`).
+_IDENTITY: set[str] = set()
 
 
-def register(name: str, fn: Ordering | None = None, *, overwrite: bool = False) -> Any:
+def register(
+    name: str, fn: Ordering | None = None, *, overwrite: bool = False, identity: bool = False
+) -> Any:
     """Register an ordering under ``name`` (usable directly or as a decorator).
 
     The function is called as ``fn(graph, seed=seed, **options)`` and must return a
@@ -68,6 +80,10 @@ def register(name: str, fn: Ordering | None = None, *, overwrite: bool = False) 
         The ordering; omit to use ``register`` as a decorator.
     overwrite : bool
         Allow replacing an existing method.
+    identity : bool
+        The ordering returns the identity permutation ``0..n-1`` for every graph, seed
+        and options (as ``natural`` does). Callers may then skip calling it and keep the
+        graph unpermuted (:func:`is_identity`); leave False unless this holds.
 
     Examples
     --------
@@ -87,6 +103,10 @@ def register(name: str, fn: Ordering | None = None, *, overwrite: bool = False) 
         if not callable(f):
             raise TypeError(f"ordering {name!r}: {f!r} is not callable")
         _REGISTRY[key] = f
+        if identity:
+            _IDENTITY.add(key)
+        else:
+            _IDENTITY.discard(key)
         return f
 
     return deco if fn is None else deco(fn)
@@ -95,6 +115,7 @@ def register(name: str, fn: Ordering | None = None, *, overwrite: bool = False) 
 def unregister(name: str) -> None:
     """Remove a registered ordering (KeyError if unknown)."""
     del _REGISTRY[name.lower()]
+    _IDENTITY.discard(name.lower())
 
 
 def available_methods() -> list[str]:
@@ -116,6 +137,46 @@ def get_method(name: str) -> Ordering:
         raise ValueError(
             f"unknown ordering {name!r}; available: {', '.join(available_methods())}"
         ) from None
+
+
+def is_identity(name: str) -> bool:
+    """Whether the ordering ``name`` is registered as the identity (``register(..., identity=True)``).
+
+    Such an ordering leaves every graph in its input order, so a caller can skip it: no
+    permutation to compute, cache or apply. ``auto`` is not one (it depends on the
+    graph: pass :func:`resolve_method`'s answer); unknown names give False.
+
+    Examples
+    --------
+    >>> is_identity("natural"), is_identity("NATURAL"), is_identity("rcm"), is_identity("auto")
+    (True, True, False, False)
+    """
+    return name.lower() in _IDENTITY
+
+
+def resolve_method(name: str, graph: Any) -> str:
+    """The ordering that method ``name`` applies to ``graph`` (lower case).
+
+    ``auto`` resolves to :func:`default_method` of the graph (while ``auto`` is the built-in
+    one); any other name is returned lower-cased, unchecked (:func:`reorder` raises for an
+    unknown one). Cheap: reads the graph's size only.
+
+    Parameters
+    ----------
+    name : str
+        A method name.
+    graph : Graph, scipy sparse matrix or array_like
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> resolve_method("auto", np.eye(20)), resolve_method("auto", np.eye(2000)), resolve_method("RCM", np.eye(2))
+    ('natural', 'pbr', 'rcm')
+    """
+    key = name.lower()
+    if key == "auto" and _REGISTRY.get(key) is _auto:
+        return default_method(graph)
+    return key
 
 
 def reorder(graph: Any, method: str = "pbr", seed: int = 0, **options: Any) -> np.ndarray:
@@ -179,7 +240,19 @@ def default_method(graph: Any) -> str:
     >>> default_method(np.eye(20)), default_method(np.eye(2000))
     ('natural', 'pbr')
     """
-    return "pbr" if pattern(graph).shape[0] >= AUTO_PBR_MIN_NODES else "natural"
+    return "pbr" if _n_nodes(graph) >= AUTO_PBR_MIN_NODES else "natural"
+
+
+def _n_nodes(graph: Any) -> int:
+    """Nodes of a graph or square matrix from its shape alone (:func:`pattern` builds the
+    symmetrized pattern, ~0.1 ms a molecule); the same ValueErrors as :func:`pattern`."""
+    adj = getattr(graph, "adjacency", graph)
+    shape = adj.shape if sp.issparse(adj) else np.shape(adj)
+    if len(shape) != 2:
+        raise ValueError(f"adjacency must be a 2-D matrix, got shape {tuple(shape)}")
+    if shape[0] != shape[1]:
+        raise ValueError(f"adjacency matrix must be square, got {tuple(shape)}")
+    return int(shape[0])
 
 
 def _auto(graph: Any, seed: int = 0, **options: Any) -> np.ndarray:
@@ -187,7 +260,7 @@ def _auto(graph: Any, seed: int = 0, **options: Any) -> np.ndarray:
     return get_method(default_method(graph))(graph, seed=seed, **options)
 
 
-register("natural", natural.natural)
+register("natural", natural.natural, identity=True)
 register("random", random_order.random_order)
 register("rcm", rcm.rcm)
 register("pbr", pbr.pbr)
