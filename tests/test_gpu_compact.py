@@ -155,18 +155,60 @@ def test_bins() -> None:
     g1 = np.array([0, 1, 2, 3, 4, 5, 0])
     g2 = np.array([0, 1, 2, 3, 0, 5, 5])
     bins = compact.compact_bins(n, nnz, g1, g2)
-    # 3: 1,089 unknowns (512 threads); 4: 2,400 unknowns; 5: a coefficient table of 3.5 MB; 6: 248 unknowns,
-    # but a coefficient table of 52 KB, over the share of every bin but the largest
-    assert [(c.pairs.tolist(), c.block) for c in bins] == [([0, 1], 64), ([2], 256), ([3, 6], 512)]
+    # 3: 1,089 unknowns (512 threads); 4: 2,400 unknowns (1,024 threads); 5: a coefficient table of 3.5 MB;
+    # 6: 248 unknowns, but a coefficient table of 52 KB, over the share of the bins of 64 to 256 threads
+    assert [(c.pairs.tolist(), c.block) for c in bins] == [([0, 1], 64), ([2], 256), ([3, 6], 512), ([4], 1024)]
     for c in bins:  # the launch dimensions bound every pair of the launch
         a, b = g1[c.pairs], g2[c.pairs]
         assert c.dims["n_max"] >= (n[a] * n[b]).max() and c.dims["c_max"] >= (nnz[a] * nnz[b]).max()
         assert c.dims["r_max"] > max(n[a].max(), n[b].max()) and c.dims["e_max"] >= max(nnz[a].max(), nnz[b].max())
         assert compact.shared_bytes(**c.dims) <= compact.SMEM_PER_SM * c.block // compact.MIN_THREADS
-    assert compact.compact_bins(n, nnz, g1[4:6], g2[4:6]) == []
+    assert compact.compact_bins(n, nnz, g1[5:6], g2[5:6]) == []
     # launch sizes from the pairs present only: (2, 2) alone in its bin
     [c] = [c for c in compact.compact_bins(n, nnz, g1[2:3], g2[2:3])]
     assert c.dims["n_max"] == 900 and c.dims["c_max"] == 62 * 62
+
+
+def _slot_product(s: int, n1: int, n2: int, c1: np.ndarray, c2: np.ndarray, o1: np.ndarray, o2: np.ndarray):
+    """(i, i2) of thread slot s: mgk_compact.cu's decoding, line for line (c: class starts, o: dord)."""
+    q1, base1, end1 = s // n2, 0, n1
+    for c in range(compact.NCLS):
+        if q1 >= c1[c]:
+            base1, end1 = c1[c], c1[c + 1]
+    len1, t = end1 - base1, s - base1 * n2
+    base2, end2 = 0, n2
+    for c in range(compact.NCLS):
+        if t >= len1 * c2[c]:
+            base2, end2 = c2[c], c2[c + 1]
+    len2, t2 = end2 - base2, t - len1 * base2
+    x = t2 // len2
+    return int(o1[base1 + x]), int(o2[base2 + t2 - x * len2])
+
+
+def test_slot_order_covers_every_product_by_degree_class() -> None:
+    """degree_classes + the kernel's slot decoding: the slots of a pair take every product (i, i2) once,
+    in the order (degree class of i, degree class of i2), highest degrees first; padding nodes never."""
+    rng = np.random.default_rng(3)
+    ncls = compact.NCLS
+    for _ in range(60):
+        n = rng.integers(1, 40, size=2)
+        deg = [rng.integers(0, 8, size=int(k)) for k in n]
+        nt = -(-n // 8)
+        ptrs = []
+        base = 0
+        for d, t in zip(deg, nt, strict=True):
+            p = base + np.concatenate([[0], np.cumsum(d)])
+            ptrs.append(np.concatenate([p, np.full(8 * t - d.size, p[-1])]))
+            base = int(p[-1])
+        dord, dcls = compact.degree_classes(np.concatenate(ptrs), n, nt)
+        assert dord.size == 8 * nt.sum() and dcls.shape == (2 * (ncls + 1),)
+        c1, c2 = dcls[: ncls + 1], dcls[ncls + 1 :]
+        o1, o2 = dord[: 8 * nt[0]], dord[8 * nt[0] :]
+        assert c1[-1] == n[0] and c2[-1] == n[1]
+        got = [_slot_product(s, int(n[0]), int(n[1]), c1, c2, o1, o2) for s in range(int(n[0] * n[1]))]
+        assert sorted(got) == [(i, j) for i in range(n[0]) for j in range(n[1])]
+        cls = [(ncls - 1 - min(deg[0][i], ncls - 1), ncls - 1 - min(deg[1][j], ncls - 1)) for i, j in got]
+        assert cls == sorted(cls)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -208,10 +250,40 @@ def test_fake_backend_compact_path(fake_backend, case: str) -> None:  # noqa: F8
     assert compiles[1] == compiles[0]  # another q: no compilation
 
 
+def test_fake_backend_skips_tile_sort_when_all_compact(fake_backend) -> None:  # noqa: F811
+    """A call whose every pair goes to the compact solver packs the graphs in their own order (no tile
+    sort: nothing reads it); with a graph too large for the compact bins the tiles are sorted again.
+    The values do not depend on it."""
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = CASES["labeled"]
+    current: dict = {}
+
+    def factory(src: str) -> Any:
+        if compact.KERNEL in src:
+            return CompactModule(src, nk, ek, current["config"], [])
+        return BlockStub(src, [])
+
+    sys.modules["pycuda.compiler"].factory = factory
+    graphs = [_molecule(n, 20 + s) for s, n in enumerate((7, 15, 30, 90))]
+    be = backend.GPUBackend(rtol=1e-10)
+    for k, expect_sorted in ((3, False), (4, True)):
+        systems = [prepare_graph(g, i, nk, ek, q=0.05) for i, g in enumerate(graphs[:k])]
+        current["config"] = be._config(systems, nk, ek)
+        pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
+        vals, _, _, conv = be.solve(systems, systems, pairs, nk, ek)
+        assert (be._batch_cache[1].perms is not None) == expect_sorted
+        assert conv.all()
+        for t, (i, j) in enumerate(pairs):
+            ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+            assert abs(vals[t] - ref) <= 1e-7 * abs(ref)
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
 def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
     """The compact solver's launch configurations (64 to 512 threads) compile for sm_90 with the
-    solver's options, no warning, no spill, for labeled, unlabeled and double-weight kernels."""
+    solver's options, no warning, no spill at 512 threads per SM, for labeled, unlabeled and double-weight
+    kernels; the 1,024-thread bin (64 registers, one block per SM, as in production) without a warning."""
     configs = {
         "kd-kd": (KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond"), {"element": "int64"},
                   {"bond": "float64"}, "rows"),  # fmt: skip
@@ -231,6 +303,13 @@ def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
         assert "warning" not in proc.stderr.lower(), f"{name}:\n{proc.stderr}"
         spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
         assert spills and max(spills) == 0, f"{name}:\n{proc.stderr}"
+    nk, ek = KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond")
+    cfg = make_config(nk, ek, {"element": "int64"}, {"bond": "int64"}, row_ilp=2, xmv="rows")
+    path = tmp_path / "kd-kd-1024.cu"
+    path.write_text(compact.compact_source(cfg, 1024, 1))
+    cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-o", str(path.with_suffix(".cubin")), str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "warning" not in proc.stderr.lower(), proc.stderr
 
 
 @pytest.mark.parametrize("overlap", [False, True])
@@ -339,7 +418,7 @@ def test_job_order_large_launches(fake_backend) -> None:  # noqa: F811
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gpu_compact_matches_cpu_and_block(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a GPU: the compact kernel gives the CPU values (1e-7) and the per-block kernel's (2e-7) on
-    molecule-like graphs of 1-60 atoms (every bin), labeled and unlabeled, q = 0.05 and 0.0005."""
+    molecule-like graphs of 10-64 atoms (every bin), labeled and unlabeled, q = 0.05 and 0.0005."""
     from mgkflow.datasets import molecules
     from mgkflow.gpu import GPUBackend
 
@@ -348,14 +427,14 @@ def test_gpu_compact_matches_cpu_and_block(case: str, monkeypatch: pytest.Monkey
         from mgkflow.datasets import default_kernels
 
         nk, ek = default_kernels("drugs")
-    graphs = molecules(24, seed=7, min_atoms=8, max_atoms=60)
+    graphs = molecules(24, seed=7, min_atoms=8, max_atoms=60) + molecules(2, seed=3, min_atoms=56, max_atoms=64)
     pairs = np.array([(i, j) for i in range(len(graphs)) for j in range(i, len(graphs))])
     for q in (0.05, 0.0005):
         systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
         be = GPUBackend()
         vc, itc, _, cc = be.solve(systems, systems, pairs, nk, ek)
         used = [la["block"] for la in be.last_extra["launches"] if la.get("kernel") == compact.KERNEL]
-        assert sorted(used) == [64, 128, 256, 512]
+        assert sorted(used) == [64, 128, 256, 512, 1024]
         with monkeypatch.context() as m:
             m.setattr(compact, "BINS", ())
             blk = GPUBackend()

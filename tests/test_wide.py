@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from mgkflow.cpu_solver import solve_pair
-from mgkflow.gpu import device
+from mgkflow.gpu import compact, device
 from mgkflow.gpu.source import KPAR, KernelConfig, kernel_values, make_config
 from mgkflow.gpu.wide import STAGED_MIN_Q, WIDE_BLOCK, WIDE_KERNELS, wide_pcg, wide_source
 from mgkflow.graph import Graph
@@ -885,8 +885,6 @@ def test_fake_backend_routes_pairs_to_the_wide_path(fake_backend, wide, monkeypa
     wide path (forced, or because a 1 KiB scratch budget cannot hold one block's vectors; the compact
     solver, which needs no scratch, is switched off for that), the per-pair kernel is compiled but
     never launched, and K matches the CPU backend."""
-    from mgkflow.gpu import compact
-
     monkeypatch.setattr(compact, "BINS", ())
     drv, backend = fake_backend
     graphs = [_rgg(40, 3), _rgg(28, 4), _rgg(17, 5)]
@@ -916,11 +914,13 @@ def test_fake_backend_routes_pairs_to_the_wide_path(fake_backend, wide, monkeypa
         assert abs(vals[t] - ref) <= 1e-7 * abs(ref), (i, j)
 
 
-def test_fake_backend_per_pair_launch_arguments_match_the_kernel(fake_backend) -> None:
+def test_fake_backend_per_pair_launch_arguments_match_the_kernel(fake_backend, monkeypatch) -> None:
     """The per-pair solver launches (tiny 128-thread class and a shared-memory class) pass
     exactly the arguments `mgk_solve` declares: count, pointer/scalar kinds and scalar widths,
-    checked against the generated source (a GPU would reject or misread a mismatch)."""
+    checked against the generated source (a GPU would reject or misread a mismatch). The compact
+    solver is off here (its launches are checked in test_gpu_compact.py)."""
     drv, backend = fake_backend
+    monkeypatch.setattr(compact, "BINS", ())
     drv.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES="max_dynamic_shared")
     graphs = [_rgg(20, 7), _rgg(24, 8), _rgg(70, 9)]
     nk, ek = KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")

@@ -262,11 +262,14 @@ class GPUBackend:
         self._adopted = packed
 
     def _device_batch(
-        self, systems: Sequence[GraphSystem], config: KernelConfig, digest: int | None = None
-    ) -> _DeviceBatch:
+        self, systems: Sequence[GraphSystem], config: KernelConfig, digest: int | None = None,
+        all_compact: bool = False,
+    ) -> _DeviceBatch:  # fmt: skip
         """The uploaded batch of ``systems`` (cached while the same graphs come back; an adopted
-        host batch of the same layout is uploaded instead of packing)."""
-        sort = strategies.get(config.xmv).tile_sort and self.tile_sort
+        host batch of the same layout is uploaded instead of packing). ``all_compact``: every pair of
+        the call goes to the compact solver, which reads no tile order, so the nodes are not sorted
+        within their tiles (the per-block solver's layout; a permuted copy of every graph)."""
+        sort = strategies.get(config.xmv).tile_sort and self.tile_sort and not all_compact
         key = layout_key(systems, config, sort)
         if digest is None:
             digest = vector_digest(systems)
@@ -427,7 +430,7 @@ class GPUBackend:
         func = compile_module(config).function("mgk_solve")
         t_compile = time.perf_counter() - t0
         t0 = time.perf_counter()
-        db = self._device_batch(systems, config, self._vector_digest(systems))
+        db = self._device_batch(systems, config, self._vector_digest(systems), self._all_compact(systems, config))
         t_pack = time.perf_counter() - t0
 
         pr = np.asarray(pairs)
@@ -584,13 +587,26 @@ class GPUBackend:
         fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
                          int(self.limits.smem_optin) - int(getattr(fn, "shared_size_bytes", 0)))  # fmt: skip
 
+    def _compact_on(self, config: KernelConfig) -> bool:
+        """Whether the compact solver takes this call's small pairs (row layout, value-only, not forced wide)."""
+        forced_off = config.gradient or config.nodal or self.wide is True
+        return bool(compact.BINS) and config.xmv == "rows" and not forced_off
+
+    def _all_compact(self, systems: Sequence[GraphSystem], config: KernelConfig) -> bool:
+        """Whether every pair between these systems goes to the compact solver (:func:`compact.fits_all`)."""
+        if not self._compact_on(config):
+            return False
+        n = np.fromiter((s.graph.n_nodes for s in systems), dtype=np.int64, count=len(systems))
+        nnz = np.fromiter((s.graph.nnz for s in systems), dtype=np.int64, count=len(systems))
+        return compact.fits_all(n, nnz, c_bytes=8 if config.weight_double else 4)
+
     def _compact_split(
         self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, config: KernelConfig
     ) -> tuple[list[compact.CompactLaunch], np.ndarray]:
         """The compact solver's launches (:mod:`mgkflow.gpu.compact`: small pairs, row layout, value-only)
         and the indices of the pairs left to the other launches."""
         everything = np.arange(len(g1))
-        if config.xmv != "rows" or config.gradient or config.nodal or self.wide is True:
+        if not self._compact_on(config):
             return [], everything
         bins = compact.compact_bins(db.batch.n_nodes, db.nnz_per_graph, g1, g2,
                                     c_bytes=8 if config.weight_double else 4)  # fmt: skip
@@ -643,6 +659,7 @@ class GPUBackend:
         bps = device.kernel_blocks_per_sm(fn, blk, smem)
         grid = max(1, min(len(order), bps * self.n_sm))
         args = {k: v for k, v in shared.args.items() if k in _COMPACT_SHARED}
+        args["dord"], args["dcls"] = shared.db.arrays["dord"], shared.db.arrays["dcls"]  # thread-slot order
         events = self._launch_jobs(fn, order, (a, b), grid, blk, smem, shared.out, {**args, **cl.dims})
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": True, "kernel": compact.KERNEL}  # fmt: skip

@@ -10,7 +10,7 @@ layout of the per-block strategy "rows" (:mod:`mgkflow.gpu.strategies.row_pair`)
 when the call's batch has it (the default ``xmv="rows"``), for value-only solves.
 
 :func:`compact_bins` routes pairs: those with ``n1 * n2 <= max(BINS)`` product unknowns whose
-tables fit their launch's share of :data:`SMEM_PER_SM`, in launches of 64 to 512 threads by size.
+tables fit their launch's share of :data:`SMEM_PER_SM`, in launches of 64 to 1,024 threads by size.
 :func:`compact_source` generates the CUDA source, :func:`shared_bytes` the launch's shared memory
 and :func:`emulate_launch` runs a launch in numpy (the fake-driver tests' reference).
 
@@ -33,15 +33,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KERNEL", "KE", "BINS", "MIN_THREADS", "SMEM_PER_SM", "CompactLaunch", "compact_source", "shared_bytes",
-           "compact_bins", "emulate_launch"]  # fmt: skip
+__all__ = ["KERNEL", "KE", "NCLS", "BINS", "MIN_THREADS", "SMEM_PER_SM", "CompactLaunch", "compact_source",
+           "shared_bytes", "fits_all", "degree_classes", "compact_bins", "emulate_launch"]  # fmt: skip
 
 #: Kernel name in ``mgk_compact.cu``.
 KERNEL = "mgk_solve_compact"
 #: Product entries each thread owns (registers per entry: r, p, a, the diagonal and its inverse).
 KE = 4
+#: Degree classes of the thread-slot order: degrees ``NCLS - 1`` and up, ..., 1, 0 (:func:`degree_classes`).
+NCLS = 5
 #: (largest product unknowns, threads per block) of the launch bins, ascending.
-BINS: tuple[tuple[int, int], ...] = ((4 * 64, 64), (4 * 128, 128), (4 * 256, 256), (4 * 512, 512))
+BINS: tuple[tuple[int, int], ...] = (
+    (4 * 64, 64), (4 * 128, 128), (4 * 256, 256), (4 * 512, 512), (4 * 1024, 1024)
+)  # fmt: skip
 #: Resident threads per SM the compiler must fit registers for (``__launch_bounds__``): 1,024 gives
 #: 64 registers with small spills and was the fastest measured (512, 1,280, 1,536: gpu/NOTES.md).
 MIN_THREADS = 1024
@@ -62,6 +66,7 @@ def compact_source(config: Any, block: int, min_blocks: int = 1) -> str:
     return Template(template_text("mgk_compact.cu")).substitute(
         BLOCK=str(int(block)),
         KE=str(KE),
+        NCLS=str(NCLS),
         MIN_BLOCKS=str(int(min_blocks)),
         DEFINES=label_macros(config),
         NODE_KERNEL=config.node_expr,
@@ -81,6 +86,68 @@ def shared_bytes(n_max: int, c_max: int, r_max: int, e_max: int, c_bytes: int = 
     (``c_max`` entries of ``c_bytes``), then two row-pointer tables of ``r_max`` and two column
     tables of ``e_max`` ints (the layout ``mgk_compact.cu`` expects)."""
     return 16 * int(n_max) + _align8(int(c_max) * int(c_bytes)) + 4 * (2 * int(r_max) + 2 * int(e_max))
+
+
+def _need(n: np.ndarray, nnz: np.ndarray, c_bytes: int) -> np.ndarray:
+    """Shared memory of the pairs (n[a], nnz[a]) x (n[b], nnz[b]) (:func:`shared_bytes`), broadcast."""
+    r = np.maximum(n[:, None], n[None, :]) + 1
+    e = np.maximum(np.maximum(nnz[:, None], nnz[None, :]), 1)
+    return 16 * n[:, None] * n[None, :] + (nnz[:, None] * nnz[None, :] * c_bytes + 7) // 8 * 8 + 4 * (2 * r + 2 * e)
+
+
+def fits_all(n: np.ndarray, nnz: np.ndarray, c_bytes: int = 4, smem_per_sm: int | None = None) -> bool:
+    """Whether :func:`compact_bins` takes every pair between graphs of ``n`` nodes and ``nnz`` nonzeros:
+    the pair of the largest node count and the largest nonzero count with itself fits the largest bin
+    (product size and shared memory grow with both).
+
+    Examples
+    --------
+    >>> fits_all(np.array([12, 48]), np.array([24, 104])), fits_all(np.array([12, 300]), np.array([24, 600]))
+    (True, False)
+    """
+    n = np.asarray(n, dtype=np.int64)
+    nnz = np.asarray(nnz, dtype=np.int64)
+    if not BINS or not n.size or n.min() < 1:
+        return not n.size
+    hi, block = BINS[-1]
+    budget = SMEM_PER_SM if smem_per_sm is None else int(smem_per_sm)
+    top_n, top_e = np.array([n.max()]), np.array([nnz.max()])
+    return bool(top_n[0] ** 2 <= hi and _need(top_n, top_e, c_bytes)[0, 0] <= budget * block // MIN_THREADS)
+
+
+def degree_classes(
+    rrowptr: np.ndarray, n_nodes: np.ndarray, n_tiles_side: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The thread-slot order tables of ``mgk_compact.cu`` from a batch's row layout (row pointers of
+    ``8 * n_tiles_side[k] + 1`` entries per graph, concatenated; nodes of graph ``k`` from
+    ``8 * sum(n_tiles_side[:k])``): ``dord``, per node position, the graph's nodes by degree class
+    (degrees :data:`NCLS` - 1 and up first, then each lower degree; input order within a class;
+    padding nodes last), and ``dcls``, per graph, the :data:`NCLS` class starts in that order and
+    the node count.
+
+    Examples
+    --------
+    >>> rp = np.array([0, 1, 4, 5, 7, 7, 7, 7, 7])  # one graph of 4 nodes (degrees 1, 3, 1, 2)
+    >>> dord, dcls = degree_classes(rp, np.array([4]), np.array([1]))
+    >>> dord[:4].tolist(), dcls.tolist()
+    ([1, 3, 0, 2], [0, 0, 1, 2, 4, 4])
+    """
+    n_nodes = np.asarray(n_nodes, dtype=np.int64)
+    side = 8 * np.asarray(n_tiles_side, dtype=np.int64)
+    K, total = n_nodes.size, int(side.sum())
+    g = np.repeat(np.arange(K), side)
+    start = np.cumsum(side) - side
+    j = np.arange(total)
+    local = j - start[g]
+    rp = np.asarray(rrowptr, dtype=np.int64)
+    deg = rp[j + g + 1] - rp[j + g]
+    real = local < n_nodes[g]
+    cls = np.where(real, NCLS - 1 - np.minimum(deg, NCLS - 1), NCLS)
+    dord = local[np.lexsort((local, cls, g))].astype(np.int32)
+    counts = np.bincount(g[real] * NCLS + cls[real], minlength=K * NCLS).reshape(K, NCLS)
+    dcls = np.zeros((K, NCLS + 1), dtype=np.int64)
+    np.cumsum(counts, axis=1, out=dcls[:, 1:])
+    return dord, dcls.astype(np.int32).ravel()
 
 
 @dataclass
@@ -110,7 +177,7 @@ def compact_bins(
     >>> n, nnz = np.array([12, 20, 200]), np.array([24, 40, 400])
     >>> g = np.array([0, 1, 2, 0])
     >>> [(c.pairs.tolist(), c.block) for c in compact_bins(n, nnz, g, np.array([0, 1, 0, 2]))]
-    [([0], 64), ([1], 128)]
+    [([0], 64), ([1], 128), ([2, 3], 1024)]
     """
     n = np.asarray(n, dtype=np.int64)
     nnz = np.asarray(nnz, dtype=np.int64)
@@ -127,7 +194,7 @@ def compact_bins(
     Ct = unz[:, None] * unz[None, :]
     r_t = np.maximum(un[:, None], un[None, :]) + 1
     e_t = np.maximum(np.maximum(unz[:, None], unz[None, :]), 1)
-    need = 16 * Nt + (Ct * c_bytes + 7) // 8 * 8 + 4 * (2 * r_t + 2 * e_t)
+    need = _need(un, unz, c_bytes)
     budget = SMEM_PER_SM if smem_per_sm is None else int(smem_per_sm)
     table = np.full(Nt.shape, len(BINS), dtype=np.uint8)  # bin index; len(BINS): none
     for b in range(len(BINS) - 1, -1, -1):  # the smallest bin that holds the pair wins

@@ -17,18 +17,30 @@
 //     diagonal and its inverse, p and a = M p stay in registers; only p is also written to shared
 //     memory (the XMV reads it across threads). Three barriers per CG step;
 //   * no solution vector: K = w^T x with w_u = p_i p'_i2 (start probabilities, in shared memory)
-//     and x = sum_k alpha_k p_k, so K = sum_k alpha_k (w^T p_k), w^T p reduced with p^T M p.
+//     and x = sum_k alpha_k p_k, so K = sum_k alpha_k (w^T p_k), w^T p reduced with p^T M p;
+//   * thread slots in degree-class order: a product (i, i2) costs deg(i) * deg(i2) multiply-adds in
+//     the XMV, and a warp runs as long as its slowest lane. Slot s of a pair is taken by the
+//     products in the order (degree class of i, degree class of i2, i, i2), classes from the
+//     highest degree down (degrees NCLS-1 and up share class 0), each graph's nodes in that order
+//     given by the host (dord, dcls): the lanes of a warp then almost always have equal trip
+//     counts. Slot s = k * BLOCK + 32 * warp' + lane with warp' = warp for even k and
+//     NWARP - 1 - warp for odd k, so that every warp gets a share of the heavy and of the light
+//     classes (the block waits for its slowest warp at each reduction);
+//   * block reductions: one shared-memory load per lane and a butterfly over the NWARP partials.
 //
-// Placeholders filled by mgkflow.gpu.compact: BLOCK, KE, MIN_BLOCKS, DEFINES (the
+// Placeholders filled by mgkflow.gpu.compact: BLOCK, KE, MIN_BLOCKS, NCLS, DEFINES (the
 // run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF.
 
 #define BLOCK ${BLOCK}
 #define KE ${KE}
 #define MIN_BLOCKS ${MIN_BLOCKS}
+#define NCLS ${NCLS}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 #define NODE_KERNEL_EXPR (${NODE_KERNEL})
 #define NWARP (BLOCK / 32)
+// thread slot of own entry k (see the header)
+#define SLOT(k) ((k) * BLOCK + ((((k) & 1) ? (NWARP - 1 - warp) : warp) << 5) + lane)
 typedef ${W_TYPE} w_t;
 typedef ${C_TYPE} c_t;
 // coefficient A_ij A'_i'j' ke of one product, in double
@@ -43,23 +55,25 @@ __device__ __forceinline__ void warp_sum2(double& a, double& b)
     }
 }
 
-// Sum two doubles over the block through buf (2 * NWARP doubles); every thread gets the totals.
-// One barrier: the caller makes sure buf is not read by a previous reduction any more.
+// Sum two doubles over the block through buf (2 * NWARP doubles); every thread gets the same
+// totals (bit for bit: each step of a butterfly adds the same two values in every lane). One
+// barrier: the caller makes sure buf is not read by a previous reduction any more.
 __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
 {
     warp_sum2(a, b);
-    const int w = threadIdx.x >> 5;
-    if ((threadIdx.x & 31) == 0) {
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) {
         buf[w] = a;
         buf[NWARP + w] = b;
     }
     __syncthreads();
-    a = 0.0;
-    b = 0.0;
+    // lane l reads warp (l mod NWARP)'s partials: each aligned group of NWARP lanes sums them all
+    a = buf[lane & (NWARP - 1)];
+    b = buf[NWARP + (lane & (NWARP - 1))];
 #pragma unroll
-    for (int k = 0; k < NWARP; ++k) {
-        a += buf[k];
-        b += buf[NWARP + k];
+    for (int o = NWARP / 2; o > 0; o >>= 1) {
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+        b += __shfl_xor_sync(0xffffffffu, b, o);
     }
 }
 
@@ -75,6 +89,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
     const double* __restrict__ dvec,
     const double* __restrict__ pvec,
     const double* __restrict__ qvec,
+    const int* __restrict__ dord,                 // per graph, from its node offset: nodes by degree class
+    const int* __restrict__ dcls,                 // per graph, NCLS + 1 ints: class starts in dord, then n
     const int* __restrict__ jobs,                 // (g1, g2) per job
     const int n_jobs,
     int* __restrict__ job_counter,
@@ -106,6 +122,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
     (void)elab;  // unused when the edge kernel reads no label
     (void)elab_stride;
     const int tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31;
+    static_assert((NWARP & (NWARP - 1)) == 0, "BLOCK / 32 must be a power of two");
 
     for (;;) {
         if (tid == 0) s_job = atomicAdd(job_counter, 1);
@@ -140,19 +158,39 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
         }
 
         // ------------------------------------------------------------ init (own entries)
+        int c1[NCLS + 1], c2[NCLS + 1];  // class starts (constant indices only: registers)
+#pragma unroll
+        for (int c = 0; c <= NCLS; ++c) {
+            c1[c] = dcls[(NCLS + 1) * g1 + c];
+            c2[c] = dcls[(NCLS + 1) * g2 + c];
+        }
         double r[KE], p[KE], dg[KE], di[KE];
         int ij[KE];  // (i << 16) | i2
         double rz = 0.0, bb = 0.0;
 #pragma unroll
         for (int k = 0; k < KE; ++k) {
-            const int u = tid + k * BLOCK;
+            const int s = SLOT(k);
             r[k] = 0.0;
             p[k] = 0.0;
             dg[k] = 1.0;
             di[k] = 1.0;
             ij[k] = 0;
-            if (u < N) {
-                const int i = u / n2, i2 = u - i * n2;
+            if (s < N) {
+                // slot -> (class a of G1, class b of G2, position in that rectangle) -> (i, i2)
+                const int q1 = s / n2;  // position of i in G1's class order
+                int base1 = 0, end1 = n1;
+#pragma unroll
+                for (int c = 0; c < NCLS; ++c)
+                    if (q1 >= c1[c]) { base1 = c1[c]; end1 = c1[c + 1]; }
+                const int len1 = end1 - base1, t = s - base1 * n2;
+                int base2 = 0, end2 = n2;
+#pragma unroll
+                for (int c = 0; c < NCLS; ++c)
+                    if (t >= len1 * c2[c]) { base2 = c2[c]; end2 = c2[c + 1]; }
+                const int len2 = end2 - base2, t2 = t - len1 * base2;
+                const int x = t2 / len2, y = t2 - x * len2;
+                const int i = dord[off1 + base1 + x], i2 = dord[off2 + base2 + y];
+                const int u = i * n2 + i2;
                 ij[k] = (i << 16) | i2;
                 const int u1 = off1 + i, u2 = off2 + i2;
                 LOAD_V1(u1);
@@ -166,7 +204,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                 r[k] = b;
                 p[k] = b * di[k];
                 P[u] = p[k];
-                W[u] = pvec[u1] * pvec[u2];
+                W[s] = pvec[u1] * pvec[u2];  // by slot: only its owner reads it
                 rz += b * p[k];
                 bb += b * b;
             }
@@ -187,7 +225,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
 #pragma unroll
             for (int k = 0; k < KE; ++k) {
                 a[k] = 0.0;
-                if (tid + k * BLOCK < N) {
+                if (SLOT(k) < N) {
                     const int i = ij[k] >> 16, i2 = ij[k] & 0xffff;
                     const int a0 = rp1[i], a1 = rp1[i + 1], b0 = rp2[i2], b1 = rp2[i2 + 1];
                     double y = 0.0, y1 = 0.0;
@@ -203,7 +241,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                     }
                     a[k] = dg[k] * p[k] - (y + y1);
                     pa += p[k] * a[k];
-                    wp += W[tid + k * BLOCK] * p[k];
+                    wp += W[SLOT(k)] * p[k];
                 }
             }
             block_sum2(pa, wp, red[1]);
@@ -236,9 +274,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
             rz = rz_new;
 #pragma unroll
             for (int k = 0; k < KE; ++k) {
-                const int u = tid + k * BLOCK;
                 p[k] = r[k] * di[k] + beta * p[k];
-                if (u < N) P[u] = p[k];
+                if (SLOT(k) < N) P[(ij[k] >> 16) * n2 + (ij[k] & 0xffff)] = p[k];
             }
             __syncthreads();  // P complete before the next XMV; red[1] free again
         }

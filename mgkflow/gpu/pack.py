@@ -33,6 +33,7 @@ import numpy as np
 from ..format.octile import OctileBatch, pack_batch
 from ..kernels import BaseKernel
 from ..system import GraphSystem
+from .compact import degree_classes
 from .strategies.row_pair import label_words, permute_system, row_arrays, tile_degree_order
 
 __all__ = ["HostBatch", "pack_host", "pack_for_kernels", "layout_key", "vector_digest", "weights_need_double"]
@@ -130,6 +131,7 @@ def pack_host(systems: Sequence[GraphSystem], config: Any, sort: bool) -> HostBa
         "p": batch.p,
         "q": batch.q,
     }
+    host["dord"], host["dcls"] = degree_classes(rows["rrowptr"], batch.n_nodes, batch.n_tiles_side)
     return HostBatch(key, digest, batch, host, batch.nnz + 1, n_nodes_total + 1, int(rows["relab_stride"]), perms,
                      originals)  # fmt: skip
 
