@@ -315,8 +315,9 @@ def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
 @pytest.mark.parametrize("overlap", [False, True])
 def test_fake_tiled_gram_packs_once(fake_backend, overlap: bool) -> None:  # noqa: F811
     """The tiled Gram path on the fake GPU: every block's pairs are solved within the whole set,
-    packed and uploaded once for all blocks (per solver thread: two with ``overlap``); the molecules'
-    pairs run in the compact kernel; values as the CPU backend, bit for bit the same with and without overlap."""
+    packed once for all blocks and solver threads (each thread's backend uploads that host batch);
+    the molecules' pairs run in the compact kernel; values as the CPU backend, bit for bit the same
+    with and without overlap."""
     from mgkflow.datasets import default_kernels, molecules
     from mgkflow.gram import tiled
     from mgkflow.mgk import MarginalizedGraphKernel
@@ -379,10 +380,9 @@ def test_fake_tiled_gram_packs_once(fake_backend, overlap: bool) -> None:  # noq
     backend.pack_host = counting_pack
     kern = MarginalizedGraphKernel(nk, ek, q=0.05, backend="gpu", rtol=1e-10, )
     res = tiled.tiled_gram(graphs, kernel=kern, block_size=4, check_memory=False, overlap=overlap)
-    # once per solver thread (the pool may start its second thread or not)
-    assert res.blocks == 6 and packs in ([len(graphs)], [len(graphs)] * 2) and not block_log
-    assert overlap or packs == [len(graphs)]
-    assert len(streams) == len(packs) if overlap else not streams  # one stream per solver thread
+    assert res.blocks == 6 and packs == [len(graphs)] and not block_log
+    # one stream per solver thread (the pool may start its second thread or not)
+    assert len(streams) in (1, 2) if overlap else not streams
     assert res.computed == [b.key for b in tiled.plan_blocks(len(graphs), None, 4)]  # reported in block order
     assert sum(e["jobs"] for e in compact_log) == len(graphs) * (len(graphs) + 1) // 2
     ref = MarginalizedGraphKernel(nk, ek, q=0.05, backend="cpu")(graphs)

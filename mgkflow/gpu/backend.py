@@ -261,15 +261,24 @@ class GPUBackend:
             raise TypeError(f"adopt expects a mgkflow.gpu.pack.HostBatch, got {type(packed).__name__}")
         self._adopted = packed
 
+    def host_batch(
+        self, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], node_kernel: BaseKernel, edge_kernel: BaseKernel
+    ) -> HostBatch:  # fmt: skip
+        """The host batch :meth:`solve` packs for a value-only call on ``xs`` x ``ys`` (the same lists
+        as the call's): several backends (the solver threads of a tiled Gram run) pack once and
+        :meth:`adopt` it."""
+        systems = list(xs) if xs is ys else list(xs) + list(ys)
+        config = self._config(systems, node_kernel, edge_kernel)
+        return pack_host(systems, config, _tile_sort(config, self.tile_sort, self._all_compact(systems, config)))
+
     def _device_batch(
         self, systems: Sequence[GraphSystem], config: KernelConfig, digest: int | None = None,
         all_compact: bool = False,
     ) -> _DeviceBatch:  # fmt: skip
         """The uploaded batch of ``systems`` (cached while the same graphs come back; an adopted
         host batch of the same layout is uploaded instead of packing). ``all_compact``: every pair of
-        the call goes to the compact solver, which reads no tile order, so the nodes are not sorted
-        within their tiles (the per-block solver's layout; a permuted copy of every graph)."""
-        sort = strategies.get(config.xmv).tile_sort and self.tile_sort and not all_compact
+        the call goes to the compact solver (see :func:`_tile_sort`)."""
+        sort = _tile_sort(config, self.tile_sort, all_compact)
         key = layout_key(systems, config, sort)
         if digest is None:
             digest = vector_digest(systems)
@@ -864,6 +873,13 @@ def _wait(event: Any) -> None:
     while not query():
         time.sleep(5e-5)
     event.synchronize()
+
+
+def _tile_sort(config: KernelConfig, tile_sort: bool, all_compact: bool) -> bool:
+    """Whether the nodes are sorted by degree within their tiles (the per-block solver's layout; a
+    permuted copy of every graph): the strategy's and the backend's choice, but not when every pair
+    of the call goes to the compact solver, which reads no tile order."""
+    return strategies.get(config.xmv).tile_sort and tile_sort and not all_compact
 
 
 def _alloc_staging(n: int) -> tuple:

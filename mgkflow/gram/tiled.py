@@ -136,6 +136,7 @@ def _device_context() -> Iterator[None]:
 
 _SYSTEMS_LOCK = threading.Lock()
 _SYSTEMS: dict[str, tuple[list, list]] = {}
+_PACKS: dict[str, Any] = {}  # the GPU host batch of a job's systems (under _SYSTEMS_LOCK)
 
 
 def _thread_systems(job: GramJob, kern: MarginalizedGraphKernel) -> tuple[list, list]:
@@ -151,6 +152,7 @@ def _thread_systems(job: GramJob, kern: MarginalizedGraphKernel) -> tuple[list, 
         cached = _SYSTEMS.get(job.run)
         if cached is None:
             _SYSTEMS.clear()  # one job at a time per process: drop an earlier job's systems
+            _PACKS.clear()
             xs = kern._prepare(job.X, "X")
             ys = xs if job.Y is None else kern._prepare(job.Y, "Y")
             cached = _SYSTEMS[job.run] = (xs, ys)
@@ -181,10 +183,25 @@ def _block_pairs(block: Block) -> np.ndarray:
     return out.reshape(-1, 2)
 
 
+def _adopt_shared_pack(job: GramJob, kern: MarginalizedGraphKernel, xs: list, ys: list) -> None:
+    """GPU: pack the job's systems once per process and let this thread's backend adopt the host
+    batch (each solver thread has a backend of its own; each packed the whole set before, at the
+    same time, at the start of a run)."""
+    backend = kern._get_backend()
+    if not hasattr(backend, "host_batch"):
+        return
+    with _SYSTEMS_LOCK:
+        hb = _PACKS.get(job.run)
+        if hb is None:
+            hb = _PACKS[job.run] = backend.host_batch(xs, ys, kern.node_kernel, kern.edge_kernel)
+    backend.adopt(hb)
+
+
 def _solve_in_set(kern: MarginalizedGraphKernel, job: GramJob, block: Block) -> np.ndarray:
     """A block's values solved within the whole prepared set (see :func:`_thread_systems`);
     the same checks as a kernel call (finite values, convergence), ``last_stats`` set."""
     xs, ys = _thread_systems(job, kern)
+    _adopt_shared_pack(job, kern, xs, ys)
     t0 = time.perf_counter()
     pairs = _block_pairs(block)
     vals, _, its, res, conv = kern._solve(xs, ys, pairs, raw=True)
