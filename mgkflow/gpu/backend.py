@@ -234,6 +234,8 @@ class GPUBackend:
         #: CUDA stream of the per-block launches (None: the legacy default stream); see :meth:`use_stream`
         self.stream: Any = None
         self._adopted: HostBatch | None = None
+        # (graph ids, the graphs (kept: their ids stay theirs), node and nonzero counts) of the last call
+        self._sizes_of: tuple | None = None
         #: where the last call's batch came from: "packed", "adopted" (pipeline) or "cached"
         self.pack_source = ""
         self._map_cache: tuple | None = None
@@ -605,8 +607,12 @@ class GPUBackend:
         """Whether every pair between these systems goes to the compact solver (:func:`compact.fits_all`)."""
         if not self._compact_on(config):
             return False
-        n = np.fromiter((s.graph.n_nodes for s in systems), dtype=np.int64, count=len(systems))
-        nnz = np.fromiter((s.graph.nnz for s in systems), dtype=np.int64, count=len(systems))
+        ids = tuple(id(s.graph) for s in systems)
+        if self._sizes_of is None or self._sizes_of[0] != ids:  # once per set of graphs (a tiled run: per run)
+            n = np.fromiter((s.graph.n_nodes for s in systems), dtype=np.int64, count=len(systems))
+            nnz = np.fromiter((s.graph.nnz for s in systems), dtype=np.int64, count=len(systems))
+            self._sizes_of = (ids, tuple(s.graph for s in systems), n, nnz)
+        _, _, n, nnz = self._sizes_of
         return compact.fits_all(n, nnz, c_bytes=8 if config.weight_double else 4)
 
     def _compact_split(
