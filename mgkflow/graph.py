@@ -689,8 +689,13 @@ class Graph:
         return self._adj.nnz
 
     def degree_sum(self) -> np.ndarray:
-        """Row sums of the weighted adjacency matrix."""
-        return np.asarray(self._adj.sum(axis=1)).ravel()
+        """Row sums of the weighted adjacency matrix (summed in CSR order, as scipy's ``sum(axis=1)``)."""
+        adj = self._adj
+        out = np.zeros(adj.shape[0], dtype=np.result_type(adj.data.dtype, np.float64))
+        rows = np.flatnonzero(np.diff(adj.indptr))
+        if rows.size:
+            out[rows] = np.add.reduceat(adj.data, adj.indptr[rows])
+        return out
 
     def coo(self) -> tuple[np.ndarray, np.ndarray]:
         """Row and column index of every stored nonzero, in CSR data order."""

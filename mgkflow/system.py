@@ -76,8 +76,20 @@ def _real_array(value: Any, what: str, who: str, origin: str) -> np.ndarray:
         return raw.astype(np.float64)
 
 
+def _number(value: Any) -> float | None:
+    """``value`` as a float if it is a real number (Python or numpy scalar), else None."""
+    if isinstance(value, float | int | np.floating | np.integer) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
 def _node_vector(value: NodeProbability, graph: Graph, what: str, who: str) -> np.ndarray:
     n = graph.n_nodes
+    v = _number(value)
+    if v is not None:  # the common case: one number for every node
+        if not np.isfinite(v):
+            raise GraphError(f"{who}: {what} holds NaN or infinite values")
+        return np.full(n, v)
     if isinstance(value, str):
         if value not in graph.node_labels:
             raise GraphError(f"{who}: {what} reads node label field '{value}', which the graph lacks")
@@ -160,15 +172,17 @@ def prepare_graph(
                     "it as a scalar; use a vector kernel (VectorSquareExponential, CosineSimilarity)"
                 )
     qv = _node_vector(q, graph, "stop probability q", who)
-    if np.any(qv <= 0) or np.any(qv >= 1):
-        raise GraphError(f"{who}: stop probability q must lie in (0, 1), got values in [{qv.min()}, {qv.max()}]")
-    if np.any(qv < 1e-10):
+    q_lo, q_hi = (_number(q),) * 2 if _number(q) is not None and qv.size else (qv.min(initial=0.5), qv.max(initial=0.5))
+    if q_lo <= 0 or q_hi >= 1:
+        raise GraphError(f"{who}: stop probability q must lie in (0, 1), got values in [{q_lo}, {q_hi}]")
+    if q_lo < 1e-10:
         raise GraphError(
-            f"{who}: stop probability q = {qv.min():g} is below 1e-10: the system's condition number grows "
+            f"{who}: stop probability q = {q_lo:g} is below 1e-10: the system's condition number grows "
             "as 1/q and float64 can no longer resolve K"
         )
     pv = _node_vector(p, graph, "start probability p", who)
-    if np.any(pv < 0):
+    p_lo = _number(p) if _number(p) is not None and pv.size else pv.min(initial=0.0)
+    if p_lo < 0:
         raise GraphError(f"{who}: start probability p must be non-negative")
     graph, shift = scale_weights(graph)
     rowsum = graph.degree_sum()

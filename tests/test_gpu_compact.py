@@ -169,6 +169,32 @@ def test_bins() -> None:
     assert c.dims["n_max"] == 900 and c.dims["c_max"] == 62 * 62
 
 
+def test_row_arrays_sorts_rows_that_are_not_canonical() -> None:
+    """row_arrays takes a Graph's canonical CSR as it is and sorts the columns of a row that does not
+    ascend (labels and weights carried along): both give the same arrays."""
+    import types
+
+    import scipy.sparse as sp
+
+    from mgkflow.gpu.strategies.row_pair import row_arrays
+
+    rng = np.random.default_rng(5)
+    canon, shuffled = [], []
+    for n in (5, 11, 17):
+        A = sp.random(n, n, density=0.4, random_state=int(rng.integers(1 << 30)), format="csr")
+        A = (A + A.T).tocsr()
+        A.sort_indices()
+        lab = rng.random(A.nnz)
+        canon.append(types.SimpleNamespace(graph=types.SimpleNamespace(adjacency=A, edge_labels={"x": lab})))
+        order = np.concatenate([lo + rng.permutation(hi - lo) for lo, hi in zip(A.indptr[:-1], A.indptr[1:])])
+        B = sp.csr_array((A.data[order], A.indices[order], A.indptr), shape=A.shape)
+        shuffled.append(types.SimpleNamespace(graph=types.SimpleNamespace(adjacency=B, edge_labels={"x": lab[order]})))
+    a, b = row_arrays(canon, ["x"], np.float32), row_arrays(shuffled, ["x"], np.float32)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
+
+
 def _slot_product(s: int, n1: int, n2: int, c1: np.ndarray, c2: np.ndarray, o1: np.ndarray, o2: np.ndarray):
     """(i, i2) of thread slot s: mgk_compact.cu's decoding, line for line (c: class starts, o: dord)."""
     q1, base1, end1 = s // n2, 0, n1

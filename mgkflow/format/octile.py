@@ -335,23 +335,22 @@ def pack_batch(
     node_offset = np.zeros(G + 1, dtype=np.int64)
     np.cumsum(npad, out=node_offset[1:])
 
-    # ---- nonzeros of all graphs at once
-    rows_l, cols_l, gid_l, w_l = [], [], [], []
+    # ---- nonzeros of all graphs at once (CSR order: rows ascending, columns ascending in a row)
+    adjs = [g.adjacency for g, *_rest in parts]
     lab_l: dict[str, list[np.ndarray]] = {f: [] for f in edge_fields}
-    for k, (g, *_rest) in enumerate(parts):
-        r, c = g.coo()
-        rows_l.append(r)
-        cols_l.append(c)
-        gid_l.append(np.full(r.size, k, dtype=np.int64))
-        w_l.append(g.adjacency.data)
-        for f in edge_fields:
+    for f in edge_fields:
+        for k, (g, *_rest) in enumerate(parts):
             if f not in g.edge_labels:
                 raise ValueError(f"graph {k}: edge label field '{f}' missing")
             lab_l[f].append(np.asarray(g.edge_labels[f]))
-    rows = np.concatenate(rows_l).astype(np.int64)
-    cols = np.concatenate(cols_l).astype(np.int64)
-    gid = np.concatenate(gid_l)
-    weight = np.concatenate(w_l)
+    nnz_g = np.array([a.indices.size for a in adjs], dtype=np.int64)
+    deg = np.concatenate([np.diff(a.indptr) for a in adjs]).astype(np.int64)
+    real_start = np.cumsum(n_nodes) - n_nodes
+    local = np.arange(int(n_nodes.sum()), dtype=np.int64) - np.repeat(real_start, n_nodes)
+    rows = np.repeat(local, deg)
+    cols = np.concatenate([a.indices for a in adjs]).astype(np.int64)
+    gid = np.repeat(np.arange(G, dtype=np.int64), nnz_g)
+    weight = np.concatenate([a.data for a in adjs])
     tr, tc = rows // TILE, cols // TILE
     bit = (rows % TILE) * TILE + cols % TILE
     # global tile key: graph, tile row, tile col (all < 2^20 for sane sizes)
@@ -394,25 +393,26 @@ def pack_batch(
     p = np.zeros(total)
     qv = np.zeros(total)
     node_labels: dict[str, np.ndarray] = {}
+    at = np.repeat(node_offset[:-1], n_nodes) + local  # padded position of every real node
     for f in node_fields:
         vals = []
         for k, (g, *_r) in enumerate(parts):
             if f not in g.node_labels:
                 raise ValueError(f"graph {k}: node label field '{f}' missing")
             vals.append(np.asarray(g.node_labels[f]))
-        dt = label_dtype(np.concatenate(vals)) if vals else np.dtype(np.float32)
-        arr = np.zeros(total, dtype=dt)
-        for k, v in enumerate(vals):
-            arr[node_offset[k] : node_offset[k] + v.size] = _cast_labels(v, f)
+        allv = np.concatenate(vals)
+        dt = label_dtype(allv)
+        arr = np.zeros((total, *allv.shape[1:]), dtype=dt)
+        if len({v.dtype.kind in "iub" for v in vals}) == 1:  # one kind: one cast (the same values)
+            arr[at] = _cast_labels(allv, f)
+        else:
+            for k, v in enumerate(vals):
+                arr[node_offset[k] : node_offset[k] + v.size] = _cast_labels(v, f)
         node_labels[f] = arr
-    for k, (g, pk, qk, dk) in enumerate(parts):
-        if pk is None:
-            pk, qk, dk = _default_pqd(g, q)
-        s = int(node_offset[k])
-        n = g.n_nodes
-        d[s : s + n] = dk
-        p[s : s + n] = pk
-        qv[s : s + n] = qk
+    pqd = [(pk, qk, dk) if pk is not None else _default_pqd(g, q) for g, pk, qk, dk in parts]
+    p[at] = np.concatenate([v[0] for v in pqd])
+    qv[at] = np.concatenate([v[1] for v in pqd])
+    d[at] = np.concatenate([v[2] for v in pqd])
     edge_labels = {}
     for f in edge_fields:
         allv = np.concatenate(lab_l[f]) if lab_l[f] else np.zeros(0)

@@ -68,35 +68,38 @@ def permute_system(s: GraphSystem, perm: np.ndarray) -> GraphSystem:
 
 def row_arrays(systems: Sequence[GraphSystem], edge_fields: Sequence[str], wdt: Any) -> dict[str, np.ndarray]:
     """CSR (row-order) storage of the row-pair XMV: padded row pointers, blocked column
-    offsets, weights and edge-label words, all graphs concatenated."""
-    rowptr, coff, weight, labels = [], [], [], {f: [] for f in edge_fields}
-    base = 0
-    rrow_off = np.zeros(len(systems), dtype=np.int64)
-    pos = 0
-    for k, s in enumerate(systems):
-        A = s.graph.adjacency
-        n = A.shape[0]
-        nt = -(-n // 8)
-        rows = np.repeat(np.arange(n), np.diff(A.indptr))
-        order = np.lexsort((A.indices, rows))  # columns ascending within each row
-        cols = A.indices[order].astype(np.int64)
-        ptr = np.concatenate([A.indptr, np.full(nt * 8 - n, A.indptr[-1])]) + base
-        rrow_off[k] = pos
-        rowptr.append(ptr)
-        pos += ptr.size
-        coff.append(((cols >> 3) << 6) | (cols & 7))
-        weight.append(A.data[order])
-        for f in edge_fields:
-            labels[f].append(np.asarray(s.graph.edge_labels[f])[order])
-        base += A.nnz
+    offsets, weights and edge-label words, all graphs concatenated (columns ascending within a
+    row, as a Graph keeps its CSR; sorted here otherwise)."""
+    adjs = [s.graph.adjacency for s in systems]
+    n = np.array([A.shape[0] for A in adjs], dtype=np.int64)
+    nnz = np.array([A.indices.size for A in adjs], dtype=np.int64)
+    side = 8 * (-(-n // 8))
+    base = np.cumsum(nnz) - nnz  # first nonzero of each graph
+    # per graph: its CSR row pointers (columns already ascend within a row: Graph keeps its CSR
+    # canonical), then the padding rows (empty), shifted to the graph's first nonzero
+    lens = side + 1
+    rrow_off = np.cumsum(lens) - lens
+    ptr = np.repeat(base + nnz, lens)  # padding rows end where the graph's nonzeros end
+    n1 = n + 1
+    at = np.repeat(rrow_off - (np.cumsum(n1) - n1), n1) + np.arange(int(n1.sum()))
+    indptr = np.concatenate([A.indptr for A in adjs]).astype(np.int64)
+    ptr[at] = indptr + np.repeat(base, n1)
+    cols = np.concatenate([A.indices for A in adjs] + [np.zeros(0, np.int64)]).astype(np.int64)
+    weight = np.concatenate([A.data for A in adjs] + [np.zeros(0)])
+    labels = [np.concatenate([np.asarray(s.graph.edge_labels[f]) for s in systems]) for f in edge_fields]
+    total = int(nnz.sum())
+    grow = np.repeat(np.arange(int(n.sum())), np.concatenate([np.diff(A.indptr) for A in adjs] + [np.zeros(0, int)]))
+    if total > 1 and np.any((cols[1:] <= cols[:-1]) & (grow[1:] == grow[:-1])):  # not canonical: sort rows
+        order = np.lexsort((cols, grow))
+        cols, weight, labels = cols[order], weight[order], [v[order] for v in labels]
     out = {
-        "rrowptr": np.concatenate(rowptr).astype(np.int32),
-        "rcoff": np.concatenate(coff + [np.zeros(1, np.int64)]).astype(np.int32),
-        "rweight": np.concatenate(weight + [np.zeros(1)]).astype(wdt),
+        "rrowptr": ptr.astype(np.int32),
+        "rcoff": np.concatenate([((cols >> 3) << 6) | (cols & 7), np.zeros(1, np.int64)]).astype(np.int32),
+        "rweight": np.concatenate([weight, np.zeros(1)]).astype(wdt),
         "rrow_off": rrow_off,
     }
-    out["relab"] = label_words([np.concatenate(labels[f]) for f in edge_fields], base)
-    out["relab_stride"] = base + 1
+    out["relab"] = label_words(labels, total)
+    out["relab_stride"] = total + 1
     return out
 
 
