@@ -105,15 +105,10 @@ class _DeviceMemory:
 
 
 def _ordered(args: argparse.Namespace, graphs: list, client: Any = None):
-    from types import SimpleNamespace
-
-    from ..reorder import default_method
+    """The graphs in ``--ordering`` (identity orderings, e.g. ``auto`` on molecules, cost nothing:
+    :func:`mgkflow.gram.reorder_graphs` returns those graphs as they are)."""
     from .reorder import reorder_graphs
 
-    if args.ordering == "auto":
-        t0 = time.perf_counter()
-        if all(default_method(g) == "natural" for g in graphs):  # molecules: nothing to permute
-            return SimpleNamespace(graphs=list(graphs), seconds=time.perf_counter() - t0)
     cache = None if args.perm_cache is None else args.perm_cache
     return reorder_graphs(graphs, args.ordering, workers=args.reorder_workers, client=client, cache=cache)
 
