@@ -641,11 +641,11 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         scale = self._p_scale(not raw)
         if not raw:
             return scale, None
-        pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         ex_x = np.fromiter((s.p_exponent for s in xs), dtype=np.int64, count=len(xs))
         ex_y = ex_x if ys is xs else np.fromiter((s.p_exponent for s in ys), dtype=np.int64, count=len(ys))
-        if not (ex_x.any() or ex_y.any()):
+        if not (ex_x.any() or ex_y.any()):  # the usual case: no copy of the pairs
             return scale, None
+        pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         ex = ex_x[pr[:, 0]] + ex_y[pr[:, 1]]
         return scale, (ex if np.any(ex) else None)
 

@@ -172,7 +172,7 @@ def prepare_graph(
                     "it as a scalar; use a vector kernel (VectorSquareExponential, CosineSimilarity)"
                 )
     qv = _node_vector(q, graph, "stop probability q", who)
-    q_lo, q_hi = (_number(q),) * 2 if _number(q) is not None and qv.size else (qv.min(initial=0.5), qv.max(initial=0.5))
+    q_lo, q_hi = qv.min(initial=0.5), qv.max(initial=0.5)  # (an empty graph has no q to check)
     if q_lo <= 0 or q_hi >= 1:
         raise GraphError(f"{who}: stop probability q must lie in (0, 1), got values in [{q_lo}, {q_hi}]")
     if q_lo < 1e-10:
@@ -181,8 +181,7 @@ def prepare_graph(
             "as 1/q and float64 can no longer resolve K"
         )
     pv = _node_vector(p, graph, "start probability p", who)
-    p_lo = _number(p) if _number(p) is not None and pv.size else pv.min(initial=0.0)
-    if p_lo < 0:
+    if pv.min(initial=0.0) < 0:
         raise GraphError(f"{who}: start probability p must be non-negative")
     graph, shift = scale_weights(graph)
     rowsum = graph.degree_sum()
