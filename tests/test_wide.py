@@ -286,7 +286,8 @@ def _fake_driver(free_bytes: int = 8 << 30, alloc_limit: int | None = None) -> t
 def fake_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[types.ModuleType, types.ModuleType]]:
     """(fake pycuda.driver, a fresh import of mgkflow.gpu.backend bound to it); undone after the test.
 
-    ``pycuda.compiler.SourceModule`` is faked too: it calls ``sys.modules["pycuda.compiler"].factory(source)``.
+    ``pycuda.compiler.compile`` is faked too (its "cubin" is the source's bytes), and
+    ``pycuda.driver.module_from_buffer(cubin)`` returns ``sys.modules["pycuda.compiler"].factory(source)``.
     """
     import importlib
 
@@ -295,11 +296,17 @@ def fake_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[types.Module
     drv = _fake_driver()
     compiler = types.ModuleType("pycuda.compiler")
 
-    def source_module(source: str, **kw: Any) -> Any:
+    def compile_source(source: str, **kw: Any) -> bytes:
         assert kw.get("no_extern_c") is True and kw.get("arch") == "sm_90", kw
-        return compiler.factory(source)
+        assert kw.get("options") == ["-O3", "-std=c++17"], kw
+        return source.encode()
 
-    compiler.SourceModule = source_module
+    def module_from_buffer(cubin: bytes) -> Any:
+        assert isinstance(cubin, bytes), type(cubin)
+        return compiler.factory(cubin.decode())
+
+    compiler.compile = compile_source
+    drv.module_from_buffer = module_from_buffer
     pkg = types.ModuleType("pycuda")
     pkg.__path__ = []  # a package
     pkg.driver = drv

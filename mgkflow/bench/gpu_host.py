@@ -135,7 +135,9 @@ def install_fake_driver() -> None:
     """Put the fake ``pycuda``, ``pycuda.driver`` and ``pycuda.compiler`` into ``sys.modules``."""
     drv = _driver()
     comp = types.ModuleType("pycuda.compiler")
-    comp.SourceModule = _Module
+    comp.SourceModule = _Module  # older checkouts
+    comp.compile = lambda source, **kw: source.encode()  # the "cubin": the source's bytes
+    drv.module_from_buffer = lambda cubin: _Module(cubin.decode())
     pkg = types.ModuleType("pycuda")
     pkg.__path__ = []
     pkg.driver, pkg.compiler = drv, comp

@@ -4,10 +4,14 @@ Everything in :mod:`mgkflow.gpu` that talks to PyCUDA goes through this module:
 
 * :func:`ensure_context` creates (once) a context on ``$MGKFLOW_DEVICE`` (default 0) or
   reuses the current one;
-* :func:`build_module` compiles a generated source once per process (keyed by the caller's
+* :func:`build_modules` compiles generated sources once per process (keyed by the caller's
   key and the architecture) and on disk through PyCUDA's cache
-  (``$MGKFLOW_CUDA_CACHE`` or ``~/.cache/mgkflow/cuda``); :func:`compile_count` says how
-  many sources this process handed to the compiler;
+  (``$MGKFLOW_CUDA_CACHE`` or ``~/.cache/mgkflow/cuda``): the missing modules of one request
+  list go to nvcc side by side (a thread pool; nvcc needs no CUDA context) and are loaded in
+  the calling thread, which holds the context. A key is compiled by one thread at a time
+  (another thread wanting it waits for that compile), different keys concurrently;
+  :func:`build_module` is the one-module case; :func:`compile_count` says how many sources
+  this process handed to the compiler;
 * :func:`blocks_per_sm` is the one occupancy estimate (registers, threads, shared memory);
 * :class:`Module` / :class:`Kernel` wrap a compiled module: a kernel knows the parameter
   list declared in its source (:func:`parse_signatures`) and a launch passes arguments BY
@@ -34,7 +38,8 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,12 +47,21 @@ import numpy as np
 
 __all__ = [
     "driver", "ensure_context", "device_arch", "DeviceLimits", "device_limits", "blocks_per_sm", "build_module",
-    "compile_count", "reset", "Param", "parse_signatures", "Kernel", "Module", "DeviceArray", "upload",
+    "build_modules", "ModuleRequest", "compile_count", "reset", "Param", "parse_signatures", "Kernel", "Module",
+    "DeviceArray", "upload",
 ]  # fmt: skip
 
-_state: dict[str, Any] = {"context": None, "modules": {}, "compiles": 0, "limits": None, "arch": None}
+# "building": {full key: Event set when the thread compiling that module is done (loaded or failed)}
+_state: dict[str, Any] = {
+    "context": None, "modules": {}, "building": {}, "compiles": 0, "limits": None, "arch": None,
+}  # fmt: skip
 _CONTEXT_LOCK = threading.Lock()
+#: Guards ``_state["modules"]``, ``_state["building"]`` and the compile count; never held during a compile.
 _COMPILE_LOCK = threading.Lock()
+#: nvcc processes one :func:`build_modules` call runs at once (at most; and at most the CPU count).
+COMPILE_WORKERS = 8
+#: nvcc options of every module (``-use_fast_math`` was measured no faster: mgkflow/gpu/NOTES.md).
+NVCC_OPTIONS = ("-O3", "-std=c++17")
 
 
 def driver() -> Any:
@@ -59,7 +73,7 @@ def driver() -> Any:
 
 def reset() -> None:
     """Forget the context, the compiled modules and the device limits (tests with fake drivers)."""
-    _state.update(context=None, modules={}, compiles=0, limits=None, arch=None)
+    _state.update(context=None, modules={}, building={}, compiles=0, limits=None, arch=None)
 
 
 def ensure_context() -> Any:
@@ -184,30 +198,100 @@ def compile_count() -> int:
     return int(_state["compiles"])
 
 
-def build_module(source: Callable[[], str], key: tuple) -> Module:
-    """Compile a CUDA source for the current device with ``-O3`` (cached per process under
-    ``key`` plus the architecture; on disk by PyCUDA). ``source`` is called on a miss only.
-    (``-use_fast_math`` was measured no faster and is not offered: mgkflow/gpu/NOTES.md.)"""
-    ensure_context()
-    full_key = (*key, device_arch())
-    mod = _state["modules"].get(full_key)
-    if mod is None:
-        with _COMPILE_LOCK:  # two solver threads wanting the same module: one compiles it
-            mod = _state["modules"].get(full_key)
-            if mod is None:
-                from pycuda.compiler import SourceModule
+#: One module wanted: (a callable giving its CUDA source, called on a miss only; the caller's key).
+ModuleRequest = tuple[Callable[[], str], tuple]
 
-                text = source()
-                raw = SourceModule(
-                    text,
-                    arch=device_arch(),
-                    options=["-O3", "-std=c++17"],
-                    no_extern_c=True,
-                    cache_dir=_cache_dir(),
-                )
-                _state["compiles"] += 1
-                mod = _state["modules"][full_key] = Module(raw, text)
-    return mod
+
+def build_module(source: Callable[[], str], key: tuple) -> Module:
+    """The module of one source: :func:`build_modules` of the single request ``(source, key)``."""
+    return build_modules([(source, key)])[0]
+
+
+def build_modules(requests: Sequence[ModuleRequest]) -> list[Module]:
+    """Compile (or fetch) CUDA modules for the current device, the missing ones concurrently.
+
+    Each module is cached per process under its key plus the architecture, and on disk by
+    PyCUDA's cache. The sources this call has to compile go to ``pycuda.compiler.compile`` (nvcc
+    with ``NVCC_OPTIONS``, a subprocess: no CUDA context needed) in a thread pool; each cubin is
+    then loaded here (``pycuda.driver.module_from_buffer``, in the calling thread, which holds the
+    context), in request order, while the later ones may still compile. A module another thread
+    is compiling is waited for, not compiled twice; if that compile fails, this call compiles it.
+
+    Parameters
+    ----------
+    requests : sequence of (source, key)
+        ``source()`` gives the CUDA source (called on a miss only, in a worker thread); ``key``
+        (a hashable tuple) names the module. Repeated keys are compiled once.
+
+    Returns
+    -------
+    list of Module
+        One per request, in order.
+
+    Raises
+    ------
+    Exception
+        The first failure of this call's compiles or loads (``pycuda.driver.CompileError`` with
+        nvcc's output for a source that does not compile), after the others were loaded.
+    """
+    ensure_context()
+    arch = device_arch()
+    wanted = [((*key, arch), source) for source, key in requests]
+    while True:
+        modules = _state["modules"]
+        missing = {k: src for k, src in wanted if k not in modules}
+        if not missing:
+            return [modules[k] for k, _ in wanted]
+        with _COMPILE_LOCK:  # claim the missing modules nobody is compiling; wait for the others
+            building = _state["building"]
+            theirs = [building[k] for k in missing if k in building]
+            mine = {k: src for k, src in missing.items() if k not in modules and k not in building}
+            for k in mine:
+                building[k] = threading.Event()
+        if mine:
+            _compile_and_load(mine, arch)
+        for done in theirs:  # then loop: a failed compile of another thread is claimed again
+            done.wait()
+
+
+def _compile_source(source: Callable[[], str], arch: str, cache_dir: str | None) -> tuple[str, bytes]:
+    """(source text, cubin) of one request: runs in a worker thread (nvcc in a subprocess)."""
+    from pycuda.compiler import compile as nvcc_compile
+
+    text = source()
+    cubin = nvcc_compile(text, arch=arch, options=list(NVCC_OPTIONS), no_extern_c=True, cache_dir=cache_dir)
+    return text, cubin
+
+
+def _compile_and_load(claimed: dict[tuple, Callable[[], str]], arch: str) -> None:
+    """Compile the ``claimed`` modules concurrently, load each in this thread, and release the claims
+    (also on failure: waiting threads then retry). Raises the first failure after loading the rest."""
+    error: BaseException | None = None
+    try:
+        cache_dir = _cache_dir()
+        workers = max(1, min(len(claimed), COMPILE_WORKERS, os.cpu_count() or 1))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mgkflow-nvcc") as pool:
+            futures = {k: pool.submit(_compile_source, src, arch, cache_dir) for k, src in claimed.items()}
+            for k, fut in futures.items():
+                try:
+                    text, cubin = fut.result()
+                    mod = Module(driver().module_from_buffer(cubin), text)
+                except Exception as exc:  # noqa: BLE001 - raised below, once every claim is settled
+                    error = error or exc
+                    continue
+                with _COMPILE_LOCK:
+                    _state["modules"][k] = mod
+                    _state["compiles"] += 1
+                    done = _state["building"].pop(k, None)
+                if done is not None:
+                    done.set()
+    finally:
+        with _COMPILE_LOCK:  # claims not settled above (failures, or an interrupt)
+            left = [_state["building"].pop(k) for k in claimed if k in _state["building"]]
+        for done in left:
+            done.set()
+    if error is not None:
+        raise error
 
 
 # ---------------------------------------------------------------------------------------- signatures
