@@ -1,6 +1,6 @@
 """Module builds of mgkflow.gpu.device on the fake PyCUDA of test_wide.py (no GPU needed): one compile per
 key across threads, different keys compiled concurrently (a call's modules in a thread pool, loaded in the
-calling thread), failed compiles released."""
+calling thread), failed compiles released; GPUBackend.solve builds only the modules its pairs use."""
 
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pytest
+from test_gpu_compact import CASES, BlockStub, CompactModule, _molecule
 from test_wide import FakeAlloc, fake_backend  # noqa: F401  (fixture)
 
-from mgkflow.gpu import device
+from mgkflow.cpu_solver import solve_pair
+from mgkflow.gpu import compact, device
+from mgkflow.system import prepare_graph
 
 SOURCE = 'extern "C" __global__ void k(const double* __restrict__ x, const int n) {}\n'
 
@@ -146,3 +150,64 @@ def test_failed_compile_is_raised_and_released(fake_backend) -> None:  # noqa: F
     broken.clear()
     mod = device.build_module(_source("bad"), ("bad",))
     assert mod.raw.src.startswith("// bad") and device.compile_count() == 2
+
+
+def test_fake_solve_builds_only_the_modules_its_pairs_use(fake_backend, monkeypatch) -> None:  # noqa: F811
+    """GPUBackend.solve builds a call's modules in one build_modules round once the pairs are routed: a call
+    whose every pair goes to the compact solver compiles no per-block module (its register figure is the
+    compact kernel's); a call with a pair too large for the compact bins builds the per-block module in the
+    same round as the compact bins."""
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = CASES["labeled"]
+    current: dict = {}
+    built: list[str] = []
+    block_log: list = []
+
+    def factory(src: str) -> Any:
+        if compact.KERNEL in src:
+            built.append("compact")
+            return CompactModule(src, nk, ek, current["config"], [])
+        built.append("solver")
+        return BlockStub(src, block_log)
+
+    sys.modules["pycuda.compiler"].factory = factory
+    rounds: list[list[str]] = []
+    real_build = device.build_modules
+
+    def spy(requests: Any) -> list:
+        rounds.append([key[0] for _, key in requests])
+        return real_build(requests)
+
+    monkeypatch.setattr(device, "build_modules", spy)
+    graphs = [_molecule(n, 30 + s) for s, n in enumerate((7, 15, 30, 90))]
+    be = backend.GPUBackend(rtol=1e-10)
+
+    systems = [prepare_graph(g, i, nk, ek, q=0.05) for i, g in enumerate(graphs[:3])]
+    current["config"] = be._config(systems, nk, ek)
+    pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
+    vals, _, _, conv = be.solve(systems, systems, pairs, nk, ek)
+    assert built and set(built) == {"compact"} and not block_log
+    assert len(rounds) == 1 and set(rounds[0]) == {"compact"} and len(rounds[0]) >= 2  # all bins in one round
+    assert device.compile_count() == len(built) == be.last_extra["compiles"]
+    assert be.last_extra["regs"] == 96  # CompactModule's kernel
+    assert conv.all()
+    for t, (i, j) in enumerate(pairs):
+        ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+        assert abs(vals[t] - ref) <= 1e-7 * abs(ref), (i, j)
+
+    built.clear()
+    rounds.clear()
+    systems = [prepare_graph(g, i, nk, ek, q=0.05) for i, g in enumerate(graphs)]
+    current["config"] = be._config(systems, nk, ek)
+    pairs = np.array([(3, 3)])  # 8,100 product unknowns: over the largest compact bin
+    be.solve(systems, systems, pairs, nk, ek)
+    assert "solver" in built and block_log
+    assert rounds[0] == ["solver"] and be.last_extra["regs"] == 64  # BlockStub's kernel
+
+    built.clear()
+    rounds.clear()
+    pairs = np.array([(0, 1), (1, 2), (3, 3)])  # two compact pairs (their bins built already) and a large one
+    be.solve(systems, systems, pairs, nk, ek)
+    assert "compact" in rounds[0] and rounds[0][-1] == "solver"  # one round: the bins and the per-block module
+    assert "compact" not in built  # the bins of the first call are reused

@@ -53,7 +53,20 @@ def _config_key(config: KernelConfig) -> str:
 
 def compile_module(config: KernelConfig) -> device.Module:
     """Compile (or fetch from the process cache) the per-pair solver module for ``config``."""
-    return device.build_module(lambda: kernel_source(config), ("solver", _config_key(config)))
+    return device.build_module(*_solver_request(config))
+
+
+def _solver_request(config: KernelConfig) -> device.ModuleRequest:
+    """The :func:`mgkflow.gpu.device.build_modules` request of the per-pair solver module for ``config``."""
+    return (lambda: kernel_source(config)), ("solver", _config_key(config))
+
+
+def _compact_request(config: KernelConfig, block: int) -> device.ModuleRequest:
+    """The :func:`mgkflow.gpu.device.build_modules` request of the compact solver module of ``block``-thread
+    launches (``__launch_bounds__`` for ``compact.MIN_THREADS`` resident threads per SM)."""
+    min_blocks = max(1, compact.MIN_THREADS // block)
+    return ((lambda: compact.compact_source(config, block, min_blocks)),
+            ("compact", _config_key(config), block, min_blocks, compact.KE))  # fmt: skip
 
 
 @dataclass
@@ -417,9 +430,11 @@ class GPUBackend:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Solve ``pairs`` [(i, j), ...] between ``xs[i]`` and ``ys[j]`` on the GPU.
 
-        Steps: configuration (structure only) -> compile (cached) -> pack and upload
-        (cached while the same graphs come back) -> launch plan -> per-block launches ->
-        wide pairs. The kernels' values travel in ``mgk_kpar`` (no recompilation).
+        Steps: configuration (structure only) -> pack and upload (cached while the same graphs
+        come back) -> pairs routed to the compact solver's bins or the per-block solver -> the
+        modules of that routing built in one round (:meth:`_call_modules`: missing ones compiled
+        concurrently, cached) -> launch plan -> per-block and compact launches -> wide pairs.
+        The kernels' values travel in ``mgk_kpar`` (no recompilation).
 
         Returns
         -------
@@ -438,9 +453,6 @@ class GPUBackend:
         values = kernel_values(node_kernel, edge_kernel)
         prim_map = self._primitive_map(edge_kernel)
         t0 = time.perf_counter()
-        func = compile_module(config).function("mgk_solve")
-        t_compile = time.perf_counter() - t0
-        t0 = time.perf_counter()
         db = self._device_batch(systems, config, self._vector_digest(systems), self._all_compact(systems, config))
         t_pack = time.perf_counter() - t0
 
@@ -451,6 +463,10 @@ class GPUBackend:
         g1 = np.ascontiguousarray(pr[:, 0])
         g2 = pr[:, 1] + yoff if yoff else np.ascontiguousarray(pr[:, 1])
         compact_launches, rest = self._compact_split(db, g1, g2, config)
+        t0 = time.perf_counter()
+        solver, compact_mods = self._call_modules(config, compact_launches, per_block=bool(rest.size))
+        func = None if solver is None else solver.function("mgk_solve")
+        t_compile = time.perf_counter() - t0
         plan, budget = self._plan_subset(db, g1, g2, func, rest)
         if len(plan.wide) < npairs:
             self._wide_workspace.clear()  # per-block launches: their scratch comes first
@@ -465,11 +481,14 @@ class GPUBackend:
             if self.sort_jobs:
                 shared.cost = np.zeros(npairs)
                 shared.cost[rest] = self._cost(db, g1[rest], g2[rest])
+        t0 = time.perf_counter()
+        classes = self._launch_classes(plan, config, values)  # builds the plan's kernel variants
+        t_compile += time.perf_counter() - t0
         # the per-block launches first: growing their scratch waits for the kernels queued before
-        for sel, use_smem, fn, blk in self._launch_classes(plan, config, func, values):
+        for sel, use_smem, fn, blk in classes:
             queued.append(self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs))
-        for cl in compact_launches:
-            queued.append(self._run_compact(cl, config, values, g1, g2, shared))
+        for cl, mod in zip(compact_launches, compact_mods, strict=True):
+            queued.append(self._run_compact(cl, mod, config, values, g1, g2, shared))
         self._complete(out, queued)
         for _, info in queued:
             dev_seconds += info["seconds"]
@@ -479,9 +498,27 @@ class GPUBackend:
         wide_stats, secs = self._run_wide(plan.wide, g1, g2, db, config, values, out, progress)
         dev_seconds += secs
         values_out, iters, res, conv = out.result()
+        if func is not None:
+            regs = func.num_regs
+        else:  # every pair went to the compact solver
+            regs = max((m.function(compact.KERNEL).num_regs for m in compact_mods), default=None)
         self.last_extra = self._extra(db, g1, g2, iters, dev_seconds, t_compile, t_pack, t_start, launches,
-                                      wide_stats, func, config)  # fmt: skip
+                                      wide_stats, regs, config)  # fmt: skip
         return values_out, iters, res, conv
+
+    def _call_modules(
+        self, config: KernelConfig, compact_launches: Sequence[compact.CompactLaunch], per_block: bool
+    ) -> tuple[device.Module | None, list[device.Module]]:
+        """The modules a call's routing needs first, built in one :func:`mgkflow.gpu.device.build_modules`
+        round (the missing ones compiled concurrently): the per-block solver's for ``config`` when
+        ``per_block`` (some pair goes to it; its kernel also sizes the launch plan), else None, and the
+        compact solver's of each launch in ``compact_launches``, in order. The per-block kernel variants
+        the launch plan then picks (P in shared memory, small blocks) are built by :meth:`_launch_classes`."""
+        requests = [_compact_request(config, cl.block) for cl in compact_launches]
+        if per_block:
+            requests.append(_solver_request(config))
+        mods = device.build_modules(requests)
+        return (mods.pop() if per_block else None), mods
 
     def _weights_double(self, systems: Sequence[GraphSystem]) -> bool:
         """:func:`weights_need_double` of the systems' graphs, remembered while the same graph
@@ -636,9 +673,10 @@ class GPUBackend:
         return bins, np.flatnonzero(left)
 
     def _plan_subset(
-        self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, rest: np.ndarray
+        self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel | None, rest: np.ndarray
     ) -> tuple[LaunchPlan, int]:
-        """:meth:`_plan` of the pairs ``rest`` only, the plan's indices mapped back to the whole call."""
+        """:meth:`_plan` of the pairs ``rest`` only, the plan's indices mapped back to the whole call
+        (``func``, the per-block solver's kernel, may be None when ``rest`` is empty)."""
         empty = np.zeros(0, dtype=np.int64)
         if not rest.size:
             return LaunchPlan(wide=empty, tiny=empty), 0
@@ -649,16 +687,14 @@ class GPUBackend:
                           global_=rest[plan.global_]), budget  # fmt: skip
 
     def _run_compact(
-        self, cl: compact.CompactLaunch, config: KernelConfig, values: np.ndarray, g1: np.ndarray, g2: np.ndarray,
-        shared: _SharedArgs,
+        self, cl: compact.CompactLaunch, mod: device.Module, config: KernelConfig, values: np.ndarray,
+        g1: np.ndarray, g2: np.ndarray, shared: _SharedArgs,
     ) -> tuple[tuple[Any, Any], dict]:  # fmt: skip
-        """Queue one persistent-grid launch of the compact solver (``mgk_compact.cu``) over the pairs of ``cl``:
-        largest first up to ``SORT_EXACT_MAX`` pairs; beyond, in the call's order (the tail of a launch
-        of that many small pairs balances whatever their order). Its (start, stop) events and figures."""
+        """Queue one persistent-grid launch of the compact solver (``mgk_compact.cu``, compiled for ``cl.block``
+        threads in ``mod``: :func:`_compact_request`) over the pairs of ``cl``: largest first up to
+        ``SORT_EXACT_MAX`` pairs; beyond, in the call's order (the tail of a launch of that many small pairs
+        balances whatever their order). Its (start, stop) events and figures."""
         blk = cl.block
-        min_blocks = max(1, compact.MIN_THREADS // blk)
-        mod = device.build_module(lambda: compact.compact_source(config, blk, min_blocks),
-                                  ("compact", _config_key(config), blk, min_blocks, compact.KE))  # fmt: skip
         mod.set_constant(KPAR, values)
         fn = mod.function(compact.KERNEL)
         order = cl.pairs
@@ -716,30 +752,32 @@ class GPUBackend:
         return start, stop
 
     def _launch_classes(
-        self, plan: LaunchPlan, config: KernelConfig, func: device.Kernel, values: np.ndarray
+        self, plan: LaunchPlan, config: KernelConfig, values: np.ndarray
     ) -> list[tuple[np.ndarray, bool, device.Kernel, int]]:
-        """(pairs, P in shared memory, kernel, threads per block) per launch; each kernel's
-        module gets this call's kernel values."""
-        classes = []
-
-        def kernel(cfg: KernelConfig) -> device.Kernel:
-            mod = compile_module(cfg)
-            mod.set_constant(KPAR, values)
-            return mod.function("mgk_solve")
-
+        """(pairs, P in shared memory, kernel, threads per block) per launch of the plan's per-block
+        pairs; the kernel variants (``config``'s, P in shared memory, small blocks) are built in one
+        :func:`mgkflow.gpu.device.build_modules` round and each module gets this call's kernel values."""
+        wanted: list[tuple[np.ndarray, bool, KernelConfig, int]] = []
         if plan.tiny.size:
             # pairs of at most 16 tile pairs: a block of `small_block` threads each, many per SM
             cfg = replace(
                 config, block=self.small_block, min_blocks=max(1, min(16, 1024 // self.small_block)),
                 p_smem=self.p_smem,
             )  # fmt: skip
-            classes.append((plan.tiny, True, kernel(cfg), self.small_block))
+            wanted.append((plan.tiny, True, cfg, self.small_block))
         if plan.shared:
-            fn = kernel(replace(config, p_smem=True)) if self.p_smem else kernel(config)
-            classes.extend((sel, True, fn, self.block) for sel in plan.shared)
+            cfg = replace(config, p_smem=True) if self.p_smem else config
+            wanted.extend((sel, True, cfg, self.block) for sel in plan.shared)
         if plan.global_.size:
-            classes.append((plan.global_, False, kernel(config), self.block))
-        return classes
+            wanted.append((plan.global_, False, config, self.block))
+        if not wanted:
+            return []
+        configs = list(dict.fromkeys(cfg for _, _, cfg, _ in wanted))
+        kernels = {}
+        for cfg, mod in zip(configs, device.build_modules([_solver_request(c) for c in configs]), strict=True):
+            mod.set_constant(KPAR, values)
+            kernels[cfg] = mod.function("mgk_solve")
+        return [(sel, smem, kernels[cfg], blk) for sel, smem, cfg, blk in wanted]
 
     def _run_class(
         self, sel: np.ndarray, use_smem: bool, fn: device.Kernel, blk: int, g1: np.ndarray, g2: np.ndarray,
@@ -831,9 +869,11 @@ class GPUBackend:
 
     def _extra(
         self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, iters: np.ndarray, dev_seconds: float,
-        t_compile: float, t_pack: float, t_start: float, launches: list, wide_stats: list, func: device.Kernel,
+        t_compile: float, t_pack: float, t_start: float, launches: list, wide_stats: list, regs: int | None,
         config: KernelConfig,
     ) -> dict:  # fmt: skip
+        """The call's figures (``last_extra``). ``regs``: registers per thread of the per-block solver's
+        kernel, or of the compact solver's (the most of its launches) when no pair went to the former."""
         # GFLOP/s of the products, counted for calls of up to SORT_EXACT_MAX pairs (beyond, the count
         # itself would cost host time the device then waits for: 0)
         if len(g1) <= SORT_EXACT_MAX:
@@ -850,7 +890,7 @@ class GPUBackend:
             "gflops": products / dev_seconds / 1e9 if dev_seconds > 0 else 0.0,
             "launches": launches,
             "wide": wide_stats,
-            "regs": func.num_regs,
+            "regs": regs,
             "compiles": device.compile_count(),
             "config": f"block={self.block} min_blocks={self.min_blocks} xmv={config.xmv} "
             f"primitives={self._primitives_label} tile_sort={self.tile_sort} "

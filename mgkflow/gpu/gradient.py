@@ -273,7 +273,7 @@ def _per_pair(
         perm = device.upload(_NodalOut.node_perm(db.batch.node_offset, perms, db.batch.d.size))
         extra = _NodalOut(cuda, device, n[g1], n[g2], perm)
     shared = _SharedArgs(db, strategies.get("rows").args(db, None), out, backend.rtol, backend.max_iter)
-    classes = backend._launch_classes(plan, config, func, values)
+    classes = backend._launch_classes(plan, config, values)
     if kind == "gradient":
         classes = _full_smem_classes(backend, plan, classes, config, values, db.nt[g1] * db.nt[g2] * 64)
     dev_seconds = 0.0
