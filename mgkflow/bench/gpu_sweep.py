@@ -9,7 +9,7 @@ On BA labeled (160 graphs, PBR order, ``KroneckerDelta(0.5, "label")`` nodes and
 q = 0.05 (compile + pack), then ``--warm`` more times (the warm time: median), then 20 new
 values, one call each: 10 edge length scales at q = 0.05 and 10 stop probabilities at l = 1,
 with the same :class:`~mgkflow.MarginalizedGraphKernel` object (its kernel and q changed in
-place, as a hyperparameter optimizer would). Every call to ``pycuda.compiler.SourceModule``
+place, as a hyperparameter optimizer would). Every call to ``pycuda.compiler.compile``
 is counted (the CUDA disk cache is a fresh folder unless ``--keep-cache``, so an old tree's
 per-value compiles are real ones). Writes ``gpu_sweep.csv`` (one row per evaluation) and
 ``gpu_sweep.json`` (summary: compiles during the sweep, warm time, per-evaluation ratio to
@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,24 +39,28 @@ STOP_PROBABILITIES = tuple(float(v) for v in np.geomspace(0.01, 0.2, 10))
 
 
 def _count_compiles() -> dict:
-    """Wrap ``pycuda.compiler.SourceModule`` so that every call is counted (and timed); without
-    PyCUDA nothing is compiled and the counts stay 0."""
+    """Wrap ``pycuda.compiler.compile`` so that every call is counted (and timed): ``SourceModule``
+    calls it (older trees), and so does mgkflow's concurrent build, from several threads at once
+    (``s`` then sums the compiles' own times, not wall time). Without PyCUDA nothing is compiled
+    and the counts stay 0."""
     box = {"n": 0, "s": 0.0}
     try:
         import pycuda.compiler as compiler
     except ImportError:
         return box
-    real = compiler.SourceModule
+    real = compiler.compile
+    lock = threading.Lock()
 
     def counted(*a, **kw):
         t0 = time.perf_counter()
         try:
             return real(*a, **kw)
         finally:
-            box["n"] += 1
-            box["s"] += time.perf_counter() - t0
+            with lock:
+                box["n"] += 1
+                box["s"] += time.perf_counter() - t0
 
-    compiler.SourceModule = counted
+    compiler.compile = counted
     return box
 
 
