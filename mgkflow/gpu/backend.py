@@ -717,13 +717,10 @@ class GPUBackend:
         return events, info
 
     def _complete(self, out: _Outputs, queued: list[tuple[tuple[Any, Any], dict]]) -> None:
-        """Wait for the queued launches and read-backs (one stream), move the read-backs to their pairs
-        and put each launch's device seconds into its figures."""
+        """Wait for the queued launches and read-backs (one stream), moving each launch's read-back to its
+        pairs as it completes (:meth:`_Outputs.drain`), and put each launch's device seconds into its figures."""
         if not queued:
             return
-        done = cuda.Event()  # behind the last launch's read-back
-        _record(done, self.stream)
-        _wait(done)
         out.drain()
         for (start, stop), info in queued:
             info["seconds"] = stop.time_since(start) * 1e-3
@@ -974,24 +971,28 @@ class _Outputs:
 
     def queue_read(self, order: np.ndarray, stream: Any = None) -> None:
         """Queue the read-back of a launch over the pairs ``order`` (job t = pair order[t]) in ``stream``
-        (None: the legacy stream), behind its kernel, into page-locked staging; :meth:`drain` moves
-        the values to their pairs once the stream's work is done. The device buffers are free for the
-        next launch of the stream as soon as the copy ran."""
+        (None: the legacy stream), behind its kernel, into page-locked staging, and an event behind the
+        copy; :meth:`drain` moves the values to their pairs as each copy completes. The device buffers
+        are free for the next launch of the stream as soon as the copy ran."""
         m = len(order)
         if self._staging is None:
             self._staging = self._lend_staging(self.n)
         off = self._staged
         for host, dev in zip(self._staging, self._buffers()[:4], strict=True):
             cuda.memcpy_dtoh_async(host[off : off + m], dev, stream)
-        self._queued.append((order, off))
+        copied = cuda.Event()
+        _record(copied, stream)
+        self._queued.append((order, off, copied))
         self._staged = off + m
 
     def drain(self) -> None:
-        """Scatter the queued read-backs to their pairs (call after the stream's work is complete)."""
+        """Scatter the queued read-backs to their pairs, each once its copy is done: the earlier launches'
+        results move while the later launches still run. On return the queued work is complete."""
         if not self._queued:
             return
         hk, hi, hr, hc = self._staging
-        for order, off in self._queued:
+        for order, off, copied in self._queued:
+            _wait(copied)
             sl = slice(off, off + len(order))
             self.k[order], self.it[order], self.res[order], self.conv[order] = hk[sl], hi[sl], hr[sl], hc[sl]
         self._queued.clear()
