@@ -856,7 +856,7 @@ class GPUBackend:
                 db, int(g1[t]), int(g2[t]), config, values, rtol=self.rtol, max_iter=self.max_iter,
                 stats=st, xmv=self.wide_xmv, workspace=self._wide_workspace,
             )  # fmt: skip
-            out.k[t], out.it[t], out.res[t], out.conv[t] = v, itw, rw, int(cw)
+            out.k[t], out.it[t], out.res[t], out.conv[t] = v, itw, rw, bool(cw)
             seconds += float(st.get("device_s", 0.0))
             keep = ("n1", "n2", "unknowns", "device_s", "iterations", "xmv", "strategy", "features", "predicted_s")
             stats_out.append({k: st[k] for k in keep if k in st})
@@ -948,9 +948,9 @@ class _Outputs:
     ) -> None:
         self.n = npairs
         self.k = np.zeros(npairs)
-        self.it = np.zeros(npairs, dtype=np.int32)
+        self.it = np.zeros(npairs, dtype=np.int64)  # the scatters cast (no pass over the results afterwards)
         self.res = np.zeros(npairs)
-        self.conv = np.zeros(npairs, dtype=np.int32)
+        self.conv = np.zeros(npairs, dtype=bool)
         self._dev: tuple | None = None
         self._lend = buffers or _alloc_outputs
         self._lend_staging = staging or _alloc_staging
@@ -1001,8 +1001,8 @@ class _Outputs:
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(values, iterations, residuals, converged): the call's own arrays, not copies (an
         ``_Outputs`` serves one call)."""
-        conv = self.conv.astype(bool) & np.isfinite(self.k)
-        return self.k, self.it.astype(np.int64), self.res, conv
+        self.conv &= np.isfinite(self.k)
+        return self.k, self.it, self.res, self.conv
 
 
 #: Arguments of :class:`_SharedArgs` that the compact solver takes too (it reads the row layout).
