@@ -305,6 +305,50 @@ def test_fake_backend_skips_tile_sort_when_all_compact(fake_backend) -> None:  #
             assert abs(vals[t] - ref) <= 1e-7 * abs(ref)
 
 
+
+def test_fake_backend_routes_and_launches_in_waves(fake_backend, monkeypatch) -> None:  # noqa: F811
+    """A call of many pairs is routed and launched in waves (plan.waves; the threshold lowered here): the
+    compact launches of every wave come first, the per-block launches of all waves' large pairs last,
+    every pair is solved once, and the values equal those of the same call in one wave."""
+    from mgkflow.gpu import plan
+
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = CASES["labeled"]
+    graphs = [_molecule(n, 40 + s) for s, n in enumerate((7, 15, 30, 44, 80))]
+    current: dict = {}
+    compact_log: list = []
+
+    def factory(src: str) -> Any:
+        if compact.KERNEL in src:
+            return CompactModule(src, nk, ek, current["config"], compact_log)
+        return BlockStub(src, [])
+
+    sys.modules["pycuda.compiler"].factory = factory
+    be = backend.GPUBackend(rtol=1e-10)
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    current["config"] = be._config(systems, nk, ek)
+    pairs = np.array([(i, j) for i in range(5) for j in range(i, 5)])
+    small = np.array([graphs[i].n_nodes * graphs[j].n_nodes <= compact.BINS[-1][0] for i, j in pairs])
+    got = {}
+    for threshold in (1 << 30, 4):
+        monkeypatch.setattr(plan, "WAVE_MIN_PAIRS", threshold)
+        compact_log.clear()
+        vals, _, _, conv = be.solve(systems, systems, pairs, nk, ek)
+        kinds = [la.get("kernel", "mgk_solve") for la in be.last_extra["launches"]]
+        assert sum(la["pairs"] for la in be.last_extra["launches"]) == len(pairs)
+        assert sum(e["jobs"] for e in compact_log) == int(small.sum()) and conv[small].all()
+        last_compact = max(t for t, k in enumerate(kinds) if k == compact.KERNEL)
+        assert "mgk_solve" in kinds and all(k == "mgk_solve" for k in kinds[last_compact + 1 :])
+        got[threshold] = (vals[small], kinds.count(compact.KERNEL))
+    assert len(plan.waves(len(pairs))) == 2
+    assert got[4][1] > got[1 << 30][1]  # the bins of each wave have their own launches
+    assert np.array_equal(got[4][0], got[1 << 30][0])
+    for t in np.flatnonzero(small):
+        i, j = pairs[t]
+        ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+        assert abs(vals[t] - ref) <= 1e-7 * abs(ref)
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
 def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
     """The compact solver's launch configurations (64 to 512 threads) compile for sm_90 with the

@@ -19,6 +19,7 @@ from ..system import GraphSystem
 from . import compact, device, strategies
 from .pack import HostBatch, layout_key, pack_host, vector_digest, weights_need_double
 from .plan import LaunchPlan, plan_launches, scratch_doubles
+from .plan import waves as plan_waves
 from .primitive_map import PRIMITIVES, constant_map, load_map
 from .source import DEFAULT_BLOCK, KPAR, KernelConfig, kernel_source, kernel_values, make_config
 from .wide import N_VECTORS, solve_pair_wide
@@ -431,9 +432,10 @@ class GPUBackend:
         """Solve ``pairs`` [(i, j), ...] between ``xs[i]`` and ``ys[j]`` on the GPU.
 
         Steps: configuration (structure only) -> pack and upload (cached while the same graphs
-        come back) -> pairs routed to the compact solver's bins or the per-block solver -> the
-        modules of that routing built in one round (:meth:`_call_modules`: missing ones compiled
-        concurrently, cached) -> launch plan -> per-block and compact launches -> wide pairs.
+        come back) -> in waves of pairs (:func:`mgkflow.gpu.plan.waves`), each wave routed to the compact solver's
+        bins (the modules of its bins built in one round, :meth:`_call_modules`: missing ones compiled
+        concurrently, cached) and launched while the next is routed -> the pairs no bin took:
+        launch plan and per-block launches -> wide pairs.
         The kernels' values travel in ``mgk_kpar`` (no recompilation).
 
         Returns
@@ -453,7 +455,8 @@ class GPUBackend:
         values = kernel_values(node_kernel, edge_kernel)
         prim_map = self._primitive_map(edge_kernel)
         t0 = time.perf_counter()
-        db = self._device_batch(systems, config, self._vector_digest(systems), self._all_compact(systems, config))
+        all_compact = self._all_compact(systems, config)
+        db = self._device_batch(systems, config, self._vector_digest(systems), all_compact)
         t_pack = time.perf_counter() - t0
 
         pr = np.asarray(pairs)
@@ -462,19 +465,35 @@ class GPUBackend:
         pr = pr.reshape(-1, 2)
         g1 = np.ascontiguousarray(pr[:, 0])
         g2 = pr[:, 1] + yoff if yoff else np.ascontiguousarray(pr[:, 1])
-        compact_launches, rest = self._compact_split(db, g1, g2, config)
-        t0 = time.perf_counter()
-        solver, compact_mods = self._call_modules(config, compact_launches, per_block=bool(rest.size))
-        func = None if solver is None else solver.function("mgk_solve")
-        t_compile = time.perf_counter() - t0
-        plan, budget = self._plan_subset(db, g1, g2, func, rest)
-        if len(plan.wide) < npairs:
-            self._wide_workspace.clear()  # per-block launches: their scratch comes first
         launches = []
         dev_seconds = 0.0
         shared = _SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
         queued = []  # every launch goes into the stream before the first wait: no gaps between them
         self._reserve_jobs(2 * npairs)
+        # the compact launches, wave by wave: the device starts on the first wave's pairs while the
+        # host routes the next (routing is a few gathers per pair: ~0.1 s for 3.4M pairs)
+        compact_mods, rest_parts, t_compile = [], [], 0.0
+        for lo, hi in plan_waves(npairs) if self._compact_on(config) else [(0, npairs)]:
+            wave, rest_w = self._compact_split(db, g1[lo:hi], g2[lo:hi], config)
+            if lo:
+                wave = [compact.CompactLaunch(cl.pairs + lo, cl.block, cl.dims) for cl in wave]
+            t0 = time.perf_counter()  # (the per-block module, likely needed, compiles beside the first bins)
+            _, mods = self._call_modules(config, wave, per_block=not lo and not all_compact)
+            t_compile += time.perf_counter() - t0
+            for cl, mod in zip(wave, mods, strict=True):
+                queued.append(self._run_compact(cl, mod, config, values, g1, g2, shared))
+            compact_mods += mods
+            rest_parts.append(rest_w + lo if lo else rest_w)
+        rest = np.concatenate(rest_parts) if len(rest_parts) > 1 else rest_parts[0]
+        # the per-block launches last (growing their scratch waits for the kernels queued before: at the
+        # end of the call that costs no overlap)
+        t0 = time.perf_counter()
+        solver, _ = self._call_modules(config, [], per_block=bool(rest.size))
+        func = None if solver is None else solver.function("mgk_solve")
+        t_compile += time.perf_counter() - t0
+        plan, budget = self._plan_subset(db, g1, g2, func, rest)
+        if len(plan.wide) < npairs:
+            self._wide_workspace.clear()  # per-block launches: their scratch comes first
         if rest.size:  # product sizes and job costs of the pairs left to the per-block launches
             shared.N = np.zeros(npairs, dtype=np.int64)
             shared.N[rest] = db.nt[g1[rest]] * db.nt[g2[rest]] * 64
@@ -484,11 +503,8 @@ class GPUBackend:
         t0 = time.perf_counter()
         classes = self._launch_classes(plan, config, values)  # builds the plan's kernel variants
         t_compile += time.perf_counter() - t0
-        # the per-block launches first: growing their scratch waits for the kernels queued before
         for sel, use_smem, fn, blk in classes:
             queued.append(self._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs))
-        for cl, mod in zip(compact_launches, compact_mods, strict=True):
-            queued.append(self._run_compact(cl, mod, config, values, g1, g2, shared))
         self._complete(out, queued)
         for _, info in queued:
             dev_seconds += info["seconds"]
@@ -517,6 +533,8 @@ class GPUBackend:
         requests = [_compact_request(config, cl.block) for cl in compact_launches]
         if per_block:
             requests.append(_solver_request(config))
+        if not requests:
+            return None, []
         mods = device.build_modules(requests)
         return (mods.pop() if per_block else None), mods
 
