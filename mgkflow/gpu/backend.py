@@ -461,7 +461,7 @@ class GPUBackend:
 
         pr = np.asarray(pairs)
         if pr.dtype != np.int32 or len(systems) >= 2**31:
-            pr = pr.astype(np.int64)
+            pr = pr.astype(np.int64, copy=False)  # (int64 pairs: no copy)
         pr = pr.reshape(-1, 2)
         g1 = np.ascontiguousarray(pr[:, 0])
         g2 = pr[:, 1] + yoff if yoff else np.ascontiguousarray(pr[:, 1])
