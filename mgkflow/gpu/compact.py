@@ -241,8 +241,8 @@ def emulate_launch(kw: dict, config: Any, node_kernel: Any, edge_kernel: Any) ->
     """Run one ``mgk_solve_compact`` launch in numpy on the bound arguments ``kw`` (parameter name
     -> numpy view of the device array or scalar): every job's K, iterations, residual and flag go
     to ``out_k``, ``out_iter``, ``out_res``, ``out_conv`` (job order), with the kernel's algorithm
-    and its float32 storage of the coefficients (K accumulated as the sum of alpha_k w^T p_k, no
-    solution vector)."""
+    (the Chronopoulos-Gear form of PCG, K accumulated as the sum of alpha_k w^T p_k, no solution
+    vector) and its float32 storage of the coefficients."""
     import scipy.sparse as sp
 
     hdr = kw["hdr"].reshape(-1, 5)
@@ -276,33 +276,38 @@ def emulate_launch(kw: dict, config: Any, node_kernel: Any, edge_kernel: Any) ->
         ).astype(np.float32)
         kv = np.maximum(kv, np.float32(1e-30)).astype(np.float64)  # fmt: skip
         dd = d[u1] * d[u2]
-        dg = dd / kv
-        b = dd * q[u1] * q[u2]
-        di = 1.0 / dg
+        di = kv / dd
         ws = pv[u1] * pv[u2]
-        k, r, p = 0.0, b.copy(), b * di
-        rz, bb = float(b @ (b * di)), float(b @ b)
-        thr, rr, it, conv, broke = rtol * rtol * bb, bb, 0, bb <= rtol * rtol * bb, False
-        while not conv and it < max_iter:
-            a = dg * p - M @ p
-            pa = float(p @ a)
-            if not (pa > 0.0) or not np.isfinite(pa):
-                broke = True
-                break
-            alpha = rz / pa
-            k += alpha * float(ws @ p)
-            r = r - alpha * a
+        # Chronopoulos-Gear PCG as in the kernel: XMV of z = D^-1 r, a = M p by recurrence, M z = r - A z
+        k, r, a = 0.0, dd * q[u1] * q[u2], np.zeros(N)
+        thr, rr, it, conv, broke = 0.0, 0.0, 0, False, False
+        g_old, den_old, wp = 1.0, 0.0, 0.0
+        while True:
             z = r * di
-            rz_new, rr = float(r @ z), float(r @ r)
-            it += 1
+            mz = r - M @ z
+            gm, dl, rr, wz = float(r @ z), float(z @ mz), float(r @ r), float(ws @ z)
+            if it == 0:
+                bb, thr = rr, rtol * rtol * rr
             if rr <= thr:
                 conv = True
                 break
             if not np.isfinite(rr):
                 broke = True
                 break
-            p = z + (rz_new / rz) * p
-            rz = rz_new
+            if it >= max_iter:
+                break
+            beta = gm / g_old if it else 0.0
+            den = dl - beta * beta * den_old
+            if not (den > 0.0) or not np.isfinite(den):
+                broke = True
+                break
+            alpha = gm / den
+            wp = wz + beta * wp
+            k += alpha * wp
+            a = mz + beta * a
+            r = r - alpha * a
+            it += 1
+            g_old, den_old = gm, den
         kw["out_k"][jb] = k
         kw["out_iter"][jb] = it
         kw["out_res"][jb] = np.sqrt(rr / bb) if bb > 0 else 0.0

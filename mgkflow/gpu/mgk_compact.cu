@@ -1,9 +1,9 @@
 // mgkflow: marginalized graph kernel, compact per-pair solver for small pairs (molecules).
 //
-// Same system and the same Jacobi-preconditioned float64 CG as mgk_solver.cu, for pairs whose
-// product space is small: n1 * n2 <= BLOCK * KE unknowns and the pair's tables fit the shared
-// memory of the launch. One block solves one pair at a time; blocks of a persistent grid take
-// jobs (pairs, largest first) through an atomic counter.
+// Same system and the same Jacobi-preconditioned float64 CG as mgk_solver.cu (in the
+// Chronopoulos-Gear form, below), for pairs whose product space is small: n1 * n2 <= BLOCK * KE
+// unknowns and the pair's tables fit the shared memory of the launch. One block solves one pair at a
+// time; blocks of a persistent grid take jobs (pairs, largest first) through an atomic counter.
 //
 // What differs from mgk_solver.cu, and why (the per-block solver spends its instructions there
 // on molecule-sized pairs: ~370 per unknown and CG step, measured with ncu on an H100):
@@ -13,11 +13,18 @@
 //     G1 against every nonzero of G2, C_TYPE: float, or double with double weights) are formed
 //     once per pair into shared memory, with both graphs' local CSR rows: a product of the XMV
 //     is then two shared loads and one FMA instead of the label loads and the edge kernel;
-//   * each thread owns the entries u = tid + k * BLOCK (k < KE) in every phase, so r, the
-//     diagonal and its inverse, p and a = M p stay in registers; only p is also written to shared
-//     memory (the XMV reads it across threads). Three barriers per CG step;
+//   * each thread owns KE entries of the product space in every phase (its slots, below), so r, the
+//     inverse diagonal and a = M p stay in registers; only z = D^-1 r is also written to shared
+//     memory (the XMV reads it across threads);
+//   * the Chronopoulos-Gear form of PCG: the XMV is of z, not of p, and a = M p follows the recurrence
+//     a = M z + beta a, so the four inner products of a step (r.z, z.Mz, r.r, w.z) come out of one
+//     block reduction, and a step has two barriers (publish z, reduce) instead of three. D z = r, so
+//     M z = r - (A∘E) z needs no diagonal register. The residual of a step is known at the next
+//     reduction: a converged pair computes one XMV more than the classic form. With the reduction
+//     below, -9% device time on drugs and -10% on molecules (gpu/NOTES.md, call A9; in session 6,
+//     with four butterflies in its one reduction, this form had gained nothing);
 //   * no solution vector: K = w^T x with w_u = p_i p'_i2 (start probabilities, in shared memory)
-//     and x = sum_k alpha_k p_k, so K = sum_k alpha_k (w^T p_k), w^T p reduced with p^T M p;
+//     and x = sum_k alpha_k p_k, so K = sum_k alpha_k (w^T p_k), w^T p = w^T z + beta w^T p_old;
 //   * thread slots in degree-class order: a product (i, i2) costs deg(i) * deg(i2) multiply-adds in
 //     the XMV, and a warp runs as long as its slowest lane. Slot s of a pair is taken by the
 //     products in the order (degree class of i, degree class of i2, i, i2), classes from the
@@ -28,7 +35,8 @@
 //     classes (the block waits for its slowest warp at each reduction);
 //   * the XMV walks G1's row two nonzeros at a time: each column index of G2's row, loaded once,
 //     serves both products (-1.7% device time on drugs and on molecules; gpu/NOTES.md, call C8);
-//   * block reductions: one shared-memory load per lane and a butterfly over the NWARP partials.
+//   * the block reduction of four doubles is a reduce-scatter in each warp (six shuffles of one double
+//     instead of twenty), then per value a butterfly over the warps' partials and a broadcast.
 //
 // Placeholders filled by mgkflow.gpu.compact: BLOCK, KE, MIN_BLOCKS, NCLS, DEFINES (the
 // run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF.
@@ -48,35 +56,44 @@ typedef ${C_TYPE} c_t;
 // coefficient A_ij A'_i'j' ke of one product, in double
 #define COEF(w1, w2, ke) ${COEF}
 
-__device__ __forceinline__ void warp_sum2(double& a, double& b)
+__device__ __forceinline__ double shfl_xor(double x, int o)
 {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        a += __shfl_xor_sync(0xffffffffu, a, o);
-        b += __shfl_xor_sync(0xffffffffu, b, o);
-    }
+    return __shfl_xor_sync(0xffffffffu, x, o);
 }
 
-// Sum two doubles over the block through buf (2 * NWARP doubles); every thread gets the same
-// totals (bit for bit: each step of a butterfly adds the same two values in every lane). One
-// barrier: the caller makes sure buf is not read by a previous reduction any more.
-__device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
+// Sum four doubles over the block through buf (4 * NWARP doubles); every thread gets the same totals
+// (bit for bit: each step of a butterfly adds the same two values in every lane, and a broadcast
+// copies one lane's bits). Warp stage as a reduce-scatter: at offset 16 a lane sends the two values
+// its half does not keep, at offset 8 one of the two it kept, so six shuffles of one double leave
+// in lanes 8v..8v+7 the warp's total of value v (a butterfly on each of the four values takes 20).
+// One barrier: the caller makes sure buf is not read by a previous reduction any more.
+__device__ __forceinline__ void block_sum4(double& a, double& b, double& c, double& d, double* buf)
 {
-    warp_sum2(a, b);
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) {
-        buf[w] = a;
-        buf[NWARP + w] = b;
-    }
+    const bool h16 = lane & 16, h8 = lane & 8;
+    double k0 = h16 ? c : a, k1 = h16 ? d : b;
+    k0 += shfl_xor(h16 ? a : c, 16);
+    k1 += shfl_xor(h16 ? b : d, 16);
+    double t = h8 ? k1 : k0;
+    t += shfl_xor(h8 ? k0 : k1, 8);
+    t += shfl_xor(t, 4);
+    t += shfl_xor(t, 2);
+    t += shfl_xor(t, 1);
+    const int v = lane >> 3, j = lane & 7;  // this lane's value, and its rank among the value's 8 lanes
+    if (j == 0) buf[v * NWARP + w] = t;
     __syncthreads();
-    // lane l reads warp (l mod NWARP)'s partials: each aligned group of NWARP lanes sums them all
-    a = buf[lane & (NWARP - 1)];
-    b = buf[NWARP + (lane & (NWARP - 1))];
+    // the NWARP partials of value v: lane j sums those of warps j, j + S, ... (S = min(NWARP, 8)),
+    // then a butterfly over the S lanes
+    constexpr int S = NWARP < 8 ? NWARP : 8;
+    t = buf[v * NWARP + (j & (S - 1))];
 #pragma unroll
-    for (int o = NWARP / 2; o > 0; o >>= 1) {
-        a += __shfl_xor_sync(0xffffffffu, a, o);
-        b += __shfl_xor_sync(0xffffffffu, b, o);
-    }
+    for (int x = S; x < NWARP; x += S) t += buf[v * NWARP + x + (j & (S - 1))];
+#pragma unroll
+    for (int o = 1; o < S; o <<= 1) t += shfl_xor(t, o);
+    a = __shfl_sync(0xffffffffu, t, 0);
+    b = __shfl_sync(0xffffffffu, t, 8);
+    c = __shfl_sync(0xffffffffu, t, 16);
+    d = __shfl_sync(0xffffffffu, t, 24);
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compact(
@@ -110,8 +127,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
     // shared memory: P and W (n_max doubles each), C (c_max c_t), then int tables: rows and columns
     // of G1, G2
     extern __shared__ double smem[];
-    __shared__ double red[2][2 * NWARP];
+    __shared__ double red[4 * NWARP];
     __shared__ int s_job;
+    __shared__ double s_bb;  // b.b of the pair (thread 0 only)
     double* const P = smem;
     double* const W = smem + n_max;
     c_t* const C = (c_t*)(smem + 2 * n_max);
@@ -166,15 +184,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
             c1[c] = dcls[(NCLS + 1) * g1 + c];
             c2[c] = dcls[(NCLS + 1) * g2 + c];
         }
-        double r[KE], p[KE], dg[KE], di[KE];
+        double r[KE], a[KE], di[KE];  // residual, a = M p (by recurrence), inverse diagonal
         int ij[KE];  // (i << 16) | i2
-        double rz = 0.0, bb = 0.0;
 #pragma unroll
         for (int k = 0; k < KE; ++k) {
             const int s = SLOT(k);
             r[k] = 0.0;
-            p[k] = 0.0;
-            dg[k] = 1.0;
+            a[k] = 0.0;
             di[k] = 1.0;
             ij[k] = 0;
             if (s < N) {
@@ -192,7 +208,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                 const int len2 = end2 - base2, t2 = t - len1 * base2;
                 const int x = t2 / len2, y = t2 - x * len2;
                 const int i = dord[off1 + base1 + x], i2 = dord[off2 + base2 + y];
-                const int u = i * n2 + i2;
                 ij[k] = (i << 16) | i2;
                 const int u1 = off1 + i, u2 = off2 + i2;
                 LOAD_V1(u1);
@@ -200,33 +215,30 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                 float kv = NODE_KERNEL_EXPR;
                 kv = fmaxf(kv, 1e-30f);
                 const double dd = dvec[u1] * dvec[u2];
-                dg[k] = dd / (double)kv;
-                di[k] = 1.0 / dg[k];
-                const double b = dd * qvec[u1] * qvec[u2];
-                r[k] = b;
-                p[k] = b * di[k];
-                P[u] = p[k];
+                di[k] = (double)kv / dd;
+                r[k] = dd * qvec[u1] * qvec[u2];
+                P[i * n2 + i2] = r[k] * di[k];
                 W[s] = pvec[u1] * pvec[u2];  // by slot: only its owner reads it
-                rz += b * p[k];
-                bb += b * b;
             }
         }
-        block_sum2(rz, bb, red[0]);  // its barrier also publishes P and the tables
-        const double thr = rtol * rtol * bb;
-        double rr = bb;
-        int it = 0;
-        bool conv = rr <= thr;
-        bool broke = false;
-        double kk = 0.0;  // K = sum over the steps of alpha w^T p
+        __syncthreads();  // publishes P (z = D^-1 r) and the tables
 
-        // ------------------------------------------------------------ PCG
-        while (!conv && it < max_iter) {
-            // a = DG p - (A∘E) p over the own entries, pa = p.a, wp = w.p
-            double a[KE];
-            double pa = 0.0, wp = 0.0;
+        // ------------------------------------------------------------ PCG, Chronopoulos-Gear form
+        // One block reduction per step: the XMV is of z = D^-1 r (in P), and a = M p follows
+        // a = M z + beta a. Per step: gamma = r.z, delta = z.Mz, rho = r.r and w.z; then
+        // beta = gamma / gamma_old, p.Mp = delta - beta^2 p_old.Mp_old, alpha = gamma / p.Mp,
+        // w.p = w.z + beta w.p_old, K += alpha w.p, r -= alpha a. The residual a step has made is
+        // known at the next reduction: a converged pair computes one XMV more than the classic form.
+        double thr = 0.0, rr = 0.0, g_old = 1.0, den_old = 0.0, wp = 0.0, kk = 0.0;
+        int it = 0;
+        bool conv = false, broke = false;
+        for (;;) {
+            double q[KE];
+            double gm = 0.0, dl = 0.0, wz = 0.0;
+            rr = 0.0;
 #pragma unroll
             for (int k = 0; k < KE; ++k) {
-                a[k] = 0.0;
+                q[k] = 0.0;
                 if (SLOT(k) < N) {
                     const int i = ij[k] >> 16, i2 = ij[k] & 0xffff;
                     const int a0 = rp1[i], a1 = rp1[i + 1], b0 = rp2[i2], b1 = rp2[i2 + 1];
@@ -252,29 +264,19 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                         }
                         if (kb < b1) y += (double)Cr[kb] * Pr[col2[kb]];
                     }
-                    a[k] = dg[k] * p[k] - (y + y1);
-                    pa += p[k] * a[k];
-                    wp += W[SLOT(k)] * p[k];
+                    const double z = r[k] * di[k];
+                    q[k] = r[k] - (y + y1);  // D z = r: the diagonal needs no register
+                    gm += r[k] * z;
+                    dl += z * q[k];
+                    rr += r[k] * r[k];
+                    wz += W[SLOT(k)] * z;
                 }
             }
-            block_sum2(pa, wp, red[1]);
-            if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
-                broke = true;
-                break;
+            block_sum4(gm, dl, rr, wz, red);
+            if (it == 0) {  // rr = b.b
+                thr = rtol * rtol * rr;
+                if (tid == 0) s_bb = rr;
             }
-            const double alpha = rz / pa;
-            kk += alpha * wp;
-            double rz_new = 0.0, rr_new = 0.0;
-#pragma unroll
-            for (int k = 0; k < KE; ++k) {  // entries past N hold zeros and stay zero
-                r[k] -= alpha * a[k];
-                const double z = r[k] * di[k];
-                rz_new += r[k] * z;
-                rr_new += r[k] * r[k];
-            }
-            block_sum2(rz_new, rr_new, red[0]);
-            ++it;
-            rr = rr_new;
             if (rr <= thr) {
                 conv = true;
                 break;
@@ -283,20 +285,32 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                 broke = true;
                 break;
             }
-            const double beta = rz_new / rz;
-            rz = rz_new;
-#pragma unroll
-            for (int k = 0; k < KE; ++k) {
-                p[k] = r[k] * di[k] + beta * p[k];
-                if (SLOT(k) < N) P[(ij[k] >> 16) * n2 + (ij[k] & 0xffff)] = p[k];
+            if (it >= max_iter) break;
+            const double beta = it ? gm / g_old : 0.0;
+            const double den = dl - beta * beta * den_old;  // p.Mp
+            if (!(den > 0.0) || !isfinite(den)) {  // breakdown: not SPD in finite precision
+                broke = true;
+                break;
             }
-            __syncthreads();  // P complete before the next XMV; red[1] free again
+            const double alpha = gm / den;
+            wp = wz + beta * wp;
+            kk += alpha * wp;
+#pragma unroll
+            for (int k = 0; k < KE; ++k) {  // entries past N hold zeros and stay zero
+                a[k] = q[k] + beta * a[k];
+                r[k] -= alpha * a[k];
+                if (SLOT(k) < N) P[(ij[k] >> 16) * n2 + (ij[k] & 0xffff)] = r[k] * di[k];
+            }
+            ++it;
+            g_old = gm;
+            den_old = den;
+            __syncthreads();  // P complete before the next XMV (every thread's XMV reads ended at the reduction)
         }
 
         if (tid == 0) {
             out_k[jb] = kk;
             out_iter[jb] = it;
-            out_res[jb] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
+            out_res[jb] = s_bb > 0.0 ? sqrt(rr / s_bb) : 0.0;
             out_conv[jb] = (conv && !broke && isfinite(kk)) ? 1 : 0;
         }
     }
