@@ -167,6 +167,13 @@ def test_bins() -> None:
     # launch sizes from the pairs present only: (2, 2) alone in its bin
     [c] = [c for c in compact.compact_bins(n, nnz, g1[2:3], g2[2:3])]
     assert c.dims["n_max"] == 900 and c.dims["c_max"] == 62 * 62
+    # a router keeps the tables of the graphs: the same launches for every slice (a call's waves), strided too
+    router = compact.CompactRouter(n, nnz)
+    pairs = np.stack([g1, g2], axis=1)
+    for lo, hi in ((0, 7), (0, 3), (2, 7), (5, 6)):
+        want = compact.compact_bins(n, nnz, g1[lo:hi], g2[lo:hi])
+        got = router.bins(pairs[lo:hi, 0], pairs[lo:hi, 1])
+        assert [(c.pairs.tolist(), c.block, c.dims) for c in got] == [(c.pairs.tolist(), c.block, c.dims) for c in want]
 
 
 def test_row_arrays_sorts_rows_that_are_not_canonical() -> None:
@@ -341,7 +348,7 @@ def test_fake_backend_routes_and_launches_in_waves(fake_backend, monkeypatch) ->
         last_compact = max(t for t, k in enumerate(kinds) if k == compact.KERNEL)
         assert "mgk_solve" in kinds and all(k == "mgk_solve" for k in kinds[last_compact + 1 :])
         got[threshold] = (vals[small], kinds.count(compact.KERNEL))
-    assert len(plan.waves(len(pairs))) == 2
+    assert len(plan.waves(len(pairs))) >= 2
     assert got[4][1] > got[1 << 30][1]  # the bins of each wave have their own launches
     assert np.array_equal(got[4][0], got[1 << 30][0])
     for t in np.flatnonzero(small):

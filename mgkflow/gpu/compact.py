@@ -9,8 +9,9 @@ r, p, a = M p and the diagonal in registers (``KE`` entries per thread). It read
 layout of the per-block strategy "rows" (:mod:`mgkflow.gpu.strategies.row_pair`), so it is used
 when the call's batch has it (the default ``xmv="rows"``), for value-only solves.
 
-:func:`compact_bins` routes pairs: those with ``n1 * n2 <= max(BINS)`` product unknowns whose
-tables fit their launch's share of :data:`SMEM_PER_SM`, in launches of 64 to 1,024 threads by size.
+:func:`compact_bins` (or a :class:`CompactRouter`, its tables kept for a set of graphs) routes pairs:
+those with ``n1 * n2 <= max(BINS)`` product unknowns whose tables fit their launch's share of
+:data:`SMEM_PER_SM`, in launches of 64 to 1,024 threads by size.
 :func:`compact_source` generates the CUDA source, :func:`shared_bytes` the launch's shared memory
 and :func:`emulate_launch` runs a launch in numpy (the fake-driver tests' reference).
 
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["KERNEL", "KE", "NCLS", "BINS", "MIN_THREADS", "SMEM_PER_SM", "CompactLaunch", "compact_source",
-           "shared_bytes", "fits_all", "degree_classes", "compact_bins", "emulate_launch"]  # fmt: skip
+           "shared_bytes", "fits_all", "degree_classes", "CompactRouter", "compact_bins", "emulate_launch"]  # fmt: skip
 
 #: Kernel name in ``mgk_compact.cu``.
 KERNEL = "mgk_solve_compact"
@@ -160,6 +161,78 @@ class CompactLaunch:
     dims: dict[str, int]
 
 
+class CompactRouter:
+    """Routing tables of one set of graphs for the compact solver: the graphs fall into classes of
+    equal (n, nnz), and a table over pairs of classes holds each class pair's bin. Built once per set
+    (:class:`mgkflow.gpu.backend.GPUBackend` keeps one per packed batch); :meth:`bins` routes a list
+    of pairs with a few gathers per pair (a call's pairs, wave by wave).
+
+    Parameters
+    ----------
+    n, nnz : ndarray
+        Nodes and nonzeros per graph.
+    c_bytes : int
+        Bytes per coefficient (4: float, 8: double weights).
+    smem_per_sm : int, optional
+        Shared memory of one SM the launches may fill (default :data:`SMEM_PER_SM`).
+
+    Examples
+    --------
+    >>> router = CompactRouter(np.array([12, 20, 200]), np.array([24, 40, 400]))
+    >>> [(c.pairs.tolist(), c.block) for c in router.bins(np.array([0, 1, 2, 0]), np.array([0, 1, 0, 2]))]
+    [([0], 64), ([1], 128), ([2, 3], 1024)]
+    """
+
+    def __init__(self, n: np.ndarray, nnz: np.ndarray, c_bytes: int = 4, smem_per_sm: int | None = None) -> None:
+        n = np.asarray(n, dtype=np.int64)
+        nnz = np.asarray(nnz, dtype=np.int64)
+        self.n_graphs = n.size
+        if not n.size or not BINS:
+            self.K = 0
+            return
+        # classes of graphs with the same (n, nnz) that can take part in a compact pair at all
+        small = (n <= BINS[-1][0]) & (n >= 1)
+        key = np.where(small, n * (int(nnz.max()) + 1) + nnz, -1)
+        uniq, first, cls = np.unique(key, return_index=True, return_inverse=True)
+        un, unz = n[first], nnz[first]
+        un[uniq < 0], unz[uniq < 0] = BINS[-1][0] + 1, 0  # the class of graphs too large for any bin
+        K = self.K = uniq.size
+        self.Nt = un[:, None] * un[None, :]
+        self.Ct = unz[:, None] * unz[None, :]
+        self.r_t = np.maximum(un[:, None], un[None, :]) + 1
+        self.e_t = np.maximum(np.maximum(unz[:, None], unz[None, :]), 1)
+        need = _need(un, unz, c_bytes)
+        budget = SMEM_PER_SM if smem_per_sm is None else int(smem_per_sm)
+        self.table = np.full(self.Nt.shape, len(BINS), dtype=np.uint8)  # bin index; len(BINS): none
+        for b in range(len(BINS) - 1, -1, -1):  # the smallest bin that holds the pair wins
+            hi, block = BINS[b]
+            self.table[(self.Nt <= hi) & (need <= budget * block // MIN_THREADS)] = b
+        self.cls = cls.reshape(-1).astype(np.int32 if K * K < 2**31 else np.int64)
+
+    def bins(self, g1: np.ndarray, g2: np.ndarray) -> list[CompactLaunch]:
+        """The pairs (``g1[t]``, ``g2[t]``) for the compact solver, one :class:`CompactLaunch` per
+        non-empty bin of :data:`BINS` (pair indices ascending; dims over the class pairs present); a pair
+        goes to the smallest bin that holds its product unknowns and whose share of the shared memory
+        holds its tables. Pairs that no bin holds are left out."""
+        if not len(g1) or not self.K:
+            return []
+        K = self.K
+        idx = self.cls[g1] * K + self.cls[g2]
+        pair_bin = self.table.ravel()[idx]
+        present = (np.bincount(idx, minlength=K * K) > 0).reshape(K, K)  # the launch sizes: present pairs only
+        out = []
+        for b, (_, block) in enumerate(BINS):
+            in_bin = (self.table == b) & present
+            if not in_bin.any():
+                continue
+            sel = np.flatnonzero(pair_bin == b)
+            if sel.size:
+                dims = {"n_max": int(self.Nt[in_bin].max()), "c_max": int(self.Ct[in_bin].max()),
+                        "r_max": int(self.r_t[in_bin].max()), "e_max": int(self.e_t[in_bin].max())}  # fmt: skip
+                out.append(CompactLaunch(sel, block, dims))
+        return out
+
+
 def compact_bins(
     n: np.ndarray, nnz: np.ndarray, g1: np.ndarray, g2: np.ndarray, c_bytes: int = 4,
     smem_per_sm: int | None = None,
@@ -167,10 +240,8 @@ def compact_bins(
     """The pairs (``g1[t]``, ``g2[t]``) for the compact solver, one :class:`CompactLaunch` per
     non-empty bin of :data:`BINS`; ``n``, ``nnz``: nodes and nonzeros per graph. A pair goes to the
     smallest bin that holds its product unknowns and whose share of ``smem_per_sm`` (default
-    :data:`SMEM_PER_SM`) holds its tables; pairs that no bin holds are left out.
-
-    Work per pair is a few gathers: the graphs fall into classes of equal (n, nnz), and a table
-    over pairs of classes holds each class pair's bin (millions of pairs per call in a Gram block).
+    :data:`SMEM_PER_SM`) holds its tables; pairs that no bin holds are left out. The tables of a set
+    of graphs routed more than once belong in a :class:`CompactRouter`.
 
     Examples
     --------
@@ -179,42 +250,7 @@ def compact_bins(
     >>> [(c.pairs.tolist(), c.block) for c in compact_bins(n, nnz, g, np.array([0, 1, 0, 2]))]
     [([0], 64), ([1], 128), ([2, 3], 1024)]
     """
-    n = np.asarray(n, dtype=np.int64)
-    nnz = np.asarray(nnz, dtype=np.int64)
-    if not len(g1) or not BINS:
-        return []
-    # classes of graphs with the same (n, nnz) that can take part in a compact pair at all
-    small = (n <= BINS[-1][0]) & (n >= 1)
-    key = np.where(small, n * (int(nnz.max()) + 1) + nnz, -1)
-    uniq, first, cls = np.unique(key, return_index=True, return_inverse=True)
-    un, unz = n[first], nnz[first]
-    un[uniq < 0], unz[uniq < 0] = BINS[-1][0] + 1, 0  # the class of graphs too large for any bin
-    K = uniq.size
-    Nt = un[:, None] * un[None, :]
-    Ct = unz[:, None] * unz[None, :]
-    r_t = np.maximum(un[:, None], un[None, :]) + 1
-    e_t = np.maximum(np.maximum(unz[:, None], unz[None, :]), 1)
-    need = _need(un, unz, c_bytes)
-    budget = SMEM_PER_SM if smem_per_sm is None else int(smem_per_sm)
-    table = np.full(Nt.shape, len(BINS), dtype=np.uint8)  # bin index; len(BINS): none
-    for b in range(len(BINS) - 1, -1, -1):  # the smallest bin that holds the pair wins
-        hi, block = BINS[b]
-        table[(Nt <= hi) & (need <= budget * block // MIN_THREADS)] = b
-    cls = cls.astype(np.int32 if K * K < 2**31 else np.int64)
-    idx = cls[g1] * K + cls[g2]
-    pair_bin = table.ravel()[idx]
-    present = (np.bincount(idx, minlength=K * K) > 0).reshape(K, K)  # the launch sizes: present pairs only
-    out = []
-    for b, (_, block) in enumerate(BINS):
-        in_bin = (table == b) & present
-        if not in_bin.any():
-            continue
-        sel = np.flatnonzero(pair_bin == b)
-        if sel.size:
-            dims = {"n_max": int(Nt[in_bin].max()), "c_max": int(Ct[in_bin].max()),
-                    "r_max": int(r_t[in_bin].max()), "e_max": int(e_t[in_bin].max())}  # fmt: skip
-            out.append(CompactLaunch(sel, block, dims))
-    return out
+    return CompactRouter(n, nnz, c_bytes, smem_per_sm).bins(g1, g2)
 
 
 # ---------------------------------------------------------------------------------------- emulation
