@@ -77,8 +77,14 @@ class CompactModule(device.Module):
                     else:
                         assert type(v) is p.dtype.type, (p, type(v))
                         kw[p.name] = v.item()
-                n_max = kw["n_max"]
-                assert shared == compact.shared_bytes(n_max, kw["c_max"], kw["r_max"], kw["e_max"])
+                # every job's tables fit the launch's shared memory, its product space the block's entries
+                jobs = kw["jobs"][: 2 * kw["n_jobs"]].reshape(-1, 2)
+                hdr = kw["hdr"].reshape(-1, 5)
+                n = hdr[:, 0].astype(np.int64)
+                nnz = kw["rrowptr"][hdr[:, 4] + hdr[:, 0]] - kw["rrowptr"][hdr[:, 4]]
+                a, b = jobs[:, 0], jobs[:, 1]
+                assert (compact.shared_bytes(n[a], n[b], nnz[a], nnz[b]) <= shared).all()
+                n_max = int((n[a] * n[b]).max())
                 assert n_max <= compact.KE * mod.block
                 compact.emulate_launch(kw, mod.config, mod.nk, mod.ek)
                 mod.log.append({"jobs": kw["n_jobs"], "n_max": n_max, "block": mod.block})
@@ -155,25 +161,24 @@ def test_bins() -> None:
     g1 = np.array([0, 1, 2, 3, 4, 5, 0])
     g2 = np.array([0, 1, 2, 3, 0, 5, 5])
     bins = compact.compact_bins(n, nnz, g1, g2)
-    # 3: 1,089 unknowns (512 threads); 4: 2,400 unknowns (1,024 threads); 5: a coefficient table of 3.5 MB;
+    # 3: 1,089 unknowns (384 threads); 4: 2,400 unknowns (768 threads); 5: a coefficient table of 3.5 MB;
     # 6: 248 unknowns, but a coefficient table of 52 KB, over the share of the bins of 64 to 256 threads
-    assert [(c.pairs.tolist(), c.block) for c in bins] == [([0, 1], 64), ([2], 256), ([3, 6], 512), ([4], 1024)]
-    for c in bins:  # the launch dimensions bound every pair of the launch
+    assert [(c.pairs.tolist(), c.block) for c in bins] == [([0, 1], 64), ([2], 256), ([3, 6], 384), ([4], 768)]
+    for c in bins:  # a launch's shared memory: its largest pair's tables, within the bin's share
         a, b = g1[c.pairs], g2[c.pairs]
-        assert c.dims["n_max"] >= (n[a] * n[b]).max() and c.dims["c_max"] >= (nnz[a] * nnz[b]).max()
-        assert c.dims["r_max"] > max(n[a].max(), n[b].max()) and c.dims["e_max"] >= max(nnz[a].max(), nnz[b].max())
-        assert compact.shared_bytes(**c.dims) <= compact.SMEM_PER_SM * c.block // compact.MIN_THREADS
+        assert c.smem == compact.shared_bytes(n[a], n[b], nnz[a], nnz[b]).max()
+        assert c.smem <= compact.SMEM_PER_SM * c.block // compact.MIN_THREADS
     assert compact.compact_bins(n, nnz, g1[5:6], g2[5:6]) == []
     # launch sizes from the pairs present only: (2, 2) alone in its bin
     [c] = [c for c in compact.compact_bins(n, nnz, g1[2:3], g2[2:3])]
-    assert c.dims["n_max"] == 900 and c.dims["c_max"] == 62 * 62
+    assert c.smem == 16 * 900 + 4 * 62 * 62 + 4 * (30 + 30 + 2 + 62 + 62)
     # a router keeps the tables of the graphs: the same launches for every slice (a call's waves), strided too
     router = compact.CompactRouter(n, nnz)
     pairs = np.stack([g1, g2], axis=1)
     for lo, hi in ((0, 7), (0, 3), (2, 7), (5, 6)):
         want = compact.compact_bins(n, nnz, g1[lo:hi], g2[lo:hi])
         got = router.bins(pairs[lo:hi, 0], pairs[lo:hi, 1])
-        assert [(c.pairs.tolist(), c.block, c.dims) for c in got] == [(c.pairs.tolist(), c.block, c.dims) for c in want]
+        assert [(c.pairs.tolist(), c.block, c.smem) for c in got] == [(c.pairs.tolist(), c.block, c.smem) for c in want]
 
 
 def test_row_arrays_sorts_rows_that_are_not_canonical() -> None:
@@ -360,7 +365,7 @@ def test_fake_backend_routes_and_launches_in_waves(fake_backend, monkeypatch) ->
 def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
     """The compact solver's launch configurations (64 to 512 threads) compile for sm_90 with the
     solver's options, no warning, no spill at 512 threads per SM, for labeled, unlabeled and double-weight
-    kernels; the 1,024-thread bin (64 registers, one block per SM, as in production) without a warning."""
+    kernels; the other bins (96 to 1,024 threads, with production's blocks per SM) without a warning."""
     configs = {
         "kd-kd": (KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond"), {"element": "int64"},
                   {"bond": "float64"}, "rows"),  # fmt: skip
@@ -382,11 +387,12 @@ def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
         assert spills and max(spills) == 0, f"{name}:\n{proc.stderr}"
     nk, ek = KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond")
     cfg = make_config(nk, ek, {"element": "int64"}, {"bond": "int64"}, row_ilp=2, xmv="rows")
-    path = tmp_path / "kd-kd-1024.cu"
-    path.write_text(compact.compact_source(cfg, 1024, 1))
-    cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-o", str(path.with_suffix(".cubin")), str(path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "warning" not in proc.stderr.lower(), proc.stderr
+    for block in {b for _, b in compact.BINS} - {64, 128, 256, 512}:  # the other bins, as in production
+        path = tmp_path / f"kd-kd-{block}.cu"
+        path.write_text(compact.compact_source(cfg, block, max(1, compact.MIN_THREADS // block)))
+        cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-o", str(path.with_suffix(".cubin")), str(path)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and "warning" not in proc.stderr.lower(), f"{block}:\n{proc.stderr}"
 
 
 @pytest.mark.parametrize("overlap", [False, True])

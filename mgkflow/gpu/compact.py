@@ -22,7 +22,7 @@ Examples
 >>> src = compact_source(make_config(Constant(1.0), Constant(1.0)), block=128)
 >>> "mgk_solve_compact" in src and "${" not in src and "#define BLOCK 128" in src
 True
->>> shared_bytes(n_max=576, c_max=2704, r_max=25, e_max=52, c_bytes=4)
+>>> shared_bytes(24, 24, 52, 52, c_bytes=4)
 20648
 """
 
@@ -43,9 +43,12 @@ KERNEL = "mgk_solve_compact"
 KE = 4
 #: Degree classes of the thread-slot order: degrees ``NCLS - 1`` and up, ..., 1, 0 (:func:`degree_classes`).
 NCLS = 5
-#: (largest product unknowns, threads per block) of the launch bins, ascending.
+#: (largest product unknowns, threads per block) of the launch bins, ascending: threads in steps of
+#: 1.5x or 1.33x, so a pair fills 75-100% of its block's KE entries per thread (bins in steps of 2x,
+#: 64 to 1,024 threads, filled 50-100%: 8% more device time on drugs, 7% on molecules; gpu/NOTES.md, C9).
 BINS: tuple[tuple[int, int], ...] = (
-    (4 * 64, 64), (4 * 128, 128), (4 * 256, 256), (4 * 512, 512), (4 * 1024, 1024)
+    (4 * 64, 64), (4 * 96, 96), (4 * 128, 128), (4 * 192, 192), (4 * 256, 256), (4 * 384, 384),
+    (4 * 512, 512), (4 * 768, 768), (4 * 1024, 1024),
 )  # fmt: skip
 #: Resident threads per SM the compiler must fit registers for (``__launch_bounds__``): 1,024 gives
 #: 64 registers with small spills and was the fastest measured (512, 1,280, 1,536: gpu/NOTES.md).
@@ -78,22 +81,19 @@ def compact_source(config: Any, block: int, min_blocks: int = 1) -> str:
     )
 
 
-def _align8(nbytes: int) -> int:
-    return (int(nbytes) + 7) // 8 * 8
-
-
-def shared_bytes(n_max: int, c_max: int, r_max: int, e_max: int, c_bytes: int = 4) -> int:
-    """Dynamic shared memory of a launch: P and W (``n_max`` doubles each), the coefficients
-    (``c_max`` entries of ``c_bytes``), then two row-pointer tables of ``r_max`` and two column
-    tables of ``e_max`` ints (the layout ``mgk_compact.cu`` expects)."""
-    return 16 * int(n_max) + _align8(int(c_max) * int(c_bytes)) + 4 * (2 * int(r_max) + 2 * int(e_max))
+def shared_bytes(n1: Any, n2: Any, nnz1: Any, nnz2: Any, c_bytes: int = 4) -> Any:
+    """Dynamic shared memory of a pair's tables, as ``mgk_compact.cu`` lays them out for each pair: P
+    and W (``n1 * n2`` doubles each), the coefficients (``nnz1 * nnz2`` entries of ``c_bytes``, to 8
+    bytes), then the row pointers of both graphs (``n + 1`` ints each) and their columns (``nnz`` ints
+    each). Integers or broadcastable integer arrays; a launch takes the largest of its pairs."""
+    n1, n2, nnz1, nnz2 = (np.asarray(v, dtype=np.int64) for v in (n1, n2, nnz1, nnz2))
+    out = 16 * n1 * n2 + (nnz1 * nnz2 * int(c_bytes) + 7) // 8 * 8 + 4 * (n1 + n2 + 2 + nnz1 + nnz2)
+    return int(out) if out.ndim == 0 else out
 
 
 def _need(n: np.ndarray, nnz: np.ndarray, c_bytes: int) -> np.ndarray:
     """Shared memory of the pairs (n[a], nnz[a]) x (n[b], nnz[b]) (:func:`shared_bytes`), broadcast."""
-    r = np.maximum(n[:, None], n[None, :]) + 1
-    e = np.maximum(np.maximum(nnz[:, None], nnz[None, :]), 1)
-    return 16 * n[:, None] * n[None, :] + (nnz[:, None] * nnz[None, :] * c_bytes + 7) // 8 * 8 + 4 * (2 * r + 2 * e)
+    return shared_bytes(n[:, None], n[None, :], nnz[:, None], nnz[None, :], c_bytes)
 
 
 def fits_all(n: np.ndarray, nnz: np.ndarray, c_bytes: int = 4, smem_per_sm: int | None = None) -> bool:
@@ -154,11 +154,11 @@ def degree_classes(
 @dataclass
 class CompactLaunch:
     """One launch of the compact solver: its pairs (indices into the call's pair list), threads per
-    block and the launch dimensions ``mgk_compact.cu`` takes (an upper bound over its pairs)."""
+    block and dynamic shared memory (bytes: the largest of its pairs' tables, :func:`shared_bytes`)."""
 
     pairs: np.ndarray
     block: int
-    dims: dict[str, int]
+    smem: int
 
 
 class CompactRouter:
@@ -180,7 +180,7 @@ class CompactRouter:
     --------
     >>> router = CompactRouter(np.array([12, 20, 200]), np.array([24, 40, 400]))
     >>> [(c.pairs.tolist(), c.block) for c in router.bins(np.array([0, 1, 2, 0]), np.array([0, 1, 0, 2]))]
-    [([0], 64), ([1], 128), ([2, 3], 1024)]
+    [([0], 64), ([1], 128), ([2, 3], 768)]
     """
 
     def __init__(self, n: np.ndarray, nnz: np.ndarray, c_bytes: int = 4, smem_per_sm: int | None = None) -> None:
@@ -197,39 +197,33 @@ class CompactRouter:
         un, unz = n[first], nnz[first]
         un[uniq < 0], unz[uniq < 0] = BINS[-1][0] + 1, 0  # the class of graphs too large for any bin
         K = self.K = uniq.size
-        self.Nt = un[:, None] * un[None, :]
-        self.Ct = unz[:, None] * unz[None, :]
-        self.r_t = np.maximum(un[:, None], un[None, :]) + 1
-        self.e_t = np.maximum(np.maximum(unz[:, None], unz[None, :]), 1)
-        need = _need(un, unz, c_bytes)
+        Nt = un[:, None] * un[None, :]
+        self.need = _need(un, unz, c_bytes).ravel()
         budget = SMEM_PER_SM if smem_per_sm is None else int(smem_per_sm)
-        self.table = np.full(self.Nt.shape, len(BINS), dtype=np.uint8)  # bin index; len(BINS): none
+        table = np.full(Nt.shape, len(BINS), dtype=np.uint8)  # bin index; len(BINS): none
         for b in range(len(BINS) - 1, -1, -1):  # the smallest bin that holds the pair wins
             hi, block = BINS[b]
-            self.table[(self.Nt <= hi) & (need <= budget * block // MIN_THREADS)] = b
+            table[(Nt <= hi) & (self.need.reshape(K, K) <= budget * block // MIN_THREADS)] = b
+        self.table = table.ravel()
+        self.bin_cps = [np.flatnonzero(self.table == b) for b in range(len(BINS))]  # class pairs per bin
         self.cls = cls.reshape(-1).astype(np.int32 if K * K < 2**31 else np.int64)
 
     def bins(self, g1: np.ndarray, g2: np.ndarray) -> list[CompactLaunch]:
         """The pairs (``g1[t]``, ``g2[t]``) for the compact solver, one :class:`CompactLaunch` per
-        non-empty bin of :data:`BINS` (pair indices ascending; dims over the class pairs present); a pair
-        goes to the smallest bin that holds its product unknowns and whose share of the shared memory
-        holds its tables. Pairs that no bin holds are left out."""
+        non-empty bin of :data:`BINS` (pair indices ascending; shared memory: the largest need of the
+        pairs present); a pair goes to the smallest bin that holds its product unknowns and whose share
+        of the shared memory holds its tables. Pairs that no bin holds are left out."""
         if not len(g1) or not self.K:
             return []
         K = self.K
         idx = self.cls[g1] * K + self.cls[g2]
-        pair_bin = self.table.ravel()[idx]
-        present = (np.bincount(idx, minlength=K * K) > 0).reshape(K, K)  # the launch sizes: present pairs only
+        pair_bin = self.table[idx]
+        present = np.bincount(idx, minlength=K * K) > 0
         out = []
         for b, (_, block) in enumerate(BINS):
-            in_bin = (self.table == b) & present
-            if not in_bin.any():
-                continue
-            sel = np.flatnonzero(pair_bin == b)
-            if sel.size:
-                dims = {"n_max": int(self.Nt[in_bin].max()), "c_max": int(self.Ct[in_bin].max()),
-                        "r_max": int(self.r_t[in_bin].max()), "e_max": int(self.e_t[in_bin].max())}  # fmt: skip
-                out.append(CompactLaunch(sel, block, dims))
+            cp = self.bin_cps[b][present[self.bin_cps[b]]]
+            if cp.size:
+                out.append(CompactLaunch(np.flatnonzero(pair_bin == b), block, int(self.need[cp].max())))
         return out
 
 
@@ -248,7 +242,7 @@ def compact_bins(
     >>> n, nnz = np.array([12, 20, 200]), np.array([24, 40, 400])
     >>> g = np.array([0, 1, 2, 0])
     >>> [(c.pairs.tolist(), c.block) for c in compact_bins(n, nnz, g, np.array([0, 1, 0, 2]))]
-    [([0], 64), ([1], 128), ([2, 3], 1024)]
+    [([0], 64), ([1], 128), ([2, 3], 768)]
     """
     return CompactRouter(n, nnz, c_bytes, smem_per_sm).bins(g1, g2)
 

@@ -84,10 +84,13 @@ __device__ __forceinline__ void block_sum4(double& a, double& b, double& c, doub
     __syncthreads();
     // the NWARP partials of value v: lane j sums those of warps j, j + S, ... (S = min(NWARP, 8)),
     // then a butterfly over the S lanes
-    constexpr int S = NWARP < 8 ? NWARP : 8;
-    t = buf[v * NWARP + (j & (S - 1))];
+    // S: the largest power of two <= min(NWARP, 8)
+    constexpr int S = NWARP >= 8 ? 8 : NWARP >= 4 ? 4 : NWARP >= 2 ? 2 : 1;
+    const int j0 = j & (S - 1);
+    t = buf[v * NWARP + j0];
 #pragma unroll
-    for (int x = S; x < NWARP; x += S) t += buf[v * NWARP + x + (j & (S - 1))];
+    for (int x = S; x < NWARP; x += S)
+        if (x + j0 < NWARP) t += buf[v * NWARP + x + j0];
 #pragma unroll
     for (int o = 1; o < S; o <<= 1) t += shfl_xor(t, o);
     a = __shfl_sync(0xffffffffu, t, 0);
@@ -117,33 +120,22 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
     int* __restrict__ out_iter,
     double* __restrict__ out_res,
     int* __restrict__ out_conv,
-    const int n_max,                              // largest n1 * n2 of this launch
-    const int c_max,                              // largest nnz1 * nnz2
-    const int r_max,                              // largest n + 1 of a graph of this launch
-    const int e_max,                              // largest nnz of a graph
     const double rtol,
     const int max_iter)
 {
-    // shared memory: P and W (n_max doubles each), C (c_max c_t), then int tables: rows and columns
-    // of G1, G2
+    // shared memory, laid out per pair (the launch has the largest pair's bytes): P and W (n1 n2 doubles
+    // each), C (nnz1 nnz2 c_t), then int tables: rows of G1 (n1 + 1), of G2 (n2 + 1), columns of G1, G2
     extern __shared__ double smem[];
     __shared__ double red[4 * NWARP];
     __shared__ int s_job;
     __shared__ double s_bb;  // b.b of the pair (thread 0 only)
     double* const P = smem;
-    double* const W = smem + n_max;
-    c_t* const C = (c_t*)(smem + 2 * n_max);
-    int* const rp1 = (int*)(smem + 2 * n_max + ((long long)c_max * sizeof(c_t) + 7) / 8);
-    int* const rp2 = rp1 + r_max;
-    int* const col1 = rp2 + r_max;
-    int* const col2 = col1 + e_max;
     const unsigned int* const elab = relab;
     const long long elab_stride = relab_stride;
     (void)elab;  // unused when the edge kernel reads no label
     (void)elab_stride;
     const int tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31;
-    static_assert((NWARP & (NWARP - 1)) == 0, "BLOCK / 32 must be a power of two");
 
     for (;;) {
         if (tid == 0) s_job = atomicAdd(job_counter, 1);
@@ -155,7 +147,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
         const int n2 = hdr[5 * g2], off2 = hdr[5 * g2 + 2], roff2 = hdr[5 * g2 + 4];
         const int e01 = rrowptr[roff1], e02 = rrowptr[roff2];
         const int nnz1 = rrowptr[roff1 + n1] - e01, nnz2 = rrowptr[roff2 + n2] - e02;
-        const int N = n1 * n2;
+        const int N = n1 * n2, nc = nnz1 * nnz2;
+        double* const W = smem + N;
+        c_t* const C = (c_t*)(smem + 2 * N);
+        int* const rp1 = (int*)(smem + 2 * N + ((long long)nc * sizeof(c_t) + 7) / 8);
+        int* const rp2 = rp1 + n1 + 1;
+        int* const col1 = rp2 + n2 + 1;
+        int* const col2 = col1 + nnz1;
 
         // ------------------------------------------------------------ the pair's tables
         for (int t = tid; t <= n1; t += BLOCK) rp1[t] = rrowptr[roff1 + t] - e01;
@@ -168,7 +166,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
             const int c = rcoff[e02 + t];
             col2[t] = (((c >> 6) << 3) | (c & 7));
         }
-        const int nc = nnz1 * nnz2;
         for (int t = tid; t < nc; t += BLOCK) {
             const int ka = t / nnz2, kb = t - ka * nnz2;
             const w_t w1 = rweight[e01 + ka], w2 = rweight[e02 + kb];
