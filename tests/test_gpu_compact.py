@@ -45,9 +45,10 @@ class CompactModule(device.Module):
     """``mgk_compact.cu`` on the fake driver: launches bind their arguments by the parsed signature and
     run :func:`mgkflow.gpu.compact.emulate_launch`."""
 
-    def __init__(self, src: str, nk: Any, ek: Any, config: Any, log: list) -> None:
+    def __init__(self, src: str, nk: Any, ek: Any, config: Any, log: list, static: int = 0) -> None:
         super().__init__(self, src)
         self.src, self.nk, self.ek, self.config, self.log = src, nk, ek, config, log
+        self.static = static  # the function's static shared memory (bytes)
         self.kpar = FakeAlloc(4 * int(re.search(r"__constant__ float mgk_kpar\[(\d+)\]", src).group(1)))
         self.block = int(re.search(r"#define BLOCK (\d+)", src).group(1))
 
@@ -61,13 +62,16 @@ class CompactModule(device.Module):
 
         class Func:
             num_regs = 96
-            shared_size_bytes = 0
+            shared_size_bytes = mod.static
+            max_dyn = device.SMEM_DEFAULT_LIMIT - mod.static  # the driver's rule: static + dynamic <= 48 KiB
 
-            def set_attribute(self, *a: Any) -> None:
-                pass
+            def set_attribute(self, attr: Any, value: int) -> None:
+                assert attr == "max_dyn"
+                self.max_dyn = value
 
             def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0, stream: Any = None) -> None:
                 assert len(args) == len(params) and block == (mod.block, 1, 1)
+                assert shared <= self.max_dyn, (shared, self.max_dyn, "cuLaunchKernel: invalid argument")
                 assert np.array_equal(mod.kpar.view(np.float32), kernel_values(mod.nk, mod.ek)), "values not set"
                 kw = {}
                 for p, v in zip(params, args, strict=True):
@@ -249,6 +253,18 @@ def test_slot_order_covers_every_product_by_degree_class() -> None:
         assert cls == sorted(cls)
 
 
+def _routed_compact(graphs: list, pairs: np.ndarray) -> np.ndarray:
+    """Which pairs the compact bins take on the current (fake) device: by product size and by the shared memory
+    the device's opt-in limit leaves (the fake device allows 100 KiB: less than an H100's 227)."""
+    n = np.array([g.n_nodes for g in graphs])
+    nnz = np.array([g.adjacency.nnz for g in graphs])
+    budget = compact.smem_budget(device.device_limits().smem_optin)
+    taken = np.zeros(len(pairs), dtype=bool)
+    for c in compact.compact_bins(n, nnz, pairs[:, 0], pairs[:, 1], smem_per_sm=budget):
+        taken[c.pairs] = True
+    return taken
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fake_backend_compact_path(fake_backend, case: str) -> None:  # noqa: F811
     """GPUBackend end to end on the fake driver: small pairs go to mgk_solve_compact in size bins (values vs
@@ -274,8 +290,7 @@ def test_fake_backend_compact_path(fake_backend, case: str) -> None:  # noqa: F8
         systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
         current["config"] = be._config(systems, nk, ek)
         vals, its, res, conv = be.solve(systems, systems, pairs, nk, ek)
-        nn = np.array([g.n_nodes for g in graphs])
-        small = nn[pairs[:, 0]] * nn[pairs[:, 1]] <= max(b for _, b in compact.BINS) * compact.KE
+        small = _routed_compact(graphs, pairs)
         assert 0 < small.sum() < len(pairs) and conv[small].all()
         for t in np.flatnonzero(small):
             i, j = pairs[t]
@@ -286,6 +301,37 @@ def test_fake_backend_compact_path(fake_backend, case: str) -> None:  # noqa: F8
         compiles.append(device.compile_count())
     assert sum(e["jobs"] for e in compact_log) == 2 * int(small.sum())
     assert compiles[1] == compiles[0]  # another q: no compilation
+
+
+def test_fake_backend_raises_shared_limit_with_static_memory(fake_backend, monkeypatch) -> None:  # noqa: F811
+    """A launch whose dynamic shared memory is under the default limit but over it with the function's static
+    shared memory raises the function's limit first (the driver refuses it otherwise: 48,936 dynamic bytes beside
+    336 static ones failed on an H100). The default limit is lowered here to just above the smallest launch."""
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = CASES["labeled"]
+    graphs = [_molecule(n, 20 + s) for s, n in enumerate((7, 15, 30, 44))]
+    pairs = np.array([(i, j) for i in range(4) for j in range(i, 4)])
+    n = np.array([g.n_nodes for g in graphs])
+    nnz = np.array([g.adjacency.nnz for g in graphs])
+    budget = compact.smem_budget(device.device_limits().smem_optin)
+    smallest = min(c.smem for c in compact.compact_bins(n, nnz, pairs[:, 0], pairs[:, 1], smem_per_sm=budget))
+    monkeypatch.setattr(device, "SMEM_DEFAULT_LIMIT", smallest + 500)  # static 1,000: that launch needs the raise
+    log: list = []
+    current: dict = {}
+
+    def factory(src: str) -> Any:
+        if compact.KERNEL in src:
+            return CompactModule(src, nk, ek, current["config"], log, static=1000)
+        return BlockStub(src, [])
+
+    sys.modules["pycuda.compiler"].factory = factory
+    be = backend.GPUBackend(rtol=1e-10)
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    current["config"] = be._config(systems, nk, ek)
+    _, _, _, conv = be.solve(systems, systems, pairs, nk, ek)
+    assert smallest in [la["smem"] for la in be.last_extra["launches"] if la.get("kernel") == compact.KERNEL]
+    assert conv[_routed_compact(graphs, pairs)].all() and log
 
 
 def test_fake_backend_skips_tile_sort_when_all_compact(fake_backend) -> None:  # noqa: F811
@@ -341,7 +387,7 @@ def test_fake_backend_routes_and_launches_in_waves(fake_backend, monkeypatch) ->
     systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
     current["config"] = be._config(systems, nk, ek)
     pairs = np.array([(i, j) for i in range(5) for j in range(i, 5)])
-    small = np.array([graphs[i].n_nodes * graphs[j].n_nodes <= compact.BINS[-1][0] for i, j in pairs])
+    small = _routed_compact(graphs, pairs)
     got = {}
     for threshold in (1 << 30, 4):
         monkeypatch.setattr(plan, "WAVE_MIN_PAIRS", threshold)

@@ -92,11 +92,13 @@ class _DeviceBatch:
     #: the compact solver's routing tables of these graphs, per coefficient size (built on first use)
     routers: dict = field(default_factory=dict)
 
-    def router(self, c_bytes: int) -> compact.CompactRouter:
-        """The :class:`mgkflow.gpu.compact.CompactRouter` of these graphs for ``c_bytes`` coefficients."""
-        if c_bytes not in self.routers:
-            self.routers[c_bytes] = compact.CompactRouter(self.batch.n_nodes, self.nnz_per_graph, c_bytes=c_bytes)
-        return self.routers[c_bytes]
+    def router(self, c_bytes: int, smem_per_sm: int) -> compact.CompactRouter:
+        """The :class:`mgkflow.gpu.compact.CompactRouter` of these graphs for ``c_bytes`` coefficients and a
+        device's shared memory budget (:func:`mgkflow.gpu.compact.smem_budget`)."""
+        key = (int(c_bytes), int(smem_per_sm))
+        if key not in self.routers:
+            self.routers[key] = compact.CompactRouter(self.batch.n_nodes, self.nnz_per_graph, c_bytes, smem_per_sm)
+        return self.routers[key]
 
     def refresh_vectors(self, systems: Sequence[GraphSystem], digest: int) -> None:
         """Upload new start/stop probabilities and degrees (same graphs, e.g. another q): the
@@ -676,7 +678,8 @@ class GPUBackend:
             nnz = np.fromiter((s.graph.nnz for s in systems), dtype=np.int64, count=len(systems))
             self._sizes_of = (ids, tuple(s.graph for s in systems), n, nnz)
         _, _, n, nnz = self._sizes_of
-        return compact.fits_all(n, nnz, c_bytes=8 if config.weight_double else 4)
+        return compact.fits_all(n, nnz, c_bytes=8 if config.weight_double else 4,
+                                smem_per_sm=compact.smem_budget(self.limits.smem_optin))  # fmt: skip
 
     def _compact_split(
         self, db: _DeviceBatch, g1: np.ndarray, g2: np.ndarray, config: KernelConfig
@@ -686,7 +689,7 @@ class GPUBackend:
         everything = np.arange(len(g1))
         if not self._compact_on(config):
             return [], everything
-        bins = db.router(8 if config.weight_double else 4).bins(g1, g2)
+        bins = db.router(8 if config.weight_double else 4, compact.smem_budget(self.limits.smem_optin)).bins(g1, g2)
         if not bins:
             return [], everything
         taken = sum(c.pairs.size for c in bins)
@@ -733,7 +736,7 @@ class GPUBackend:
             by = np.argsort(np.uint16(0xFFFF) - cost, kind="stable")
             order, a, b = order[by], a[by], b[by]
         smem = cl.smem
-        if smem > 48 * 1024:
+        if device.needs_smem_optin(fn, smem):
             self._allow_smem(fn)
         bps = device.kernel_blocks_per_sm(fn, blk, smem)
         grid = max(1, min(len(order), bps * self.n_sm))
@@ -830,7 +833,7 @@ class GPUBackend:
         if extra is not None:
             per_block += extra.extra_doubles(n_max)
         mode = (1 if self.a_in_shared else 2) if use_smem else 0
-        if smem > 48 * 1024:
+        if device.needs_smem_optin(fn, smem):
             self._allow_smem(fn)
         bps = device.kernel_blocks_per_sm(fn, blk, smem)
         grid = min(len(order), bps * self.n_sm)

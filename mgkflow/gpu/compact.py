@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KERNEL", "KE", "NCLS", "BINS", "MIN_THREADS", "SMEM_PER_SM", "CompactLaunch", "compact_source",
-           "shared_bytes", "fits_all", "degree_classes", "CompactRouter", "compact_bins", "emulate_launch"]  # fmt: skip
+__all__ = ["KERNEL", "KE", "NCLS", "BINS", "MIN_THREADS", "SMEM_PER_SM", "STATIC_SMEM_MAX", "smem_budget",
+           "CompactLaunch", "compact_source", "shared_bytes", "fits_all", "degree_classes", "CompactRouter",
+           "compact_bins", "emulate_launch"]  # fmt: skip
 
 #: Kernel name in ``mgk_compact.cu``.
 KERNEL = "mgk_solve_compact"
@@ -58,6 +59,22 @@ MIN_THREADS = 1024
 #: the pairs whose tables need at most ``SMEM_PER_SM * block // MIN_THREADS`` bytes (48 KiB at 256
 #: threads, 96 KiB at 512 on an H100's 227 KiB); a pair over its size bin's share goes to the next bin.
 SMEM_PER_SM = 192 * 1024
+#: Static shared memory of ``mgk_compact.cu`` at most (bytes): the block reduction's four doubles per warp
+#: and two scalars.
+STATIC_SMEM_MAX = 4 * 8 * 32 + 16
+
+
+def smem_budget(smem_optin: int) -> int:
+    """The shared memory per SM the bins share out on a device whose blocks may take ``smem_optin`` bytes
+    at most (its opt-in limit): :data:`SMEM_PER_SM`, or less where one block of the largest bin could not
+    take it beside the kernel's static shared memory (an A100 allows 163 KiB).
+
+    Examples
+    --------
+    >>> smem_budget(227 * 1024) == SMEM_PER_SM, smem_budget(163 * 1024)
+    (True, 165872)
+    """
+    return min(SMEM_PER_SM, int(smem_optin) - STATIC_SMEM_MAX)
 
 
 def compact_source(config: Any, block: int, min_blocks: int = 1) -> str:

@@ -48,7 +48,7 @@ import numpy as np
 __all__ = [
     "driver", "ensure_context", "device_arch", "DeviceLimits", "device_limits", "blocks_per_sm", "build_module",
     "build_modules", "ModuleRequest", "compile_count", "reset", "Param", "parse_signatures", "Kernel", "Module",
-    "DeviceArray", "upload",
+    "DeviceArray", "upload", "needs_smem_optin", "SMEM_DEFAULT_LIMIT",
 ]  # fmt: skip
 
 # "building": {full key: Event set when the thread compiling that module is done (loaded or failed)}
@@ -177,6 +177,25 @@ def blocks_per_sm(
     by_threads = lim.threads_per_sm // max(int(block), 1)
     by_smem = lim.smem_per_sm // (int(smem) + int(static_smem) + 1024)
     return max(1, min(by_regs, by_threads, by_smem, int(cap)))
+
+
+#: Shared memory (static and dynamic together, bytes) a block may take without the function's opt-in.
+SMEM_DEFAULT_LIMIT = 48 * 1024
+
+
+def needs_smem_optin(kernel: Any, smem: int) -> bool:
+    """Whether a launch of ``kernel`` with ``smem`` bytes of dynamic shared memory needs the function's
+    MAX_DYNAMIC_SHARED_SIZE_BYTES raised: its static and dynamic shared memory together exceed 48 KiB.
+    (The static part counts: 48,936 dynamic bytes beside 336 static ones fail to launch without it.)
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> k = SimpleNamespace(shared_size_bytes=336)
+    >>> needs_smem_optin(k, 48 * 1024 - 336), needs_smem_optin(k, 48 * 1024 - 335)
+    (False, True)
+    """
+    return int(smem) + int(getattr(kernel, "shared_size_bytes", 0) or 0) > SMEM_DEFAULT_LIMIT
 
 
 def kernel_blocks_per_sm(kernel: Any, block: int, smem: int = 0, cap: int = 32) -> int:

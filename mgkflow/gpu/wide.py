@@ -413,7 +413,7 @@ class _WideRun:
         self.grid_vec = _grid_size(lim.n_sm, max(1, lim.threads_per_sm // block), -(-N // block))
         self.grid_xmv = strategy.grid(ctx, self.f_xmv, lim, blocks_per_sm)
         self.smem = strategy.shared_bytes(ctx)
-        if self.smem > 48 * 1024:  # the device's largest: the attribute is shared by concurrent solver threads
+        if device.needs_smem_optin(self.f_xmv, self.smem):  # the device's largest: shared by concurrent threads
             self.f_xmv.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                      int(lim.smem_optin) - int(getattr(self.f_xmv, "shared_size_bytes", 0)))
         what = (f"the wide solve of pair ({ctx.g1}, {ctx.g2}) ({ctx.n1} x {ctx.n2} nodes, {N} product unknowns "
