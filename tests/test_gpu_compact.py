@@ -165,9 +165,9 @@ def test_bins() -> None:
     g1 = np.array([0, 1, 2, 3, 4, 5, 0])
     g2 = np.array([0, 1, 2, 3, 0, 5, 5])
     bins = compact.compact_bins(n, nnz, g1, g2)
-    # 3: 1,089 unknowns (384 threads); 4: 2,400 unknowns (768 threads); 5: a coefficient table of 3.5 MB;
+    # 3: 1,089 unknowns (320 threads); 4: 2,400 unknowns (768 threads); 5: a coefficient table of 3.5 MB;
     # 6: 248 unknowns, but a coefficient table of 52 KB, over the share of the bins of 64 to 256 threads
-    assert [(c.pairs.tolist(), c.block) for c in bins] == [([0, 1], 64), ([2], 256), ([3, 6], 384), ([4], 768)]
+    assert [(c.pairs.tolist(), c.block) for c in bins] == [([0, 1], 64), ([2], 256), ([3, 6], 320), ([4], 768)]
     for c in bins:  # a launch's shared memory: its largest pair's tables, within the bin's share
         a, b = g1[c.pairs], g2[c.pairs]
         assert c.smem == compact.shared_bytes(n[a], n[b], nnz[a], nnz[b]).max()

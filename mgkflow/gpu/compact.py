@@ -44,15 +44,17 @@ KERNEL = "mgk_solve_compact"
 KE = 4
 #: Degree classes of the thread-slot order: degrees ``NCLS - 1`` and up, ..., 1, 0 (:func:`degree_classes`).
 NCLS = 5
-#: (largest product unknowns, threads per block) of the launch bins, ascending: threads in steps of
-#: 1.5x or 1.33x, so a pair fills 75-100% of its block's KE entries per thread (bins in steps of 2x,
-#: 64 to 1,024 threads, filled 50-100%: 8% more device time on drugs, 7% on molecules; gpu/NOTES.md, C9).
+#: (largest product unknowns, threads per block) of the launch bins, ascending: threads in steps of 32 up to
+#: 256, then of 64 to 512, then 768 and 1,024, so a pair fills most of its block's KE entries per thread.
+#: Measured on drugs against bins twice as large each (64 to 1,024 threads, filled 50-100%): -8% device time
+#: with nine bins (steps of 1.5x and 1.33x), -10% with these thirteen (gpu/NOTES.md, calls C9 and H9).
 BINS: tuple[tuple[int, int], ...] = (
-    (4 * 64, 64), (4 * 96, 96), (4 * 128, 128), (4 * 192, 192), (4 * 256, 256), (4 * 384, 384),
-    (4 * 512, 512), (4 * 768, 768), (4 * 1024, 1024),
+    (4 * 64, 64), (4 * 96, 96), (4 * 128, 128), (4 * 160, 160), (4 * 192, 192), (4 * 224, 224), (4 * 256, 256),
+    (4 * 320, 320), (4 * 384, 384), (4 * 448, 448), (4 * 512, 512), (4 * 768, 768), (4 * 1024, 1024),
 )  # fmt: skip
 #: Resident threads per SM the compiler must fit registers for (``__launch_bounds__``): 1,024 gives
-#: 64 registers with small spills and was the fastest measured (512, 1,280, 1,536: gpu/NOTES.md).
+#: 64 registers with small spills and was the fastest measured (512, 768, 1,280, 1,536: gpu/NOTES.md). A bin
+#: whose block does not divide it gets ``MIN_THREADS // block`` blocks (896 or 960 threads, 768 at 384 and 768).
 MIN_THREADS = 1024
 #: Shared memory (bytes) of one SM that the pairs' tables (P, W, coefficients, rows, columns) of a launch
 #: may fill at full occupancy (``MIN_THREADS // block`` blocks per SM): a bin of ``block`` threads takes
