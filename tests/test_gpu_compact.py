@@ -176,6 +176,11 @@ def test_bins() -> None:
     # launch sizes from the pairs present only: (2, 2) alone in its bin
     [c] = [c for c in compact.compact_bins(n, nnz, g1[2:3], g2[2:3])]
     assert c.smem == 16 * 900 + 4 * 62 * 62 + 4 * (30 + 30 + 2 + 62 + 62)
+    # graphs that cannot pair compactly even with the set's smallest graph share one class (K x K tables stay small)
+    big = np.arange(100, 5000, 7)
+    assert compact.CompactRouter(big, 3 * big).K == 1
+    with_one = compact.CompactRouter(np.append(big, 1), np.append(3 * big, 0))
+    assert with_one.K == (big <= 4096).sum() + 2  # and the 1-node graph, and the class of those over 4,096 nodes
     # a router keeps the tables of the graphs: the same launches for every slice (a call's waves), strided too
     router = compact.CompactRouter(n, nnz)
     pairs = np.stack([g1, g2], axis=1)

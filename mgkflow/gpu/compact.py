@@ -209,22 +209,25 @@ class CompactRouter:
         if not n.size or not BINS:
             self.K = 0
             return
-        # classes of graphs with the same (n, nnz) that can take part in a compact pair at all
-        small = (n <= BINS[-1][0]) & (n >= 1)
+        # classes of graphs with the same (n, nnz) that can take part in a compact pair at all (with the
+        # smallest graph of the set: the tables are K x K, and a set of large graphs has few such classes)
+        small = (n * max(int(n.min()), 1) <= BINS[-1][0]) & (n >= 1)
         key = np.where(small, n * (int(nnz.max()) + 1) + nnz, -1)
         uniq, first, cls = np.unique(key, return_index=True, return_inverse=True)
         un, unz = n[first], nnz[first]
         un[uniq < 0], unz[uniq < 0] = BINS[-1][0] + 1, 0  # the class of graphs too large for any bin
         K = self.K = uniq.size
         Nt = un[:, None] * un[None, :]
-        self.need = _need(un, unz, c_bytes).ravel()
+        need = _need(un, unz, c_bytes)
         budget = SMEM_PER_SM if smem_per_sm is None else int(smem_per_sm)
         table = np.full(Nt.shape, len(BINS), dtype=np.uint8)  # bin index; len(BINS): none
         for b in range(len(BINS) - 1, -1, -1):  # the smallest bin that holds the pair wins
             hi, block = BINS[b]
-            table[(Nt <= hi) & (self.need.reshape(K, K) <= budget * block // MIN_THREADS)] = b
+            table[(Nt <= hi) & (need <= budget * block // MIN_THREADS)] = b
         self.table = table.ravel()
-        self.bin_cps = [np.flatnonzero(self.table == b) for b in range(len(BINS))]  # class pairs per bin
+        # per bin: its class pairs (flat indices) and their shared memory
+        self.bin_cps = [np.flatnonzero(self.table == b) for b in range(len(BINS))]
+        self.bin_need = [need.ravel()[cp] for cp in self.bin_cps]
         self.cls = cls.reshape(-1).astype(np.int32 if K * K < 2**31 else np.int64)
 
     def bins(self, g1: np.ndarray, g2: np.ndarray) -> list[CompactLaunch]:
@@ -240,9 +243,9 @@ class CompactRouter:
         present = np.bincount(idx, minlength=K * K) > 0
         out = []
         for b, (_, block) in enumerate(BINS):
-            cp = self.bin_cps[b][present[self.bin_cps[b]]]
-            if cp.size:
-                out.append(CompactLaunch(np.flatnonzero(pair_bin == b), block, int(self.need[cp].max())))
+            here = present[self.bin_cps[b]]
+            if here.any():
+                out.append(CompactLaunch(np.flatnonzero(pair_bin == b), block, int(self.bin_need[b][here].max())))
         return out
 
 
