@@ -12,7 +12,7 @@ when the call's batch has it (the default ``xmv="rows"``), for value-only solves
 :func:`compact_bins` (or a :class:`CompactRouter`, its tables kept for a set of graphs) routes pairs:
 those with ``n1 * n2 <= max(BINS)`` product unknowns whose tables fit their launch's share of
 :data:`SMEM_PER_SM`, in launches of 64 to 1,024 threads by size.
-:func:`compact_source` generates the CUDA source, :func:`shared_bytes` the launch's shared memory
+:func:`compact_source` generates the CUDA source, :func:`shared_bytes` a pair's shared memory
 and :func:`emulate_launch` runs a launch in numpy (the fake-driver tests' reference).
 
 Examples
@@ -205,7 +205,6 @@ class CompactRouter:
     def __init__(self, n: np.ndarray, nnz: np.ndarray, c_bytes: int = 4, smem_per_sm: int | None = None) -> None:
         n = np.asarray(n, dtype=np.int64)
         nnz = np.asarray(nnz, dtype=np.int64)
-        self.n_graphs = n.size
         if not n.size or not BINS:
             self.K = 0
             return
