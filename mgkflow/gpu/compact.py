@@ -2,10 +2,11 @@
 
 The per-block solver (``mgk_solver.cu``) pads both graphs to whole 8-node tiles and evaluates
 the edge kernel on every product of every XMV; on molecule-sized pairs that is most of its
-work. The compact solver runs the same float64 Jacobi-preconditioned CG on the unpadded
-product space (u = i * n2 + i2), forms the pair's product coefficients once per pair in shared
-memory (every nonzero of G1 against every nonzero of G2) and keeps each thread's entries of
-r, p, a = M p and the diagonal in registers (``KE`` entries per thread). It reads the row
+work. The compact solver runs the same float64 Jacobi-preconditioned CG (in the Chronopoulos-Gear
+form: one block reduction per step) on the unpadded product space (u = i * n2 + i2), forms the
+pair's product coefficients once per pair in shared memory (every nonzero of G1 against every
+nonzero of G2) and keeps each thread's entries of r, a = M p and the inverse diagonal in registers
+(``KE`` entries per thread). It reads the row
 layout of the per-block strategy "rows" (:mod:`mgkflow.gpu.strategies.row_pair`), so it is used
 when the call's batch has it (the default ``xmv="rows"``), for value-only solves.
 
@@ -40,7 +41,7 @@ __all__ = ["KERNEL", "KE", "NCLS", "BINS", "MIN_THREADS", "SMEM_PER_SM", "STATIC
 
 #: Kernel name in ``mgk_compact.cu``.
 KERNEL = "mgk_solve_compact"
-#: Product entries each thread owns (registers per entry: r, p, a, the diagonal and its inverse).
+#: Product entries each thread owns (registers per entry: r, a = M p, the inverse diagonal, the slot's node pair).
 KE = 4
 #: Degree classes of the thread-slot order: degrees ``NCLS - 1`` and up, ..., 1, 0 (:func:`degree_classes`).
 NCLS = 5
