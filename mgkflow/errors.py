@@ -81,6 +81,11 @@ class ConvergenceError(MgkflowError, RuntimeError):
     """The conjugate-gradient solver did not reach its tolerance for some pairs."""
 
 
+class BackendUnavailableError(MgkflowError, RuntimeError):
+    """A backend was asked for that this machine cannot run (e.g. ``backend="gpu"`` without
+    PyCUDA or a CUDA device); the message says what to install or which backend to use."""
+
+
 class ConvergenceWarning(RuntimeWarning):
     """Warning issued (instead of :class:`ConvergenceError`) for non-converged pairs."""
 

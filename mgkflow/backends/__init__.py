@@ -1,0 +1,99 @@
+"""Backends: who solves the product-graph systems (docs/design.md §9).
+
+A registry by name, one module per entry, in the shape of :mod:`mgkflow.reorder`:
+
+========  ===================================  =========================================
+name      module                               what
+========  ===================================  =========================================
+exact     :mod:`mgkflow.backends.exact`        scipy, direct solves of small systems: the oracle
+cpu       :mod:`mgkflow.backends.cpu`          float64 PCG compiled with numba, multi-core
+gpu       :mod:`mgkflow.backends.gpu`          the PyCUDA backend of :mod:`mgkflow.gpu`
+auto      (resolved)                           ``gpu`` where a CUDA device is present, else ``cpu``
+========  ===================================  =========================================
+
+Every backend implements :class:`~mgkflow.backends.base.Backend` and returns the records of
+:mod:`mgkflow.backends.base`. A registry entry is a *factory* ``make(rtol, max_iter, options)``
+returning a backend; a module registers its factory at import (entries are imported lazily, so
+``import mgkflow`` never imports numba or PyCUDA).
+
+Adding a backend: write ``mgkflow/backends/NAME.py`` with a ``make`` factory and a class
+implementing the protocol, add its name to ``_ENTRIES`` below, and a test; nothing else changes.
+
+Examples
+--------
+>>> from mgkflow.backends import available_backends, make_backend
+>>> available_backends()
+['auto', 'cpu', 'exact', 'gpu']
+>>> make_backend("exact").name
+'exact'
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import ParameterError
+from .base import Backend, GradientSolution, NodalSolution, Solution
+
+__all__ = [
+    "Backend",
+    "Solution",
+    "GradientSolution",
+    "NodalSolution",
+    "available_backends",
+    "make_backend",
+    "register",
+    "resolve_backend",
+]
+
+#: ``make(rtol, max_iter, options) -> Backend``; ``rtol=None`` means the backend's default.
+Factory = Callable[[float | None, int, Mapping[str, Any]], Backend]
+
+#: Built-in entries: name -> module that defines ``make`` (imported on first use).
+_ENTRIES: dict[str, str] = {"exact": ".exact", "cpu": ".cpu", "gpu": ".gpu"}
+_REGISTRY: dict[str, Factory] = {}
+
+
+def register(name: str, factory: Factory, *, overwrite: bool = False) -> Factory:
+    """Register a backend factory under ``name`` (lower case)."""
+    key = name.lower()
+    if not overwrite and (key in _REGISTRY or key in _ENTRIES or key == "auto"):
+        raise ParameterError(f"backend {name!r} is already registered (pass overwrite=True to replace it)")
+    _REGISTRY[key] = factory
+    return factory
+
+
+def available_backends() -> list[str]:
+    """Names accepted by :func:`make_backend` (and by ``MarginalizedGraphKernel(backend=...)``)."""
+    return sorted({"auto", *_ENTRIES, *_REGISTRY})
+
+
+def resolve_backend(name: str) -> str:
+    """The registered name ``name`` stands for (``auto``: ``gpu`` where a device is present, else ``cpu``)."""
+    key = str(name).lower()
+    if key == "auto":
+        from .gpu import available
+
+        return "gpu" if available() else "cpu"
+    if key not in _REGISTRY and key not in _ENTRIES:
+        raise ParameterError(f"unknown backend {name!r}; available: {', '.join(available_backends())}")
+    return key
+
+
+def _factory(key: str) -> Factory:
+    if key not in _REGISTRY:
+        module = importlib.import_module(_ENTRIES[key], __name__)
+        _REGISTRY[key] = module.make
+    return _REGISTRY[key]
+
+
+def make_backend(
+    name: str = "auto", *, rtol: float | None = None, max_iter: int = 10_000, options: Mapping[str, Any] | None = None
+) -> Backend:
+    """A new backend ``name`` with a relative residual tolerance and an iteration cap.
+
+    ``options`` go to the backend's own constructor (e.g. ``gpu_options``).
+    """
+    return _factory(resolve_backend(name))(rtol, max_iter, dict(options or {}))
