@@ -224,7 +224,7 @@ def test_nodal_blocks_sum_to_the_kernel():
 
 def test_nodal_node_pairs_match_the_solution():
     """p_i p'_i' x_ii' with x the product-graph solution (labels that agree score higher)."""
-    from mgkflow.cpu_solver import solve_pair
+    from mgkflow.backends.exact import solve_pair
     from mgkflow.system import prepare_graph
 
     X = graphs(2, seed=7)
