@@ -48,7 +48,7 @@ from .evaluation.solve import record, solve
 from .evaluation.systems import prepare
 from .graph import Graph
 from .kernels import BaseKernel, Constant
-from .system import GraphSystem, NodeProbability
+from .system import NodeProbability
 
 __all__ = ["MarginalizedGraphKernel", "SolveStats", "gpu_available", "DegenerateKernelWarning"]
 __all__ += ["LMIN_RESOLUTION", "Q_MIN"]  # (kept importable from here)
@@ -219,13 +219,8 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         entries = self._hyper_entries()
         values = np.array([v for _, _, v in entries], dtype=np.float64)
         new = np.exp(theta)
-        # exp(log(b)) can land one rounding step outside a bound b (e.g. h = 1 + 2e-16 > 1):
-        # snap values within 1e-12 (relative) of a bound onto it
         lohi = np.array([b for (_, b, _), f in zip(entries, free, strict=True) if f], dtype=np.float64).reshape(-1, 2)
-        for k in range(2):
-            near = np.abs(new - lohi[:, k]) <= 1e-12 * lohi[:, k]
-            new[near] = lohi[near, k]
-        values[free] = new
+        values[free] = _snap_to_bounds(new, lohi)
         self._set_values(values)
 
     @property
@@ -306,23 +301,7 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         if type(self) is not type(other):
             return False
         a, b = self.get_params(deep=False), other.get_params(deep=False)
-        for key in a:
-            x, y = a[key], b[key]
-            if isinstance(x, BaseKernel) or isinstance(y, BaseKernel):
-                if not (
-                    isinstance(x, BaseKernel)
-                    and isinstance(y, BaseKernel)
-                    and x.structure == y.structure
-                    and x.hyperparameters == y.hyperparameters
-                ):
-                    return False
-            elif x is not y:
-                try:
-                    if not bool(np.all(x == y)):
-                        return False
-                except (TypeError, ValueError):
-                    return False
-        return True
+        return all(_same_param(a[key], b[key]) for key in a)
 
     __hash__ = None  # mutable (set_params), like every scikit-learn kernel
 
@@ -330,11 +309,7 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
     def __getstate__(self) -> dict:
         # no device state and no caches travel: each process builds its own backend
         state = self.__dict__.copy()
-        state["_backend_obj"] = None
-        state["_backend_key"] = None
-        state["_oracle_obj"] = None
-        state["_systems"] = {}
-        state["last_stats"] = None
+        state.update(_backend_obj=None, _backend_key=None, _oracle_obj=None, _systems={}, last_stats=None)
         return state
 
     # ------------------------------------------------------------------ call
@@ -399,27 +374,14 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         """
         return diagonal(self, X, nodal)
 
-    # ------------------------------------------------------------------ evaluation, as other modules call it
-    def _get_backend(self):
-        return get_backend(self)
-
-    def _oracle(self):
-        return oracle(self)
-
-    def _prepare(self, graphs: Sequence[Graph], what: str) -> list[GraphSystem]:
-        return prepare(self, graphs, what)
-
-    def _solve(self, xs, ys, pairs, gradient: bool = False, raw: bool = True):
-        return solve(self, xs, ys, pairs, gradient, raw)
-
-    def _record(self, shape, npairs, I, R, C, t0) -> None:
-        record(self, shape, npairs, I, R, C, t0)
-
-    def _check_finite(self, K: np.ndarray, xs, ys) -> None:
-        check_finite(K, xs, ys)
-
-    def _check_convergence(self, conv: np.ndarray, res: np.ndarray) -> None:
-        check_convergence(self, conv, res, stacklevel=3)
+    # ------------------------------------------------------------------ evaluation steps (gram, pipeline, benchmarks)
+    _get_backend = get_backend
+    _oracle = oracle
+    _prepare = prepare
+    _solve = solve
+    _record = record
+    _check_finite = staticmethod(check_finite)
+    _check_convergence = check_convergence
 
     def __repr__(self) -> str:
         extra = ""
@@ -431,3 +393,29 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
             f"MarginalizedGraphKernel(node_kernel={self.node_kernel!r}, edge_kernel={self.edge_kernel!r}, "
             f"q={self.q!r}, p={self.p!r}, backend={self.backend!r}{extra})"
         )
+
+
+def _same_param(x: object, y: object) -> bool:
+    """Equality of two constructor parameters (base kernels: same structure and hyperparameters)."""
+    if isinstance(x, BaseKernel) or isinstance(y, BaseKernel):
+        return (
+            isinstance(x, BaseKernel)
+            and isinstance(y, BaseKernel)
+            and x.structure == y.structure
+            and x.hyperparameters == y.hyperparameters
+        )
+    if x is y:
+        return True
+    try:
+        return bool(np.all(x == y))
+    except (TypeError, ValueError):
+        return False
+
+
+def _snap_to_bounds(values: np.ndarray, lohi: np.ndarray) -> np.ndarray:
+    """``values`` within 1e-12 (relative) of a bound set onto it: exp(log(b)) can land one rounding
+    step outside a bound b (e.g. h = 1 + 2e-16 > 1)."""
+    for k in range(2):
+        near = np.abs(values - lohi[:, k]) <= 1e-12 * lohi[:, k]
+        values[near] = lohi[near, k]
+    return values
