@@ -46,14 +46,11 @@ machine pays the compile time.
 
 Examples
 --------
->>> import numpy as np
->>> from mgkflow import Graph
->>> from mgkflow.kernels import Constant
->>> from mgkflow.system import prepare_graph
->>> g = prepare_graph(Graph(np.array([[0, 1], [1, 0]])), 0, Constant(1.0), Constant(1.0), q=0.5)
->>> sol = make(None, 100, {"threads": 1}).solve([g], [g], [(0, 0)], Constant(1.0), Constant(1.0))
->>> round(float(sol.values[0]), 6), bool(sol.converged[0])  # 4 q^2 / (1 - (1-q)^2)
-(1.333333, True)
+>>> import networkx as nx
+>>> from mgkflow import Graph, MarginalizedGraphKernel
+>>> K = MarginalizedGraphKernel(q=0.5, backend="cpu")([Graph.from_networkx(nx.path_graph(2))])
+>>> round(float(K[0, 0]), 6), type(MarginalizedGraphKernel(backend="cpu")._get_backend())  # 4 q^2 / (1 - (1-q)^2)
+(1.333333, <class 'mgkflow.backends.cpu.NumbaCPUBackend'>)
 """
 
 from __future__ import annotations

@@ -10,13 +10,11 @@ with :func:`solve_pair` / :func:`solve_pair_gradient`; ``CPUBackend`` is its dep
 
 Examples
 --------
->>> import numpy as np
->>> from mgkflow import Graph
->>> from mgkflow.system import prepare_graph
->>> g = prepare_graph(Graph(np.array([[0, 1], [1, 0]])), 0, Constant(1.0), Constant(1.0), q=0.5)
->>> sol = make(None, 100, {}).solve([g], [g], [(0, 0)], Constant(1.0), Constant(1.0))
->>> round(float(sol.values[0]), 6), sol.iterations.tolist()  # 4 q^2 / (1 - (1-q)^2), solved directly
-(1.333333, [0])
+>>> import networkx as nx
+>>> from mgkflow import Graph, MarginalizedGraphKernel
+>>> kern = MarginalizedGraphKernel(q=0.5, backend="exact")
+>>> round(float(kern([Graph.from_networkx(nx.path_graph(2))])[0, 0]), 6), kern.last_stats.summary()["direct_solves"]
+(1.333333, 1)
 """
 
 from __future__ import annotations
