@@ -2,9 +2,11 @@
 
 The data flow is load -> reorder -> pack -> solve -> report:
 :mod:`mgkflow.datasets` (load), :mod:`mgkflow.reorder`, :mod:`mgkflow.format` (pack),
-:mod:`mgkflow.cpu_solver` / :mod:`mgkflow.gpu` (solve), :mod:`mgkflow.pipeline` and
-:mod:`mgkflow.report`. :class:`MarginalizedGraphKernel` is a scikit-learn kernel on graphs
-(Gaussian processes, kernel ridge, SVMs), with analytic gradients (docs/gradients.md).
+:mod:`mgkflow.backends` (solve: ``exact`` and ``cpu`` in :mod:`mgkflow.backends.exact` and
+:mod:`mgkflow.backends.cpu`, ``gpu`` in :mod:`mgkflow.gpu`), :mod:`mgkflow.pipeline` and
+:mod:`mgkflow.report`. :class:`MarginalizedGraphKernel` (:mod:`mgkflow.mgk`) is a scikit-learn
+kernel on graphs (Gaussian processes, kernel ridge, SVMs), with analytic gradients
+(docs/gradients.md); :mod:`mgkflow.evaluation` computes its calls with a backend.
 """
 
 from .errors import (

@@ -1,4 +1,4 @@
-"""The numba CPU engine (:mod:`mgkflow.cpu_engine`) against the exact scipy oracle (:mod:`mgkflow.cpu_solver`).
+"""The numba CPU backend (:mod:`mgkflow.backends.cpu`) against the exact scipy oracle (:mod:`mgkflow.backends.exact`).
 
 Every path of the engine (cached / matrix-free / constant products, compiled / numpy-evaluated edge
 kernels, one pair per thread / one pair over all threads) must give the oracle's values to ~1e-9.
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from mgkflow import Graph, datasets
-from mgkflow.cpu_solver import CPUBackend
+from mgkflow.backends.exact import ExactBackend
 from mgkflow.errors import GraphError
 from mgkflow.kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
 from mgkflow.system import prepare_graph
 
 pytest.importorskip("numba", reason="the numba CPU engine needs numba")
-from mgkflow import cpu_engine as ce  # noqa: E402
+from mgkflow.backends import cpu as ce  # noqa: E402
 
 RTOL = 1e-9
 
@@ -38,7 +38,7 @@ def cross_pairs(n, m):
 
 
 def check_against_oracle(xs, ys, pairs, nk, ek, **kw):
-    ref, ref_it, _, ref_ok = CPUBackend().solve(xs, ys, pairs, nk, ek)
+    ref, ref_it, _, ref_ok = ExactBackend().solve(xs, ys, pairs, nk, ek)
     be = ce.NumbaCPUBackend(**kw)
     vals, its, res, ok = be.solve(xs, ys, pairs, nk, ek)
     np.testing.assert_allclose(vals, ref, rtol=RTOL, atol=0)
@@ -145,7 +145,7 @@ def test_edgeless_graph_and_single_node():
     g2 = weighted_graph(6, 3)
     nk, ek = KroneckerDelta(0.5, "l"), SquareExponential(1.0, "e")
     xs = systems([g0, g1, g2], nk, ek)
-    ref, *_ = CPUBackend().solve(xs, xs, gram_pairs(3), nk, ek)
+    ref, *_ = ExactBackend().solve(xs, xs, gram_pairs(3), nk, ek)
     vals, its, res, ok = ce.NumbaCPUBackend(threads=2).solve(xs, xs, gram_pairs(3), nk, ek)
     np.testing.assert_allclose(vals, ref, rtol=RTOL)
     assert ok.all()
@@ -241,7 +241,7 @@ def test_compiled_exp_is_within_two_ulp_of_numpy():
 
 @pytest.mark.parametrize("kw", [{}, {"cache_bytes": 0}])
 def test_nodal_blocks_match_the_oracle_solution(kw, monkeypatch):
-    from mgkflow.cpu_solver import solve_pair
+    from mgkflow.backends.exact import solve_pair
 
     nk = KroneckerDelta(0.3, "l")
     ek = SquareExponential(0.8, "e") * KroneckerDelta(0.6, "b")
@@ -306,7 +306,7 @@ def test_degree_products_underflowing_are_a_clear_error():
 
 # ---------------------------------------------------------------------- gradients
 def check_gradient_against_oracle(xs, ys, pairs, nk, ek, wrt_q=False, **kw):
-    ref_v, ref_g, _, _, ref_ok = CPUBackend().solve_gradient(xs, ys, pairs, nk, ek, wrt_q=wrt_q)
+    ref_v, ref_g, _, _, ref_ok = ExactBackend().solve_gradient(xs, ys, pairs, nk, ek, wrt_q=wrt_q)
     vals, grads, its, res, ok = ce.NumbaCPUBackend(**kw).solve_gradient(xs, ys, pairs, nk, ek, wrt_q=wrt_q)
     nh = len(nk.hyperparameters) + len(ek.hyperparameters) + int(wrt_q)
     assert grads.shape == ref_g.shape == (len(pairs), nh)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from mgkflow import Graph, MarginalizedGraphKernel, datasets
-from mgkflow.cpu_solver import DIRECT_MAX_UNKNOWNS, solve_pair_gradient
-from mgkflow.gradient import length0_term
+from mgkflow.backends.exact import DIRECT_MAX_UNKNOWNS, solve_pair_gradient
+from mgkflow.evaluation.gradient import length0_term
 from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
 from mgkflow.system import prepare_graph
 
@@ -160,9 +160,9 @@ def test_backend_without_solve_gradient_falls_back_to_the_oracle():
             self.calls += 1
             return self.inner.solve(*args)
 
-    from mgkflow.cpu_solver import CPUBackend
+    from mgkflow.backends.exact import ExactBackend
 
-    vo = ValuesOnly(CPUBackend())
+    vo = ValuesOnly(ExactBackend())
     kern2 = MarginalizedGraphKernel(KroneckerDelta(0.3, "l"), SquareExponential(0.8, "e"), q=0.15, backend="cpu")
     kern2._backend_obj = vo
     K2 = kern2(X)
@@ -184,7 +184,7 @@ def test_solve_pair_gradient_layout_includes_fixed_hyperparameters():
     eps = 1e-6
     up = nk.with_values([0.3, 1.0 - eps])
     lo = nk.with_values([0.3, 1.0 - 2 * eps])
-    from mgkflow.cpu_solver import solve_pair
+    from mgkflow.backends.exact import solve_pair
 
     fd = (solve_pair(s, s, up, ek).value - solve_pair(s, s, lo, ek).value) / eps
     assert r.gradient[1] == pytest.approx(fd, rel=1e-5)

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mgkflow import ConvergenceError, ConvergenceWarning, Graph, MarginalizedGraphKernel
-from mgkflow.cpu_solver import DIRECT_MAX_UNKNOWNS, solve_pair
+from mgkflow.backends.exact import DIRECT_MAX_UNKNOWNS, solve_pair
 from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
 from mgkflow.system import prepare_graph
 

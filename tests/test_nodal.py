@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import mgkflow.mgk as mgk_module
+import mgkflow.evaluation.nodal as nodal_module
 from mgkflow import Graph, GraphError, MarginalizedGraphKernel
-from mgkflow.cpu_solver import solve_pair
+from mgkflow.backends.exact import solve_pair
 from mgkflow.kernels import KroneckerDelta, SquareExponential
 from mgkflow.mgk import LMIN_RESOLUTION
 from mgkflow.system import prepare_graph
@@ -100,10 +100,10 @@ def test_nodal_threaded_fill_equals_the_serial_fill(monkeypatch):
     for lmin in (0, 1):
         for normalize in (False, True):
             kern = kernel(lmin=lmin, p=3.0)
-            monkeypatch.setattr(mgk_module, "_NODAL_PARALLEL_ENTRIES", 1 << 40)
+            monkeypatch.setattr(nodal_module, "_NODAL_PARALLEL_ENTRIES", 1 << 40)
             serial = [kern(X, YY, nodal=True, normalize=normalize) for YY in (None, Y)]
-            monkeypatch.setattr(mgk_module, "_NODAL_PARALLEL_ENTRIES", 0)
-            monkeypatch.setattr(mgk_module, "_NODAL_THREADS", 3)
+            monkeypatch.setattr(nodal_module, "_NODAL_PARALLEL_ENTRIES", 0)
+            monkeypatch.setattr(nodal_module, "_NODAL_THREADS", 3)
             threaded = [kern(X, YY, nodal=True, normalize=normalize) for YY in (None, Y)]
             for a, b in zip(serial, threaded, strict=True):
                 np.testing.assert_array_equal(a, b)

@@ -224,7 +224,7 @@ def test_nodal_blocks_sum_to_the_kernel():
 
 def test_nodal_node_pairs_match_the_solution():
     """p_i p'_i' x_ii' with x the product-graph solution (labels that agree score higher)."""
-    from mgkflow.cpu_solver import solve_pair
+    from mgkflow.backends.exact import solve_pair
     from mgkflow.system import prepare_graph
 
     X = graphs(2, seed=7)
@@ -241,3 +241,30 @@ def test_real_molecules_normalized_gradient_shapes():
     K, dK = kern(X, eval_gradient=True)
     np.testing.assert_allclose(np.diag(K), 1.0, rtol=1e-14)
     assert dK.shape == (3, 3, 3) and np.all(np.isfinite(dK))
+
+
+#: ``pickle.dumps(MarginalizedGraphKernel(KroneckerDelta(0.5, "l"), q=0.1, backend="exact"), protocol=4)``
+#: made by mgkflow before the kernel object and its evaluation were split (issue 21)
+_OLD_PICKLE = (
+    "gASV8wEAAAAAAACMC21na2Zsb3cubWdrlIwXTWFyZ2luYWxpemVkR3JhcGhLZXJuZWyUk5QpgZR9lCiMC25vZGVfa2VybmVslIwPbWdrZmxvdy5r"
+    "ZXJuZWxzlIwOS3JvbmVja2VyRGVsdGGUk5QpgZR9lCiMAWiURz/gAAAAAAAAjAVmaWVsZJSMAWyUjAhoX2JvdW5kc5RHP1BiTdLxqfxHP/AAAAAA"
+    "AACGlIwGZmllbGRzlGgNhZR1YowLZWRnZV9rZXJuZWyUaAaMCENvbnN0YW50lJOUKYGUfZQojAFjlEc/8AAAAAAAAIwIY19ib3VuZHOUjAVmaXhl"
+    "ZJRoECl1YowBcZRHP7mZmZmZmZqMAXCURz/wAAAAAAAAjAdiYWNrZW5klIwFZXhhY3SUjARydG9slE6MCG1heF9pdGVylE0QJ4wRb25fbm9uY29u"
+    "dmVyZ2VuY2WUjAVyYWlzZZSMCHByb2dyZXNzlImMC2dwdV9vcHRpb25zlE6MCHFfYm91bmRzlEc/Gjbi6xxDLUc/4AAAAAAAAIaUjARsbWlulEsA"
+    "jAlub3JtYWxpemWUiYwKbGFzdF9zdGF0c5ROjAxfYmFja2VuZF9vYmqUTowMX2JhY2tlbmRfa2V5lE6MC19vcmFjbGVfb2JqlE6MCF9zeXN0ZW1z"
+    "lH2UdWIu"
+)
+
+
+def test_a_kernel_pickled_before_the_split_loads_and_computes():
+    import base64
+
+    old = pickle.loads(base64.b64decode(_OLD_PICKLE))
+    new = MarginalizedGraphKernel(KroneckerDelta(0.5, "l"), q=0.1, backend="exact")
+    assert type(old) is MarginalizedGraphKernel and old == new
+    gs = [
+        Graph(np.array([[0, 1], [1, 0]]), node_labels={"l": [0, 1]}),
+        Graph(np.ones((3, 3)) - np.eye(3), node_labels={"l": [0, 0, 1]}),
+    ]
+    np.testing.assert_array_equal(old(gs), new(gs))
+    assert old.last_stats is not None and old._get_backend().name == "exact"

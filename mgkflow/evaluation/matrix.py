@@ -1,0 +1,169 @@
+"""A kernel call: the Gram matrix, the cross matrix or the diagonal, with gradients and normalization.
+
+:func:`kernel_matrix` is ``kern(X, Y, eval_gradient, normalize, nodal)`` and :func:`diagonal`
+``kern.diag(X, nodal)``: inputs checked, systems prepared, the pairs solved (a Gram matrix solves
+its upper triangle), results checked (overflow, convergence), normalized, and ``kern.last_stats``
+set. Gradients come back in the backend layout (linear space, every hyperparameter, fixed ones
+included); the kernel object takes them to its θ (:func:`~mgkflow.evaluation.gradient.log_space`).
+
+Examples
+--------
+>>> import networkx as nx
+>>> import numpy as np
+>>> from mgkflow import Graph, MarginalizedGraphKernel
+>>> gs = [Graph.from_networkx(nx.path_graph(n)) for n in (2, 3)]
+>>> kern = MarginalizedGraphKernel(q=0.1, backend="exact")
+>>> K, dK = kernel_matrix(kern, gs, eval_gradient=True)
+>>> K.shape, dK.shape, kern.last_stats.pairs  # dK: the node kernel's c, the edge kernel's c, q
+((2, 2), (2, 2, 3), 3)
+>>> bool(np.allclose(diagonal(kern, gs), np.diag(K)))
+True
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import GraphError, ParameterError, ParameterTypeError
+from ..graph import Graph
+from ..system import GraphSystem
+from .checks import check_convergence, check_diagonal, check_finite, same_graphs, warn_degenerate
+from .gradient import normalized_gradient
+from .nodal import check_self_similarities, nodal_diagonal, nodal_matrix
+from .solve import record, solve
+from .spec import KernelSpec
+from .systems import cross_pairs, gram_pairs, p_scale, prepare, self_pairs
+
+__all__ = ["kernel_matrix", "diagonal"]
+
+
+def kernel_matrix(
+    kern: KernelSpec,
+    X: Sequence[Graph],
+    Y: Sequence[Graph] | None = None,
+    eval_gradient: bool = False,
+    normalize: bool | None = None,
+    nodal: bool = False,
+    free: np.ndarray | None = None,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """``K`` (or ``(K, dK)`` with ``eval_gradient``, dK of shape (N, N, H) in the backend layout).
+
+    Arguments as :meth:`mgkflow.MarginalizedGraphKernel.__call__`; ``normalize`` None means
+    ``kern.normalize``. ``free`` (boolean, length H) marks the hyperparameters whose derivatives
+    must be finite (default: all).
+    """
+    normalize = kern.normalize if normalize is None else normalize
+    if not isinstance(normalize, bool | np.bool_):
+        raise ParameterTypeError(f"normalize must be True or False, got {normalize!r}")
+    if not isinstance(nodal, bool | np.bool_):
+        raise ParameterTypeError(f"nodal must be True or False, got {nodal!r}")
+    if Y is not None and same_graphs(X, Y):
+        Y = None
+    if eval_gradient and Y is not None:
+        raise ParameterError("eval_gradient=True needs Y=None (the gradient of a Gram matrix)")
+    if eval_gradient and nodal:
+        raise ParameterError("eval_gradient is not available with nodal=True")
+    xs = prepare(kern, X, "X")
+    ys = None if Y is None else prepare(kern, Y, "Y")
+    if normalize:
+        warn_degenerate(kern, stacklevel=3)
+    if nodal:
+        return nodal_matrix(kern, xs, ys, normalize)
+    if ys is None:
+        K, dK, C, R = _gram(kern, xs, eval_gradient, normalize, free)
+    else:
+        K, C, R = _cross(kern, xs, ys, normalize)
+        dK = None
+    check_convergence(kern, C, R, stacklevel=3)
+    return (K, dK) if eval_gradient else K
+
+
+def _gram(kern: KernelSpec, xs: list[GraphSystem], gradient: bool, normalize: bool, free: np.ndarray | None):
+    """The symmetric matrix of xs (upper triangle solved, mirrored), its derivatives with
+    ``gradient``; returns K, dK or None, converged and residual matrices."""
+    t0 = time.perf_counter()
+    N = len(xs)
+    pairs = gram_pairs(N)
+    iu, ju = pairs[:, 0], pairs[:, 1]
+    vals, grads, its, res, conv = solve(kern, xs, xs, pairs, gradient=gradient, raw=not normalize)
+    K = np.empty((N, N))
+    K[iu, ju] = vals
+    K[ju, iu] = vals
+    I, R, C = (np.empty((N, N), dtype=a.dtype) for a in (its, res, conv))
+    for M, a in ((I, its), (R, res), (C, conv)):
+        M[iu, ju] = a
+        M[ju, iu] = a
+    record(kern, K.shape, len(pairs), I, R, C, t0)
+    check_finite(K, xs, xs)
+    dK = None
+    if grads is not None:
+        dK = np.empty((N, N, grads.shape[1]))
+        dK[iu, ju] = grads
+        dK[ju, iu] = grads
+        sel = dK if free is None else dK[:, :, free]
+        if not np.all(np.isfinite(sel)):
+            i, j = (int(v) for v in np.argwhere(~np.isfinite(sel).all(axis=2))[0])
+            raise GraphError(
+                f"the derivatives of K({xs[i].name}, {xs[j].name}) overflow float64 "
+                "(start probabilities p too large?)"
+            )
+    if normalize:
+        kd = np.diag(K).copy()
+        check_diagonal(kern, kd, xs, "X")
+        dkd = None if dK is None else dK[np.arange(N), np.arange(N)].copy()
+        K, dK = normalized_gradient(K, dK, kd, dkd, kd, dkd)
+    return K, dK, C, R
+
+
+def _cross(kern: KernelSpec, xs: list[GraphSystem], ys: list[GraphSystem], normalize: bool):
+    """The (len(xs), len(ys)) matrix (every pair solved; normalized: the N + M self-pairs too);
+    returns K, converged and residual matrices."""
+    t0 = time.perf_counter()
+    N, Mn = len(xs), len(ys)
+    raw = not normalize
+    pairs = cross_pairs(N, Mn)
+    vals, _, its, res, conv = solve(kern, xs, ys, pairs, raw=raw)
+    K = vals.reshape(N, Mn)
+    I, R, C = its.reshape(N, Mn), res.reshape(N, Mn), conv.reshape(N, Mn)
+    if not normalize:
+        record(kern, K.shape, len(pairs), I, R, C, t0)
+        check_finite(K, xs, ys)
+        return K, C, R
+    dxv, _, _, rx, cx = solve(kern, xs, xs, self_pairs(N), raw=raw)
+    dyv, _, _, ry, cy = solve(kern, ys, ys, self_pairs(Mn), raw=raw)
+    record(kern, K.shape, len(pairs) + N + Mn, I, R, C, t0)
+    check_convergence(kern, np.concatenate([cx, cy]), np.concatenate([rx, ry]), stacklevel=4)
+    check_finite(K, xs, ys)
+    check_finite(dxv[:, None], xs, xs)
+    check_finite(dyv[:, None], ys, ys)
+    check_diagonal(kern, dxv, xs, "X")
+    check_diagonal(kern, dyv, ys, "Y")
+    K, _ = normalized_gradient(K, None, dxv, None, dyv, None)
+    return K, C, R
+
+
+def diagonal(kern: KernelSpec, X: Sequence[Graph], nodal: bool = False) -> np.ndarray:
+    """``kern.diag(X, nodal)``: K(G, G) of every graph of X (ones when normalized, after checking
+    that every K(G, G) > 0), or with ``nodal`` the self-similarity of every node of X."""
+    xs = prepare(kern, X, "X")
+    N = len(xs)
+    if nodal:
+        r = nodal_diagonal(kern, xs, raw=not kern.normalize)
+        if kern.normalize:
+            check_self_similarities(r, "X", ": cannot normalize")
+            return np.ones_like(r)
+        return r
+    if kern.normalize:
+        for s in xs:
+            if p_scale(kern, True) == 0 or not np.any(s.p > 0) or (kern.lmin == 1 and s.graph.nnz == 0):
+                check_diagonal(kern, np.zeros(1), [s], "X")
+        return np.ones(N)
+    t0 = time.perf_counter()
+    vals, _, its, res, conv = solve(kern, xs, xs, self_pairs(N))
+    record(kern, (N,), N, its, res, conv, t0)
+    check_finite(vals[:, None], xs, xs)
+    check_convergence(kern, conv, res, stacklevel=3)
+    return vals

@@ -1,0 +1,124 @@
+"""Graphs to prepared systems, the pairs a call solves, and the scaling of a scalar start probability.
+
+:func:`prepare` turns a call's graphs into :class:`~mgkflow.system.GraphSystem` objects and keeps
+them on the kernel object (``_systems``, one entry per argument "X", "Y"): graphs are immutable,
+so the next call on the same graphs with the same label fields, p and q (a hyperparameter search
+calls the kernel ~100 times on the same graphs) reuses them. :func:`gram_pairs`,
+:func:`cross_pairs` and :func:`self_pairs` are the (k, 2) pair lists a Gram matrix, a cross
+matrix and a diagonal solve.
+
+Examples
+--------
+>>> gram_pairs(3).tolist()
+[[0, 0], [0, 1], [0, 2], [1, 1], [1, 2], [2, 2]]
+>>> cross_pairs(2, 2).tolist(), self_pairs(2).tolist()
+([[0, 0], [0, 1], [1, 0], [1, 1]], [[0, 0], [1, 1]])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import GraphError, ParameterError, ParameterTypeError
+from ..graph import Graph
+from ..system import GraphSystem, prepare_graph, scale_start
+from .checks import is_scalar
+from .spec import KernelSpec
+
+__all__ = ["prepare", "gram_pairs", "cross_pairs", "self_pairs", "p_scale", "p_factor"]
+
+
+def gram_pairs(n: int) -> np.ndarray:
+    """The (i, j), i <= j, of an n x n symmetric matrix (upper triangle, row by row)."""
+    iu, ju = np.triu_indices(n)
+    return np.stack([iu, ju], axis=1)
+
+
+def cross_pairs(n: int, m: int) -> np.ndarray:
+    """Every (i, j) of an n x m matrix, row by row."""
+    ii, jj = np.meshgrid(np.arange(n), np.arange(m), indexing="ij")
+    return np.stack([ii.ravel(), jj.ravel()], axis=1)
+
+
+def self_pairs(n: int) -> np.ndarray:
+    """The pairs (i, i) of n graphs with themselves."""
+    return np.repeat(np.arange(n)[:, None], 2, axis=1)
+
+
+def prepare(kern: KernelSpec, graphs: Sequence[Graph], what: str) -> list[GraphSystem]:
+    """The prepared systems of ``graphs`` (argument ``what``: "X" or "Y"), reusing those of the
+    previous call where the graph, the kernels' label fields, p and q are the same."""
+    if isinstance(graphs, Graph):
+        raise ParameterTypeError(f"{what} must be a sequence of Graph objects, not a single Graph")
+    if graphs is None or isinstance(graphs, str | bytes) or not hasattr(graphs, "__iter__"):
+        raise ParameterTypeError(f"{what} must be a sequence of mgkflow.Graph objects, got {graphs!r:.60}")
+    graphs = list(graphs)
+    if not graphs:
+        raise ParameterError(f"{what} is empty")
+    # Graphs are immutable, so a graph's system depends only on the label fields the
+    # kernels read, p and q: reuse the previous call's systems (repeated calls on the
+    # same graphs, hyperparameter searches, benchmarks) unless p or q is a callable or a vector.
+    p = 1.0 if is_scalar(kern.p) else kern.p  # a scalar p is applied to the results (p_scale)
+    cacheable = all(isinstance(v, int | float | str) for v in (p, kern.q))
+    key = (kern.node_kernel.fields, kern.edge_kernel.fields, repr(p), repr(kern.q))
+    old = kern._systems.get(what, {}) if cacheable else {}
+    new: dict = {}
+    out = []
+    for i, g in enumerate(graphs):
+        hit = old.get((id(g), i))
+        if hit is not None and hit[0] is g and hit[1] == key:
+            sys_ = hit[2]
+        else:
+            try:
+                sys_ = scale_start(prepare_graph(g, i, kern.node_kernel, kern.edge_kernel, p=p, q=kern.q))
+            except (GraphError, TypeError) as exc:
+                # name the argument too: "graph 3" alone is ambiguous in kern(X, Y)
+                raise type(exc)(f"in {what}: {exc}") from exc
+        new[(id(g), i)] = (g, key, sys_)
+        out.append(sys_)
+    if cacheable:
+        kern._systems[what] = new
+    return out
+
+
+def p_scale(kern: KernelSpec, normalize: bool) -> float:
+    """The factor p of a scalar start probability p (K = p² K with p = 1).
+
+    Graphs are prepared with p = 1 and K, dK are multiplied by p twice at the end, so a
+    tiny or huge p never enters the solver; normalized, p cancels (unless it is 0).
+    """
+    if not is_scalar(kern.p):
+        return 1.0
+    p = float(kern.p)
+    if normalize:
+        return 1.0 if p > 0 else 0.0
+    return p
+
+
+def p_exponents(systems: Sequence[GraphSystem]) -> np.ndarray:
+    """Each system's ``p_exponent`` (its values carry 2**e per side)."""
+    return np.fromiter((s.p_exponent for s in systems), dtype=np.int64, count=len(systems))
+
+
+def p_factor(
+    kern: KernelSpec, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], pairs: Any, raw: bool
+) -> tuple[float, np.ndarray | None]:
+    """(p, exponents): K = p² · 2**-exponent · (K of the prepared systems), per pair.
+
+    A scalar p is left out of the systems (p = 1) and each graph's vector p is stored times
+    a power of two (:class:`~mgkflow.system.GraphSystem`); a raw result is scaled back, a
+    normalized one needs no scaling (every factor cancels).
+    """
+    scale = p_scale(kern, not raw)
+    if not raw:
+        return scale, None
+    ex_x = p_exponents(xs)
+    ex_y = ex_x if ys is xs else p_exponents(ys)
+    if not (ex_x.any() or ex_y.any()):  # the usual case: no copy of the pairs
+        return scale, None
+    pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    ex = ex_x[pr[:, 0]] + ex_y[pr[:, 1]]
+    return scale, (ex if np.any(ex) else None)
