@@ -13,11 +13,14 @@ auto      (resolved)                           ``gpu`` where a CUDA device is pr
 
 Every backend implements :class:`~mgkflow.backends.base.Backend` and returns the records of
 :mod:`mgkflow.backends.base`. A registry entry is a *factory* ``make(rtol, max_iter, options)``
-returning a backend; a module registers its factory at import (entries are imported lazily, so
-``import mgkflow`` never imports numba or PyCUDA).
+returning a backend. The entries are the modules of this package (all but ``base`` and private ones): their
+names are found without importing them, and a module is imported only when its backend is first
+made, so ``import mgkflow`` never imports numba or PyCUDA. :func:`register` adds a backend
+defined elsewhere.
 
 Adding a backend: write ``mgkflow/backends/NAME.py`` with a ``make`` factory and a class
-implementing the protocol, add its name to ``_ENTRIES`` below, and a test; nothing else changes.
+implementing the protocol, and a test; nothing else changes (the kernel's ``backend=`` and the
+command line's ``--backend`` take the names from :func:`available_backends`).
 
 Examples
 --------
@@ -31,6 +34,7 @@ Examples
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,7 +56,11 @@ __all__ = [
 Factory = Callable[[float | None, int, Mapping[str, Any]], Backend]
 
 #: Built-in entries: name -> module that defines ``make`` (imported on first use).
-_ENTRIES: dict[str, str] = {"exact": ".exact", "cpu": ".cpu", "gpu": ".gpu"}
+_ENTRIES: dict[str, str] = {
+    info.name: f".{info.name}"
+    for info in pkgutil.iter_modules(__path__)
+    if info.name != "base" and not info.name.startswith("_")
+}
 _REGISTRY: dict[str, Factory] = {}
 
 
