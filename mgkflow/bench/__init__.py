@@ -16,6 +16,6 @@ SUITES = {
     "ablation": "mgkflow.bench.ablation",
     "gpu_sweep": "mgkflow.bench.gpu_sweep",
     "gpu_calibrate": "mgkflow.bench.gpu_calibrate",
-    "gram": "mgkflow.gram.bench",
+    "gram": "mgkflow.bench.gram",
     "fuzz": "mgkflow.bench.fuzz",
 }
