@@ -17,5 +17,5 @@ SUITES = {
     "gpu_sweep": "mgkflow.bench.gpu_sweep",
     "gpu_calibrate": "mgkflow.bench.gpu_calibrate",
     "gram": "mgkflow.bench.gram",
-    "fuzz": "mgkflow.bench.fuzz",
+    "fuzz": "mgkflow.fuzz",
 }
