@@ -145,6 +145,7 @@ def test_zarr_store_layout_metadata_and_load(graphs, kern, K_ref, tmp_path):
     assert meta["kernel"] == repr(kern) and meta["params"]["q"] == "0.2"
     assert meta["params"]["edge_kernel"] == "KroneckerDelta(0.5, 'bond_order')"
     assert len(meta["fingerprint"]) == 32
+    assert meta["mgkflow_version"] == mgkflow.__version__
     # only the blocks on and above the diagonal are on disk; the rest reads as NaN
     chunks = {p.relative_to(path / "c").as_posix() for p in (path / "c").rglob("*") if p.is_file()}
     assert chunks == {f"{b.bi}/{b.bj}" for b in plan_blocks(23, None, 5)}
