@@ -8,6 +8,11 @@ compiles and time per evaluation), ``gpu_calibrate`` (cost models of the GPU str
 (property-based fuzzing of the API and CLI). Each writes CSV or JSON under ``reports/``.
 """
 
+import sys
+import warnings
+from collections.abc import Callable
+from typing import NoReturn
+
 SUITES = {
     "gpu": "mgkflow.bench.gpu",
     "cpu": "mgkflow.bench.cpu",
@@ -19,3 +24,11 @@ SUITES = {
     "gram": "mgkflow.bench.gram",
     "fuzz": "mgkflow.fuzz",
 }
+
+
+def _run_moved(old: str, new: str, main: Callable[[], int | None]) -> NoReturn:
+    """``python -m OLD`` of a moved benchmark module: warn that it is now ``python -m NEW``, run ``main``, exit."""
+    warnings.warn(
+        f"python -m {old} has moved to python -m {new}; the old name will be removed", DeprecationWarning, stacklevel=2
+    )
+    sys.exit(main())

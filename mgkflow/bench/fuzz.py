@@ -1,19 +1,16 @@
-"""Deprecated: moved to :mod:`mgkflow.fuzz` (run it as ``python -m mgkflow.bench fuzz``)."""
+"""Deprecated: moved to :mod:`mgkflow.fuzz` (run it as ``python -m mgkflow.bench fuzz``).
+
+``python -m mgkflow.bench.fuzz [options]`` still runs the same fuzz run, with a warning.
+"""
 
 import sys
 
 from .._compat import moved
 
 if __name__ == "__main__":
-    import warnings
-
     from ..fuzz import main
+    from . import _run_moved
 
-    warnings.warn(
-        "python -m mgkflow.bench.fuzz has moved to python -m mgkflow.bench fuzz; the old name will be removed",
-        DeprecationWarning,
-        stacklevel=1,
-    )
-    sys.exit(main())
+    _run_moved("mgkflow.bench.fuzz", "mgkflow.bench fuzz", main)
 else:
     sys.modules[__name__] = moved(__name__, "mgkflow.fuzz")

@@ -8,15 +8,9 @@ import sys
 from .._compat import moved
 
 if __name__ == "__main__":
-    import warnings
-
+    from ..bench import _run_moved
     from ..bench.gram import main
 
-    warnings.warn(
-        "python -m mgkflow.gram.bench has moved to python -m mgkflow.bench gram; the old name will be removed",
-        DeprecationWarning,
-        stacklevel=1,
-    )
-    sys.exit(main())
+    _run_moved("mgkflow.gram.bench", "mgkflow.bench gram", main)
 else:
     sys.modules[__name__] = moved(__name__, "mgkflow.bench.gram")
