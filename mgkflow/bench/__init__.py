@@ -6,6 +6,10 @@ and ``ablation`` (GPU primitive map and ablation), ``gpu_sweep`` (a hyperparamet
 compiles and time per evaluation), ``gpu_calibrate`` (cost models of the GPU strategies),
 ``gram`` (tiled Gram matrices: in-process vs Dask, kill and resume) and ``fuzz``
 (property-based fuzzing of the API and CLI). Each writes CSV or JSON under ``reports/``.
+
+The benchmarks live here, apart from the runtime code they measure; ``fuzz`` is not a
+benchmark but runs the same way: its package is :mod:`mgkflow.fuzz`. The old module names
+``mgkflow.gram.bench`` and ``mgkflow.bench.fuzz`` are deprecated aliases.
 """
 
 import sys

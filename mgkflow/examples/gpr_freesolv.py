@@ -15,6 +15,10 @@ to K(G, G) = 1 (:func:`normalized_mgk`). The added constant kernel (a bias, ``--
 drops it) lets the GP take the common offset of the targets as a free intercept: without it
 the marginal likelihood raises every delta value towards 1 (all molecules alike) to get one.
 
+The scikit-learn kernels, scores, splits and fingerprints it uses (:class:`~mgkflow.learn.Normalized`,
+:class:`~mgkflow.learn.Tanimoto`, :func:`~mgkflow.learn.regression_metrics`, ...) come from
+:mod:`mgkflow.learn` (importable from here too, as before).
+
 Two modes:
 
 ``gpr``
