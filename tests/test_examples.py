@@ -1,14 +1,13 @@
-"""The GPR example (mgkflow.examples.gpr_freesolv): helpers and fast smoke runs on tiny subsets."""
+"""The GPR example (mgkflow.examples.gpr_freesolv): helpers and fast smoke runs on tiny subsets.
+
+The kernels, scores and fingerprints it uses (mgkflow.learn) are tested in test_learn.py."""
 
 from __future__ import annotations
-
-import pickle
 
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.base import clone
-from sklearn.gaussian_process.kernels import RBF, DotProduct, Hyperparameter, Kernel
+from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 
 from mgkflow import MarginalizedGraphKernel
 from mgkflow.examples import gpr_freesolv as ex
@@ -154,51 +153,6 @@ def test_cli_mean_only(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------- helpers
-def test_normalized_kernel_values_and_gradient():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(6, 2)) + 2.0
-    Y = rng.normal(size=(3, 2)) + 2.0
-    base = DotProduct(sigma_0=0.5) * RBF(length_scale=1.3)
-    k = ex.Normalized(base)
-    K = k(X)
-    np.testing.assert_allclose(np.diag(K), 1.0)
-    raw = base(X)
-    np.testing.assert_allclose(K, raw / np.sqrt(np.outer(np.diag(raw), np.diag(raw))))
-    # the cross matrix agrees with the joint Gram's block
-    J = k(np.vstack([X, Y]))
-    np.testing.assert_allclose(k(X, Y), J[:6, 6:], rtol=1e-12)
-    np.testing.assert_allclose(k.diag(X), 1.0)
-    # gradient in log-theta vs central finite differences
-    K2, dK = k(X, eval_gradient=True)
-    np.testing.assert_allclose(K2, K)
-    assert dK.shape == (6, 6, len(k.theta)) == (6, 6, 2)
-    for i in range(len(k.theta)):
-        e = np.zeros_like(k.theta)
-        e[i] = 1e-6
-        fd = (k.clone_with_theta(k.theta + e)(X) - k.clone_with_theta(k.theta - e)(X)) / 2e-6
-        np.testing.assert_allclose(dK[:, :, i], fd, atol=1e-7)
-    assert np.allclose(np.einsum("iik->ik", dK), 0.0)
-    # sklearn protocol: clone, params, pickling
-    c = clone(k)
-    assert c == k and c is not k
-    assert "kernel__k2__length_scale" in k.get_params()
-    assert [h.name for h in k.hyperparameters] == ["kernel__k1__sigma_0", "kernel__k2__length_scale"]
-    np.testing.assert_allclose(pickle.loads(pickle.dumps(k))(X), K)
-    with pytest.raises(ValueError, match="Y is None"):
-        k(X, Y, eval_gradient=True)
-
-
-def test_tanimoto():
-    A = np.array([[1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
-    K = ex.Tanimoto()(A)
-    assert K[0, 1] == pytest.approx(1 / 3) and K[0, 3] == pytest.approx(0.5)
-    assert K[2, 2] == 1.0 and K[2, 0] == 0.0
-    np.testing.assert_allclose(ex.Tanimoto().diag(A), 1.0)
-    np.testing.assert_allclose(ex.Tanimoto()(A[:2], A[2:]), K[:2, 2:])
-    assert np.linalg.eigvalsh(K).min() > -1e-12
-    assert clone(ex.Tanimoto()) == ex.Tanimoto()
-
-
 def test_molecular_kernels_and_normalized_mgk():
     node, edge = ex.molecular_kernels(0.3, 0.7)
     assert [h.value for h in node.hyperparameters] == [0.3] * 5
@@ -206,13 +160,3 @@ def test_molecular_kernels_and_normalized_mgk():
     assert [h.value for h in edge.hyperparameters] == [0.7] * 2
     k = ex.normalized_mgk(0.3, 0.7, q=0.1, backend="cpu")
     assert isinstance(k, MarginalizedGraphKernel) and k.q == 0.1 and k.normalize
-
-
-def test_morgan_fingerprints():
-    pytest.importorskip("rdkit")
-    fp = ex.morgan_fingerprints(["CCO", "OCC", "c1ccccc1"])
-    assert fp.shape == (3, 2048) and fp.dtype == np.uint8
-    np.testing.assert_array_equal(fp[0], fp[1])  # same molecule
-    assert 0 < fp[2].sum() < 20
-    with pytest.raises(ValueError, match="cannot parse"):
-        ex.morgan_fingerprints(["C1CC"])

@@ -4,11 +4,14 @@ parallel reordering with a permutation cache, and the molecule-like generator.""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse.csgraph as csgraph
 
+import mgkflow
 from mgkflow import MarginalizedGraphKernel, load_gram
 from mgkflow.datasets import default_kernels, molecules
 from mgkflow.gram import (
@@ -142,6 +145,7 @@ def test_zarr_store_layout_metadata_and_load(graphs, kern, K_ref, tmp_path):
     assert meta["kernel"] == repr(kern) and meta["params"]["q"] == "0.2"
     assert meta["params"]["edge_kernel"] == "KroneckerDelta(0.5, 'bond_order')"
     assert len(meta["fingerprint"]) == 32
+    assert meta["mgkflow_version"] == mgkflow.__version__
     # only the blocks on and above the diagonal are on disk; the rest reads as NaN
     chunks = {p.relative_to(path / "c").as_posix() for p in (path / "c").rglob("*") if p.is_file()}
     assert chunks == {f"{b.bi}/{b.bj}" for b in plan_blocks(23, None, 5)}
@@ -272,7 +276,7 @@ def test_auto_backend_is_recorded_as_resolved(graphs, tmp_path, monkeypatch):
 
 
 def test_scale_bench_smoke(tmp_path, capsys):
-    from mgkflow.gram.bench import main as bench_main
+    from mgkflow.bench.gram import main as bench_main
 
     out = tmp_path / "rec.json"
     args = ["--n-graphs", "12", "--max-atoms", "10", "--mean-atoms", "9", "--backend", "cpu", "--q", "0.2",
@@ -281,6 +285,37 @@ def test_scale_bench_smoke(tmp_path, capsys):
     rec = json.loads(out.read_text())
     assert rec["inprocess"]["pairs"] == 78 and rec["inprocess"]["blocks"] == 6
     assert rec["spot_check"]["entries"] == 5 and rec["spot_check"]["max_rel_err"] < 1e-12
+
+
+def test_scale_bench_is_a_bench_suite():
+    from mgkflow.bench import SUITES
+    from mgkflow.bench.__main__ import main as suite_main
+
+    assert SUITES["gram"] == "mgkflow.bench.gram"
+    with pytest.raises(SystemExit) as exc:
+        suite_main(["gram", "--help"])
+    assert exc.value.code == 0
+
+
+def test_scale_bench_old_module_name_still_works(tmp_path):
+    import importlib
+    import subprocess
+    import sys
+    import warnings
+
+    import mgkflow.bench.gram as new
+
+    sys.modules.pop("mgkflow.gram.bench", None)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        old = importlib.import_module("mgkflow.gram.bench")
+    assert old is new and old._DeviceMemory is new._DeviceMemory
+    assert any(issubclass(x.category, DeprecationWarning) and "mgkflow.bench.gram" in str(x.message) for x in w)
+    # python -m mgkflow.gram.bench runs the same main, with a warning
+    proc = subprocess.run([sys.executable, "-m", "mgkflow.gram.bench", "--help"], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(mgkflow.__file__).parents[1])})
+    assert proc.returncode == 0, proc.stderr
+    assert "--kill-at" in proc.stdout and "DeprecationWarning" in proc.stderr and "mgkflow.bench gram" in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,16 @@ and ``ablation`` (GPU primitive map and ablation), ``gpu_sweep`` (a hyperparamet
 compiles and time per evaluation), ``gpu_calibrate`` (cost models of the GPU strategies),
 ``gram`` (tiled Gram matrices: in-process vs Dask, kill and resume) and ``fuzz``
 (property-based fuzzing of the API and CLI). Each writes CSV or JSON under ``reports/``.
+
+The benchmarks live here, apart from the runtime code they measure; ``fuzz`` is not a
+benchmark but runs the same way: its package is :mod:`mgkflow.fuzz`. The old module names
+``mgkflow.gram.bench`` and ``mgkflow.bench.fuzz`` are deprecated aliases.
 """
+
+import sys
+import warnings
+from collections.abc import Callable
+from typing import NoReturn
 
 SUITES = {
     "gpu": "mgkflow.bench.gpu",
@@ -16,6 +25,14 @@ SUITES = {
     "ablation": "mgkflow.bench.ablation",
     "gpu_sweep": "mgkflow.bench.gpu_sweep",
     "gpu_calibrate": "mgkflow.bench.gpu_calibrate",
-    "gram": "mgkflow.gram.bench",
-    "fuzz": "mgkflow.bench.fuzz",
+    "gram": "mgkflow.bench.gram",
+    "fuzz": "mgkflow.fuzz",
 }
+
+
+def _run_moved(old: str, new: str, main: Callable[[], int | None]) -> NoReturn:
+    """``python -m OLD`` of a moved benchmark module: warn that it is now ``python -m NEW``, run ``main``, exit."""
+    warnings.warn(
+        f"python -m {old} has moved to python -m {new}; the old name will be removed", DeprecationWarning, stacklevel=2
+    )
+    sys.exit(main())

@@ -15,6 +15,10 @@ to K(G, G) = 1 (:func:`normalized_mgk`). The added constant kernel (a bias, ``--
 drops it) lets the GP take the common offset of the targets as a free intercept: without it
 the marginal likelihood raises every delta value towards 1 (all molecules alike) to get one.
 
+The scikit-learn kernels, scores, splits and fingerprints it uses (:class:`~mgkflow.learn.Normalized`,
+:class:`~mgkflow.learn.Tanimoto`, :func:`~mgkflow.learn.regression_metrics`, ...) come from
+:mod:`mgkflow.learn` (importable from here too, as before).
+
 Two modes:
 
 ``gpr``
@@ -55,14 +59,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import ConstantKernel, Hyperparameter, Kernel, WhiteKernel
+from sklearn.gaussian_process.kernels import ConstantKernel, Kernel, WhiteKernel
 from sklearn.kernel_ridge import KernelRidge
-from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score
 from sklearn.model_selection import KFold
 
 from .. import datasets
 from ..io import atomic_write
 from ..kernels import BaseKernel, KroneckerDelta
+from ..learn import Normalized, Tanimoto, kfold_splits, labelled_split, morgan_fingerprints, regression_metrics
 from ..mgk import MarginalizedGraphKernel
 
 __all__ = [
@@ -121,157 +125,6 @@ def normalized_mgk(
     """
     node, edge = molecular_kernels(h_node, h_edge)
     return MarginalizedGraphKernel(node_kernel=node, edge_kernel=edge, q=q, backend=backend, normalize=True)
-
-
-class Normalized(Kernel):
-    """k(x, y) / sqrt(k(x, x) k(y, y)) for any scikit-learn kernel, with its θ-gradient.
-
-    With ``eval_gradient=True`` (symmetric case, as GP fitting asks), the diagonal and its
-    gradient come from the same call: d log k̂_ij = d log k_ij - (d log k_ii + d log k_jj) / 2.
-
-    Examples
-    --------
-    >>> from sklearn.gaussian_process.kernels import DotProduct
-    >>> X = np.array([[1.0, 0.0], [1.0, 1.0]])
-    >>> Normalized(DotProduct(sigma_0=0.0))(X).round(4)
-    array([[1.    , 0.7071],
-           [0.7071, 1.    ]])
-    """
-
-    def __init__(self, kernel: Any) -> None:
-        self.kernel = kernel
-
-    def get_params(self, deep: bool = True) -> dict:
-        params = {"kernel": self.kernel}
-        if deep:
-            params.update(("kernel__" + k, v) for k, v in self.kernel.get_params().items())
-        return params
-
-    @property
-    def hyperparameters(self) -> list:
-        return [
-            Hyperparameter("kernel__" + h.name, h.value_type, h.bounds, h.n_elements, h.fixed)
-            for h in self.kernel.hyperparameters
-        ]
-
-    @property
-    def theta(self) -> np.ndarray:
-        return self.kernel.theta
-
-    @theta.setter
-    def theta(self, theta: np.ndarray) -> None:
-        self.kernel.theta = theta
-
-    @property
-    def bounds(self) -> np.ndarray:
-        return self.kernel.bounds
-
-    @property
-    def requires_vector_input(self) -> bool:
-        return bool(getattr(self.kernel, "requires_vector_input", True))
-
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.kernel == other.kernel  # type: ignore[attr-defined]
-
-    def __call__(self, X, Y=None, eval_gradient=False):
-        if eval_gradient:
-            if Y is not None:
-                raise ValueError("Normalized: the gradient is only available when Y is None")
-            K, dK = self.kernel(X, eval_gradient=True)
-            d = np.diag(K).copy()
-            _check_diag(d)
-            s = np.sqrt(d)
-            Kn = K / np.outer(s, s)
-            ddiag = np.einsum("iik->ik", dK) / d[:, None]  # d log k_ii / dθ
-            dKn = dK / np.outer(s, s)[:, :, None] - 0.5 * Kn[:, :, None] * (ddiag[:, None, :] + ddiag[None, :, :])
-            return Kn, dKn
-        if Y is None:
-            K = self.kernel(X)
-            d = np.diag(K).copy()
-            _check_diag(d)
-            s = np.sqrt(d)
-            return K / np.outer(s, s)
-        K = self.kernel(X, Y)
-        dx, dy = self.kernel.diag(X), self.kernel.diag(Y)
-        _check_diag(dx)
-        _check_diag(dy)
-        return K / np.sqrt(np.outer(dx, dy))
-
-    def diag(self, X):
-        return np.ones(len(X))
-
-    def is_stationary(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return f"Normalized({self.kernel!r})"
-
-
-def _check_diag(d: np.ndarray) -> None:
-    if not np.all(d > 0):
-        raise ValueError(f"Normalized: k(x, x) must be positive, got {d[~(d > 0)][:3]} (first entries)")
-
-
-class Tanimoto(Kernel):
-    """Tanimoto (Jaccard) similarity of non-negative count or bit vectors: a·b / (a·a + b·b - a·b).
-
-    No hyperparameters; two all-zero vectors have similarity 1.
-
-    Examples
-    --------
-    >>> Tanimoto()(np.array([[1, 1, 0], [0, 1, 1]]))
-    array([[1.        , 0.33333333],
-           [0.33333333, 1.        ]])
-    """
-
-    def __init__(self) -> None:
-        pass
-
-    def __call__(self, X, Y=None, eval_gradient=False):
-        X = np.asarray(X, dtype=np.float64)
-        Yv = X if Y is None else np.asarray(Y, dtype=np.float64)
-        dot = X @ Yv.T
-        den = (X * X).sum(1)[:, None] + (Yv * Yv).sum(1)[None, :] - dot
-        K = np.where(den > 0, dot / np.where(den > 0, den, 1.0), 1.0)
-        if eval_gradient:
-            if Y is not None:
-                raise ValueError("Tanimoto: the gradient is only available when Y is None")
-            return K, np.empty((X.shape[0], X.shape[0], 0))
-        return K
-
-    def diag(self, X):
-        return np.ones(np.asarray(X).shape[0])
-
-    def is_stationary(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return "Tanimoto()"
-
-
-def morgan_fingerprints(smiles: Sequence[str], radius: int = 2, n_bits: int = 2048) -> np.ndarray | None:
-    """Morgan bit vectors (uint8, one row per SMILES), or None when RDKit is not installed.
-
-    Examples
-    --------
-    >>> fp = morgan_fingerprints(["CCO", "c1ccccc1"])
-    >>> fp is None or fp.shape == (2, 2048)
-    True
-    """
-    try:
-        from rdkit import Chem, RDLogger
-        from rdkit.Chem import rdFingerprintGenerator
-    except ImportError:
-        return None
-    RDLogger.DisableLog("rdApp.*")
-    gen = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
-    out = np.zeros((len(smiles), n_bits), dtype=np.uint8)
-    for i, smi in enumerate(smiles):
-        mol = Chem.MolFromSmiles(smi)
-        if mol is None:
-            raise ValueError(f"RDKit cannot parse SMILES {smi!r} (molecule {i})")
-        out[i] = gen.GetFingerprintAsNumPy(mol)
-    return out
 
 
 # ---------------------------------------------------------------------- models
@@ -340,14 +193,6 @@ def _krr_grid(
     return Prediction(y_pred, time.perf_counter() - t0, params)
 
 
-def _metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
-    return {
-        "rmse": float(np.sqrt(mean_squared_error(y, p))),
-        "mae": float(mean_absolute_error(y, p)),
-        "r2": float(r2_score(y, p)) if len(y) > 1 else float("nan"),
-    }
-
-
 # ---------------------------------------------------------------------- run
 @dataclass
 class RunConfig:
@@ -393,20 +238,12 @@ def _load(cfg: RunConfig) -> datasets.MoleculeSet:
 
 def _splits(cfg: RunConfig, data: datasets.MoleculeSet) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
     """(seed, fold, train indices, test indices) of the run."""
-    n = len(data)
     if cfg.dataset == "solubility":
-        split = np.asarray(data.split)
-        tr, te = np.flatnonzero(split == "train"), np.flatnonzero(split == "test")
+        tr, te = labelled_split(data.split)
         if len(tr) < 2 or len(te) < 1:
             raise ValueError("solubility: the subset needs training and test molecules; raise --n-molecules")
         return [(0, 0, tr, te)]
-    if not 2 <= cfg.folds <= n:
-        raise ValueError(f"folds must lie in [2, {n}], got {cfg.folds}")
-    out = []
-    for seed in cfg.seeds:
-        for k, (tr, te) in enumerate(KFold(cfg.folds, shuffle=True, random_state=seed).split(np.arange(n))):
-            out.append((seed, k, tr, te))
-    return out
+    return kfold_splits(len(data), cfg.folds, cfg.seeds)
 
 
 def _parity_plot(pred: pd.DataFrame, path: Path, title: str, unit: str) -> None:
@@ -422,7 +259,7 @@ def _parity_plot(pred: pd.DataFrame, path: Path, title: str, unit: str) -> None:
     pad = 0.05 * (hi - lo or 1.0)
     for ax, m in zip(axes[0], models):
         sub = pred[pred["model"] == m]
-        met = _metrics(sub["y_true"].to_numpy(), sub["y_pred"].to_numpy())
+        met = regression_metrics(sub["y_true"].to_numpy(), sub["y_pred"].to_numpy())
         ax.scatter(sub["y_true"], sub["y_pred"], s=8, alpha=0.6)
         ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], "k--", lw=0.8)
         ax.set_xlim(lo - pad, hi + pad)
@@ -437,6 +274,60 @@ def _parity_plot(pred: pd.DataFrame, path: Path, title: str, unit: str) -> None:
     plt.close(fig)
 
 
+def _check_mode(cfg: RunConfig) -> str:
+    """The mode ``auto`` stands for (``gpr``); refuses unknown modes and models."""
+    mode = "gpr" if cfg.mode == "auto" else cfg.mode
+    if mode not in ("gpr", "grid"):
+        raise ValueError(f"mode must be 'auto', 'gpr' or 'grid', got {cfg.mode!r}")
+    bad = set(cfg.models) - {"mgk", "morgan", "mean"}
+    if bad:
+        raise ValueError(f"unknown models {sorted(bad)}; choose from mgk, morgan, mean")
+    return mode
+
+
+def _grid_grams(cfg: RunConfig, data: datasets.MoleculeSet) -> tuple[list[np.ndarray], float]:
+    """The normalized MGK Gram matrix of every point of ``cfg.grid`` (grid mode), and the seconds they took."""
+    grams: list[np.ndarray] = []
+    t0 = time.perf_counter()
+    for i, (hn, he, q) in enumerate(cfg.grid):
+        kern = normalized_mgk(hn, he, q, backend=cfg.backend)
+        X_all = np.empty(len(data), dtype=object)
+        X_all[:] = data.graphs
+        grams.append(kern(X_all))
+        cfg.log(f"  Gram {i + 1}/{len(cfg.grid)} (h_node={hn}, h_edge={he}, q={q}): {time.perf_counter() - t0:.1f} s")
+    return grams, time.perf_counter() - t0
+
+
+def _summary(folds: pd.DataFrame, cfg: RunConfig, n_molecules: int, gram_seconds: float) -> pd.DataFrame:
+    """Mean and sd of the scores over the test folds, one row per model."""
+    summary = (
+        folds.groupby("model", sort=False)
+        .agg(
+            rmse_mean=("rmse", "mean"), rmse_sd=("rmse", "std"), mae_mean=("mae", "mean"), mae_sd=("mae", "std"),
+            r2_mean=("r2", "mean"), r2_sd=("r2", "std"), n_folds=("rmse", "size"), fit_seconds=("fit_seconds", "sum"),
+        )
+        .reset_index()
+    )  # fmt: skip
+    summary.insert(0, "dataset", cfg.dataset)
+    summary.insert(2, "n_molecules", n_molecules)
+    summary.loc[summary["model"] == "mgk-krr-grid", "fit_seconds"] += gram_seconds
+    return summary
+
+
+def _log_summary(log: Callable[[str], None], summary: pd.DataFrame) -> None:
+    log("")
+    log(f"{'model':22s} {'RMSE':>16s} {'MAE':>16s} {'R2':>14s}  fit s")
+
+    def pm(mean: float, sd: float, width: int) -> str:
+        return f"{mean:{width}.3f} ± {sd:5.3f}" if np.isfinite(sd) else f"{mean:{width}.3f}        "
+
+    for r in summary.itertuples():
+        log(
+            f"{r.model:22s} {pm(r.rmse_mean, r.rmse_sd, 8)} {pm(r.mae_mean, r.mae_sd, 8)} "
+            f"{pm(r.r2_mean, r.r2_sd, 6)}  {r.fit_seconds:.1f}"
+        )
+
+
 def run(cfg: RunConfig) -> pd.DataFrame:
     """Run the comparison; write CSV files and the parity plot to ``cfg.out``; return the summary.
 
@@ -447,14 +338,7 @@ def run(cfg: RunConfig) -> pd.DataFrame:
     (seed 0: out-of-fold predictions of every molecule, or the test split).
     """
     log = cfg.log
-    mode = cfg.mode
-    if mode == "auto":
-        mode = "gpr"
-    if mode not in ("gpr", "grid"):
-        raise ValueError(f"mode must be 'auto', 'gpr' or 'grid', got {cfg.mode!r}")
-    bad = set(cfg.models) - {"mgk", "morgan", "mean"}
-    if bad:
-        raise ValueError(f"unknown models {sorted(bad)}; choose from mgk, morgan, mean")
+    mode = _check_mode(cfg)
     data = _load(cfg)
     y = data.y
     splits = _splits(cfg, data)
@@ -477,17 +361,7 @@ def run(cfg: RunConfig) -> pd.DataFrame:
         if fps is None:
             log("morgan: skipped (RDKit is not installed)")
 
-    grams: list[np.ndarray] = []
-    gram_seconds = 0.0
-    if "mgk" in cfg.models and mode == "grid":
-        t0 = time.perf_counter()
-        for i, (hn, he, q) in enumerate(cfg.grid):
-            kern = normalized_mgk(hn, he, q, backend=cfg.backend)
-            X_all = np.empty(len(data), dtype=object)
-            X_all[:] = data.graphs
-            grams.append(kern(X_all))
-            log(f"  Gram {i + 1}/{len(cfg.grid)} (h_node={hn}, h_edge={he}, q={q}): {time.perf_counter() - t0:.1f} s")
-        gram_seconds = time.perf_counter() - t0
+    grams, gram_seconds = _grid_grams(cfg, data) if "mgk" in cfg.models and mode == "grid" else ([], 0.0)
 
     rows, preds = [], []
     X = np.empty(len(data), dtype=object)
@@ -505,7 +379,7 @@ def run(cfg: RunConfig) -> pd.DataFrame:
         if "mean" in cfg.models:
             results["mean"] = _mean(y[tr], len(te))
         for name, p in results.items():
-            met = _metrics(y[te], p.y_pred)
+            met = regression_metrics(y[te], p.y_pred)
             rows.append(
                 {
                     "dataset": cfg.dataset, "model": name, "seed": seed, "fold": fold, "n_train": len(tr),
@@ -523,17 +397,7 @@ def run(cfg: RunConfig) -> pd.DataFrame:
         atomic_write(cfg.out / f"{cfg.dataset}_folds.csv", lambda tmp, df=partial: df.to_csv(tmp, index=False))
 
     folds = pd.DataFrame(rows)
-    summary = (
-        folds.groupby("model", sort=False)
-        .agg(
-            rmse_mean=("rmse", "mean"), rmse_sd=("rmse", "std"), mae_mean=("mae", "mean"), mae_sd=("mae", "std"),
-            r2_mean=("r2", "mean"), r2_sd=("r2", "std"), n_folds=("rmse", "size"), fit_seconds=("fit_seconds", "sum"),
-        )
-        .reset_index()
-    )  # fmt: skip
-    summary.insert(0, "dataset", cfg.dataset)
-    summary.insert(2, "n_molecules", len(data))
-    summary.loc[summary["model"] == "mgk-krr-grid", "fit_seconds"] += gram_seconds
+    summary = _summary(folds, cfg, len(data), gram_seconds)
     pred = pd.DataFrame(preds)
     name = cfg.dataset
     files = ((folds, f"{name}_folds.csv"), (pred, f"{name}_predictions.csv"), (summary, f"{name}_summary.csv"))
@@ -543,18 +407,7 @@ def run(cfg: RunConfig) -> pd.DataFrame:
     first = pred[pred["seed"] == splits[0][0]]
     subset = "" if cfg.n_molecules is None else f", subset of {len(data)}"
     _parity_plot(first, cfg.out / f"{name}_parity.png", f"{name}{subset}, seed {splits[0][0]} test predictions", unit)
-
-    log("")
-    log(f"{'model':22s} {'RMSE':>16s} {'MAE':>16s} {'R2':>14s}  fit s")
-
-    def pm(mean: float, sd: float, width: int) -> str:
-        return f"{mean:{width}.3f} ± {sd:5.3f}" if np.isfinite(sd) else f"{mean:{width}.3f}        "
-
-    for r in summary.itertuples():
-        log(
-            f"{r.model:22s} {pm(r.rmse_mean, r.rmse_sd, 8)} {pm(r.mae_mean, r.mae_sd, 8)} "
-            f"{pm(r.r2_mean, r.r2_sd, 6)}  {r.fit_seconds:.1f}"
-        )
+    _log_summary(log, summary)
     log(f"wrote {cfg.out}/{name}_{{folds,predictions,summary}}.csv and {name}_parity.png")
     return summary
 

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -71,6 +72,12 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     _fsync_path(path.parent, directory=True)
+
+
+def _mgkflow_version() -> str:
+    """``mgkflow.__version__``, read from the loaded top-level package (always loaded before this module,
+    its parent) rather than imported from it: a gram module importing the top-level package is an import cycle."""
+    return sys.modules[__name__.partition(".")[0]].__version__
 
 
 def block_checksum(values: np.ndarray) -> str:
@@ -174,11 +181,9 @@ class GramStore:
         """
         import zarr
 
-        from .. import __version__
-
         path = Path(path)
         meta = dict(meta)
-        meta.update(format=FORMAT, format_version=FORMAT_VERSION, mgkflow_version=__version__)
+        meta.update(format=FORMAT, format_version=FORMAT_VERSION, mgkflow_version=_mgkflow_version())
         shape = [int(v) for v in meta["shape"]]
         bs = int(meta["block_size"])
         meta["n_blocks"] = len(plan_blocks(shape[0], None if meta["symmetric"] else shape[1], bs))

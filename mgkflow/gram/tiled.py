@@ -286,11 +286,12 @@ def run_block(job: GramJob, block: Block) -> BlockReport:
     return _store_and_report(job, block, values, info)
 
 
-def _store_and_report(job: GramJob, block: Block, values: np.ndarray, info: dict) -> BlockReport:
-    worker = f"{os.uname().nodename}:{os.getpid()}"
-    if job.store is not None:
-        job.store.write_block(block, values, {**info, "worker": worker})
-        values = None
+def _worker_name() -> str:
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+def _report(block: Block, info: dict, worker: str, values: np.ndarray | None = None) -> BlockReport:
+    """The report of a block from the figures of :func:`compute_block`."""
     return BlockReport(
         key=block.key,
         pairs=info["pairs"],
@@ -303,6 +304,14 @@ def _store_and_report(job: GramJob, block: Block, values: np.ndarray, info: dict
         device_s=info.get("device_s", 0.0),
         started=info.get("started", 0.0),
     )
+
+
+def _store_and_report(job: GramJob, block: Block, values: np.ndarray, info: dict) -> BlockReport:
+    worker = _worker_name()
+    if job.store is not None:
+        job.store.write_block(block, values, {**info, "worker": worker})
+        values = None
+    return _report(block, info, worker, values)
 
 
 @dataclass
@@ -511,17 +520,7 @@ def run_block_overlapped(job: GramJob, block: Block) -> BlockReport:
     fut = _writer().submit(_store_and_report, job, block, values, info)
     with _WRITES_LOCK:
         _PENDING.append(fut)
-    return BlockReport(
-        key=block.key,
-        pairs=info["pairs"],
-        seconds=info["seconds"],
-        backend=info["backend"],
-        worker=f"{os.uname().nodename}:{os.getpid()}",
-        cg_iter_median=info["cg_iter_median"],
-        not_converged=info["not_converged"],
-        device_s=info.get("device_s", 0.0),
-        started=info.get("started", 0.0),
-    )
+    return _report(block, info, _worker_name())
 
 
 def _run_dask(client: Any, job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
@@ -562,6 +561,175 @@ def _run_dask(client: Any, job: GramJob, blocks: Sequence[Block], on_report: Cal
         raise RuntimeError(f"{len(todo)} blocks could not be written to {job.store.path} (workers lost); run again")
     finally:
         client.cancel([job_future])
+
+
+# ---------------------------------------------------------------------- the steps of tiled_gram
+@dataclass
+class _Plan:
+    """What :func:`tiled_gram` checked and decided before solving: graphs, kernel, blocks, estimate."""
+
+    X: tuple[Graph, ...]
+    Y: tuple[Graph, ...] | None
+    kernel: MarginalizedGraphKernel
+    backend: str
+    block_size: int
+    dtype: str
+    estimate: ResourceEstimate
+    blocks: list[Block]
+    ids: list[str]
+    ids_y: list[str] | None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.X), len(self.X if self.Y is None else self.Y)
+
+
+def _plan(
+    X: Any, Y: Any, kernel: Any, *, block_size: Any, dtype: str, client: Any, out: Any, check_memory: bool,
+    say: Callable[[str], Any],
+) -> _Plan:  # fmt: skip
+    """Check the arguments, choose the block size, estimate memory and disk (refusing what cannot fit)."""
+    X = _check_graphs(X, "X")
+    Yt = None if Y is None else _check_graphs(Y, "Y")
+    kernel = MarginalizedGraphKernel() if kernel is None else kernel
+    if not isinstance(kernel, MarginalizedGraphKernel):
+        raise TypeError(f"kernel must be a MarginalizedGraphKernel, got {type(kernel).__name__}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    n = len(X)
+    m = n if Yt is None else len(Yt)
+    backend = _resolved_backend(kernel, client)
+    if block_size is None:
+        block_size = default_block_size(n, None if Yt is None else m, backend)
+    if isinstance(block_size, bool) or not isinstance(block_size, int | np.integer) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    block_size = int(block_size)
+
+    est = estimate_resources(
+        X, Yt, block_size=block_size, dtype=dtype, backend=backend, out=out, device=backend == "gpu" and client is None
+    )
+    say(f"estimate: {est.summary()}")
+    if check_memory:
+        check_resources(est, in_memory=out is None)
+    return _Plan(
+        X=X, Y=Yt, kernel=kernel, backend=backend, block_size=block_size, dtype=dtype, estimate=est,
+        blocks=plan_blocks(n, None if Yt is None else m, block_size), ids=_ids(X),
+        ids_y=None if Yt is None else _ids(Yt),
+    )  # fmt: skip
+
+
+def _open_store(
+    plan: _Plan, out: Any, client: Any, resume: bool, overwrite: bool, say: Callable[[str], Any]
+) -> tuple[GramStore | None, list[Block]]:
+    """The store at ``out`` (made, or opened to resume: the same computation only) and the blocks still to
+    compute; no store and every block for an in-memory run."""
+    if out is None:
+        return None, plan.blocks
+    params = kernel_params(plan.kernel)
+    if plan.kernel.backend == "auto" and client is None:
+        params["backend"] = repr(plan.backend)  # what "auto" chose here: a resumed run must choose the same
+    n, m = plan.shape
+    meta = {
+        "symmetric": plan.Y is None,
+        "shape": [n, m],
+        "block_size": plan.block_size,
+        "dtype": plan.dtype,
+        "ids": plan.ids,
+        "ids_y": plan.ids_y,
+        "kernel": repr(plan.kernel),
+        "params": params,
+        "digests": {
+            "graphs_x": graphs_digest(plan.X),
+            "graphs_y": None if plan.Y is None else graphs_digest(plan.Y),
+            "ids": params_digest({"x": plan.ids, "y": plan.ids_y}),
+            "params": params_digest(params),
+        },
+    }
+    # absolute: Dask workers (maybe on other hosts, with another working directory) open it too
+    store = GramStore.open(Path(out).absolute(), meta, resume=resume, overwrite=overwrite)
+    todo = store.missing_blocks()
+    if len(todo) < len(plan.blocks):
+        say(f"resuming {out}: {len(plan.blocks) - len(todo)} of {len(plan.blocks)} blocks already done")
+    return store, todo
+
+
+class _Collector:
+    """Takes the blocks' reports as they come (``collect(report)``): fills the in-memory matrix,
+    adds up the figures, advances the progress bar. Its clocks start when it is made."""
+
+    def __init__(self, plan: _Plan, K: np.ndarray | None, bar: Any) -> None:
+        self.K = K
+        self.bar = bar
+        self.by_key = {b.key: b for b in plan.blocks}
+        self.computed: list[str] = []
+        self.workers: dict[str, int] = {}
+        self.pairs = 0
+        self.device_seconds = 0.0
+        self.block_seconds = 0.0
+        self.t0 = time.perf_counter()
+        self.wall0 = time.time()
+        self.first_start, self.last_end = float("inf"), self.wall0
+
+    def __call__(self, rep: BlockReport) -> None:
+        self.computed.append(rep.key)
+        if rep.started:
+            self.first_start = min(self.first_start, rep.started)
+            self.last_end = max(self.last_end, rep.started + rep.seconds)
+        self.device_seconds += rep.device_s
+        self.block_seconds += rep.seconds
+        self.workers[rep.worker] = self.workers.get(rep.worker, 0) + 1
+        self.pairs += rep.pairs
+        if self.K is not None:
+            b = self.by_key[rep.key]
+            self.K[b.r0 : b.r1, b.c0 : b.c1] = rep.values
+            if b.symmetric and not b.diagonal:
+                self.K[b.c0 : b.c1, b.r0 : b.r1] = rep.values.T
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(pairs_s=f"{self.pairs / max(time.perf_counter() - self.t0, 1e-9):.3g}", refresh=False)
+
+
+def _progress_bar(progress: bool, plan: _Plan, todo: Sequence[Block]) -> Any:
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    total = len(plan.blocks)
+    return tqdm(total=total, initial=total - len(todo), unit="block", desc="Gram blocks")
+
+
+def _run_blocks(job: GramJob, todo: Sequence[Block], client: Any, collect: _Collector) -> None:
+    """Solve the blocks here or on the Dask cluster, each report to ``collect``."""
+    try:
+        if client is None:
+            _run_local(job, todo, collect)
+        else:
+            _run_dask(client, job, todo, collect)
+    finally:
+        if collect.bar is not None:
+            collect.bar.close()
+
+
+def _finish(plan: _Plan, out: Any, store: GramStore | None, todo: Sequence[Block], collect: _Collector) -> GramResult:
+    """Check that every block reported written is marked done; the result and its figures."""
+    seconds = time.perf_counter() - collect.t0
+    wall1 = collect.wall0 + seconds
+    if store is not None:
+        lost = store.missing_blocks()
+        if lost:  # every task reported its marker written: only a file system fault gets here
+            raise RuntimeError(
+                f"{out}: {len(lost)} blocks reported written have no done marker (first: {lost[0].key}); "
+                "run again to compute them"
+            )
+    ran = bool(collect.computed)
+    startup = max(collect.first_start - collect.wall0, 0.0) if ran else 0.0
+    tail = max(wall1 - collect.last_end, 0.0) if ran else 0.0
+    return GramResult(
+        matrix=collect.K, path=None if out is None else Path(out), ids=plan.ids, ids_y=plan.ids_y,
+        blocks=len(plan.blocks), computed=collect.computed, skipped=len(plan.blocks) - len(todo), pairs=collect.pairs,
+        seconds=seconds, estimate=plan.estimate, workers=collect.workers, device_seconds=collect.device_seconds,
+        block_seconds=collect.block_seconds, startup_seconds=startup, tail_seconds=tail,
+    )  # fmt: skip
 
 
 def tiled_gram(
@@ -644,131 +812,16 @@ def tiled_gram(
     >>> bool(np.array_equal(res.matrix, kern(gs)))
     True
     """
-    X = _check_graphs(X, "X")
-    Yt = None if Y is None else _check_graphs(Y, "Y")
-    kernel = MarginalizedGraphKernel() if kernel is None else kernel
-    if not isinstance(kernel, MarginalizedGraphKernel):
-        raise TypeError(f"kernel must be a MarginalizedGraphKernel, got {type(kernel).__name__}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    n = len(X)
-    m = n if Yt is None else len(Yt)
-    backend = _resolved_backend(kernel, client)
-    if block_size is None:
-        block_size = default_block_size(n, None if Yt is None else m, backend)
-    if isinstance(block_size, bool) or not isinstance(block_size, int | np.integer) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
-    block_size = int(block_size)
     say = log or (lambda _msg: None)
-
-    est = estimate_resources(
-        X, Yt, block_size=block_size, dtype=dtype, backend=backend, out=out, device=backend == "gpu" and client is None
+    plan = _plan(
+        X, Y, kernel, block_size=block_size, dtype=dtype, client=client, out=out, check_memory=check_memory, say=say
     )
-    say(f"estimate: {est.summary()}")
-    if check_memory:
-        check_resources(est, in_memory=out is None)
-
-    ids = _ids(X)
-    ids_y = None if Yt is None else _ids(Yt)
-    params = kernel_params(kernel)
-    if kernel.backend == "auto" and client is None:
-        params["backend"] = repr(backend)  # what "auto" chose here: a resumed run must choose the same
-    store = None
-    all_blocks = plan_blocks(n, None if Yt is None else m, block_size)
-    if out is not None:
-        meta = {
-            "symmetric": Yt is None,
-            "shape": [n, m],
-            "block_size": block_size,
-            "dtype": dtype,
-            "ids": ids,
-            "ids_y": ids_y,
-            "kernel": repr(kernel),
-            "params": params,
-            "digests": {
-                "graphs_x": graphs_digest(X),
-                "graphs_y": None if Yt is None else graphs_digest(Yt),
-                "ids": params_digest({"x": ids, "y": ids_y}),
-                "params": params_digest(params),
-            },
-        }
-        # absolute: Dask workers (maybe on other hosts, with another working directory) open it too
-        store = GramStore.open(Path(out).absolute(), meta, resume=resume, overwrite=overwrite)
-        todo = store.missing_blocks()
-        if len(todo) < len(all_blocks):
-            say(f"resuming {out}: {len(all_blocks) - len(todo)} of {len(all_blocks)} blocks already done")
-    else:
-        todo = all_blocks
-    K = None if store is not None else np.full((n, m), np.nan, dtype=dtype)
-    by_key = {b.key: b for b in all_blocks}
+    store, todo = _open_store(plan, out, client, resume, overwrite, say)
+    K = None if store is not None else np.full(plan.shape, np.nan, dtype=dtype)
     if overlap is None:
-        overlap = _resolved_backend(kernel, client) == "gpu"
-    job = GramJob(X=X, Y=Yt, kernel=kernel, store=store, overlap=bool(overlap))
-    computed: list[str] = []
-    workers: dict[str, int] = {}
-    pairs = 0
-    device_seconds = 0.0
-    block_seconds = 0.0
-
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(all_blocks), initial=len(all_blocks) - len(todo), unit="block", desc="Gram blocks")
-    t0 = time.perf_counter()
-    wall0 = time.time()
-    first_start, last_end = float("inf"), wall0
-
-    def on_report(rep: BlockReport) -> None:
-        nonlocal pairs, device_seconds, block_seconds, first_start, last_end
-        computed.append(rep.key)
-        if rep.started:
-            first_start = min(first_start, rep.started)
-            last_end = max(last_end, rep.started + rep.seconds)
-        device_seconds += rep.device_s
-        block_seconds += rep.seconds
-        workers[rep.worker] = workers.get(rep.worker, 0) + 1
-        pairs += rep.pairs
-        if K is not None:
-            b = by_key[rep.key]
-            K[b.r0 : b.r1, b.c0 : b.c1] = rep.values
-            if b.symmetric and not b.diagonal:
-                K[b.c0 : b.c1, b.r0 : b.r1] = rep.values.T
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(pairs_s=f"{pairs / max(time.perf_counter() - t0, 1e-9):.3g}", refresh=False)
-
-    try:
-        if client is None:
-            _run_local(job, todo, on_report)
-        else:
-            _run_dask(client, job, todo, on_report)
-    finally:
-        if bar is not None:
-            bar.close()
-    seconds = time.perf_counter() - t0
-    wall1 = wall0 + seconds
-    if store is not None:
-        lost = store.missing_blocks()
-        if lost:  # every task reported its marker written: only a file system fault gets here
-            raise RuntimeError(
-                f"{out}: {len(lost)} blocks reported written have no done marker (first: {lost[0].key}); "
-                "run again to compute them"
-            )
-    return GramResult(
-        matrix=K,
-        path=None if out is None else Path(out),
-        ids=ids,
-        ids_y=ids_y,
-        blocks=len(all_blocks),
-        computed=computed,
-        skipped=len(all_blocks) - len(todo),
-        pairs=pairs,
-        seconds=seconds,
-        estimate=est,
-        workers=workers,
-        device_seconds=device_seconds,
-        block_seconds=block_seconds,
-        startup_seconds=max(first_start - wall0, 0.0) if computed else 0.0,
-        tail_seconds=max(wall1 - last_end, 0.0) if computed else 0.0,
-    )
+        overlap = plan.backend == "gpu"
+    job = GramJob(X=plan.X, Y=plan.Y, kernel=plan.kernel, store=store, overlap=bool(overlap))
+    bar = _progress_bar(progress, plan, todo)
+    collect = _Collector(plan, K, bar)  # the clocks of the solving phase start here
+    _run_blocks(job, todo, client, collect)
+    return _finish(plan, out, store, todo, collect)

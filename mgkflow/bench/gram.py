@@ -1,0 +1,365 @@
+"""Scale benchmark of the tiled Gram path: ``python -m mgkflow.bench gram``.
+
+On a synthetic molecule-like set (:func:`mgkflow.datasets.molecules`) it times, in one call:
+
+1. reordering (process pool, permutation cache) and an in-process tiled run into a Zarr store;
+2. optionally (``--dask SPEC``) the same run on a Dask cluster, checked bit for bit against 1;
+3. optionally (``--kill-at F``) the same run in a child process killed with SIGKILL once a
+   fraction F of the blocks is done, then resumed here: blocks recomputed, bits checked;
+4. optionally (``--spot-check K``) K random entries against the CPU backend.
+
+Prints one JSON record (and writes it with ``--json PATH``).
+
+Examples
+--------
+    python -m mgkflow.bench gram --n-graphs 2000 --backend cpu --block-size 200 --dask local:2
+    python -m mgkflow.bench gram --n-graphs 50000 --backend gpu --kill-at 0.4 --spot-check 1000 --dask cuda
+    python -m mgkflow.bench gram --n-graphs 20000 --backend gpu --gpu-options '{"rtol": 1e-8}' --overlap off
+
+The record has the solve's device seconds (sum over blocks), the host time not overlapped
+with them, end-to-end pairs/s (reordering included), peak host RSS and peak device memory
+(``nvidia-smi``, all processes). ``python -m mgkflow.gram.bench`` is the deprecated old name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["main"]
+
+_OVERLAP = {"auto": None, "on": True, "off": False}
+
+
+def _graphs(args: argparse.Namespace) -> list:
+    from ..datasets import drugs, molecules
+
+    if args.dataset == "drugs":  # the shipped drugs with at least one bond, the first --n-graphs of them
+        bonded = [g for g in drugs() if g.adjacency.nnz > 0]
+        return bonded if args.n_graphs is None else bonded[: args.n_graphs]
+    return molecules(args.n_graphs, seed=args.seed, min_atoms=args.min_atoms, max_atoms=args.max_atoms,
+                     mean_atoms=args.mean_atoms)  # fmt: skip
+
+
+def _kernel(args: argparse.Namespace, backend: str | None = None):
+    from ..datasets import default_kernels
+    from ..mgk import MarginalizedGraphKernel
+
+    gpu_options = json.loads(args.gpu_options) if args.gpu_options and (backend or args.backend) != "cpu" else None
+    return MarginalizedGraphKernel(*default_kernels("drugs"), q=args.q, backend=backend or args.backend,
+                                   gpu_options=gpu_options)  # fmt: skip
+
+
+class _DeviceMemory:
+    """Peak device memory in use (MiB, all processes) sampled with ``nvidia-smi`` every ``period``
+    seconds in a thread (None without nvidia-smi): the peak of a run, its allocator pools included."""
+
+    def __init__(self, period: float = 0.2) -> None:
+        self.period = period
+        self.peak_mib: int | None = None
+        self._stop = None
+        self._thread = None
+
+    def _sample(self) -> int | None:
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=10)  # fmt: skip
+            return max(int(v) for v in out.stdout.split()) if out.returncode == 0 and out.stdout.split() else None
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return None
+
+    def __enter__(self) -> _DeviceMemory:
+        import threading
+
+        if shutil.which("nvidia-smi") is None:
+            return self
+        self._stop = threading.Event()
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                v = self._sample()
+                if v is not None:
+                    self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
+                self._stop.wait(self.period)
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+
+
+def _ordered(args: argparse.Namespace, graphs: list, client: Any = None):
+    """The graphs in ``--ordering`` (identity orderings, e.g. ``auto`` on molecules, cost nothing:
+    :func:`mgkflow.gram.reorder_graphs` returns those graphs as they are)."""
+    from ..gram.reorder import reorder_graphs
+
+    cache = None if args.perm_cache is None else args.perm_cache
+    return reorder_graphs(graphs, args.ordering, workers=args.reorder_workers, client=client, cache=cache)
+
+
+def _run(args: argparse.Namespace, graphs: list, store: Path, client: Any = None, progress: bool = False):
+    from ..gram.tiled import tiled_gram
+
+    return tiled_gram(graphs, kernel=_kernel(args), out=store, block_size=args.block_size, dtype=args.dtype,
+                      client=client, progress=progress,
+                      overlap=_OVERLAP[args.overlap])  # fmt: skip
+
+
+def _same_chunks(a: Path, b: Path) -> bool:
+    fa = {p.relative_to(a).as_posix(): p for p in (a / "c").rglob("*") if p.is_file()}
+    fb = {p.relative_to(b).as_posix(): p for p in (b / "c").rglob("*") if p.is_file()}
+    if fa.keys() != fb.keys():
+        return False
+    return all(fa[k].read_bytes() == fb[k].read_bytes() for k in fa)
+
+
+def _store_digest(path: Path) -> str:
+    """SHA-256 over a store's chunk files (names and bytes, in name order): equal digests, equal arrays
+    (runs in different processes or device calls compare by it)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted((p for p in (path / "c").rglob("*") if p.is_file()), key=lambda p: p.relative_to(path).as_posix()):
+        h.update(f.relative_to(path).as_posix().encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _child(args: argparse.Namespace) -> int:
+    graphs = _ordered(args, _graphs(args)).graphs
+    _run(args, graphs, Path(args.store))
+    return 0
+
+
+def _peak_rss_bytes() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _kill_resume(
+    args: argparse.Namespace, graphs: list, work: Path, reference: Path | None, n_blocks: int | None
+) -> dict:
+    from ..gram.blocks import plan_blocks
+
+    store = work / "killed.zarr"
+    if store.exists():
+        shutil.rmtree(store)
+    cmd = [sys.executable, "-m", "mgkflow.bench.gram", *args.argv, "--child", "--store", str(store)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = store / "done"
+    while n_blocks is None and proc.poll() is None:  # the child's block size, once its store exists
+        meta = store / "zarr.json"
+        if meta.is_file():
+            try:
+                bs = int(json.loads(meta.read_text())["attributes"]["mgkflow"]["block_size"])
+                n_blocks = len(plan_blocks(len(graphs), None, bs))
+            except (ValueError, KeyError):
+                pass
+        time.sleep(0.05)
+    target = max(1, int(args.kill_at * (n_blocks or 1)))
+    while proc.poll() is None:
+        if done.is_dir() and sum(1 for _ in done.glob("[!.]*.json")) >= target:
+            break
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        err = proc.stderr.read().decode()[-2000:]
+        raise RuntimeError(f"the child run ended before it was killed (rc {proc.returncode}): {err}")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    killed_after = time.perf_counter() - t0
+    done_before = {p.stem for p in done.glob("[!.]*.json")}
+    t0 = time.perf_counter()
+    res = _run(args, graphs, store)
+    resumed = time.perf_counter() - t0
+    recomputed_done = sorted(set(res.computed) & done_before)
+    return {
+        "killed_after_s": killed_after,
+        "blocks_done_at_kill": len(done_before),
+        "blocks_resumed": len(res.computed),
+        "resume_s": resumed,
+        "finished_blocks_recomputed": len(recomputed_done),
+        "bit_identical_to_uninterrupted": None if reference is None else _same_chunks(store, reference),
+        "digest": _store_digest(store),
+    }
+
+
+def _spot_check(args: argparse.Namespace, graphs: list, store: Path, count: int) -> dict:
+    from ..gram.load import load_gram
+
+    K = load_gram(store, lazy=True).matrix
+    rng = np.random.default_rng(args.seed)
+    n = len(graphs)
+    i = rng.integers(0, n, count)
+    j = rng.integers(0, n, count)
+    got = K.vindex[i, j].compute()
+    cpu = _kernel(args, backend="cpu")
+    want = np.array([cpu([graphs[a]], [graphs[b]])[0, 0] for a, b in zip(i.tolist(), j.tolist())])
+    rel = np.abs(got - want) / np.abs(want)
+    return {"entries": count, "max_rel_err": float(rel.max()), "median_rel_err": float(np.median(rel))}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m mgkflow.bench gram", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--dataset",
+        choices=["molecules", "drugs"],
+        default="molecules",
+        help="synthetic molecule-like graphs (default) or the shipped drugs with a bond",
+    )
+    p.add_argument("--n-graphs", type=int, default=None, help="graphs (molecules: default 2000; drugs: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--min-atoms", type=int, default=8)
+    p.add_argument("--max-atoms", type=int, default=50)
+    p.add_argument("--mean-atoms", type=float, default=24.0)
+    p.add_argument("--q", type=float, default=0.05)
+    p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto")
+    p.add_argument("--block-size", type=int, default=None)
+    p.add_argument("--dtype", choices=["float64", "float32"], default="float32")
+    p.add_argument("--ordering", default="auto", help="node ordering (default auto: by graph size)")
+    p.add_argument("--gpu-options", default=None, help="GPUBackend options as JSON, e.g. '{\"rtol\": 1e-8}'")
+    p.add_argument("--reorder-workers", type=int, default=os.cpu_count())
+    p.add_argument("--perm-cache", default=None, help="directory of the permutation cache")
+    p.add_argument("--dask", default=None, help="also run on this cluster (local:N, cuda, tcp://...)")
+    p.add_argument("--kill-at", type=float, default=None, help="SIGKILL a run at this fraction of blocks, resume")
+    p.add_argument(
+        "--kill-only",
+        action="store_true",
+        help="with --kill-at: no uninterrupted run (compare the printed digest with another run's)",
+    )
+    p.add_argument("--digest", action="store_true", help="SHA-256 of the uninterrupted run's chunks")
+    p.add_argument("--spot-check", type=int, default=0, help="entries to check against the CPU backend")
+    p.add_argument("--workdir", default=None, help="where the stores go (default: a temporary directory)")
+    p.add_argument("--keep", action="store_true", help="keep the stores")
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument(
+        "--overlap",
+        choices=sorted(_OVERLAP),
+        default="auto",
+        help="two solver threads (host/device overlap); auto: on for the GPU backend",
+    )
+    p.add_argument("--progress", action="store_true")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--store", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    args = p.parse_args(argv)
+    args.argv = argv
+    if args.n_graphs is None and args.dataset == "molecules":
+        args.n_graphs = 2000
+    if args.child:
+        return _child(args)
+    if args.kill_only and (args.kill_at is None or args.dask):
+        p.error("--kill-only needs --kill-at and takes no --dask")
+
+    from ..gram.blocks import plan_blocks
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="mgkflow-gram-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rec: dict[str, Any] = {"dataset": args.dataset, "n_graphs": args.n_graphs, "backend": args.backend,
+                           "dtype": args.dtype, "q": args.q, "gpu_options": args.gpu_options,
+                           "ordering": args.ordering, "overlap": args.overlap}  # fmt: skip
+    t0 = time.perf_counter()
+    graphs = _graphs(args)
+    rec["generate_s"] = time.perf_counter() - t0
+    rec["n_graphs"] = len(graphs)
+    rec["atoms_mean"] = float(np.mean([g.n_nodes for g in graphs]))
+    ordered = _ordered(args, graphs)
+    rec["reorder_s"] = ordered.seconds
+    graphs = ordered.graphs
+    ref = work / "inprocess.zarr"
+    if ref.exists():
+        shutil.rmtree(ref)
+    n_blocks = None
+    if not args.kill_only:
+        t0 = time.perf_counter()
+        with _DeviceMemory() as devmem:
+            res = _run(args, graphs, ref, progress=args.progress)
+        rec["inprocess"] = {
+            "seconds": time.perf_counter() - t0,
+            "solve_s": res.seconds,
+            "device_s": res.device_seconds,
+            "block_s": res.block_seconds,
+            "startup_s": res.startup_seconds,
+            "tail_s": res.tail_seconds,
+            "host_s_not_overlapped": res.seconds - res.device_seconds,
+            "pairs": res.pairs,
+            "pairs_per_s": res.pairs_per_second,
+            "pairs_per_s_end_to_end": res.pairs / (time.perf_counter() - t0 + rec["reorder_s"]),
+            "peak_device_mib": devmem.peak_mib,
+            "blocks": res.blocks,
+            "block_size": int(json.loads((ref / "zarr.json").read_text())["attributes"]["mgkflow"]["block_size"]),
+            "peak_rss_bytes": _peak_rss_bytes(),
+            "estimate": res.estimate.summary(),
+        }
+        if args.digest:
+            rec["inprocess"]["digest"] = _store_digest(ref)
+        n_blocks = len(plan_blocks(len(graphs), None, rec["inprocess"]["block_size"]))
+        _save(args, rec)
+    if args.dask:
+        from ..gram.cluster import client_from_spec
+
+        dst = work / "dask.zarr"
+        if dst.exists():
+            shutil.rmtree(dst)
+        t0 = time.perf_counter()
+        with client_from_spec(args.dask) as client:
+            t1 = time.perf_counter()
+            dres = _run(args, graphs, dst, client=client, progress=args.progress)
+            t2 = time.perf_counter()
+        rec["dask"] = {
+            "spec": args.dask,
+            "cluster_start_s": t1 - t0,
+            "seconds": t2 - t1,
+            "pairs_per_s": dres.pairs_per_second,
+            "device_s": dres.device_seconds,
+            "block_s": dres.block_seconds,
+            "startup_s": dres.startup_seconds,
+            "tail_s": dres.tail_seconds,
+            "workers": dres.workers,
+            "overhead_vs_inprocess": (t2 - t1) / rec["inprocess"]["seconds"] - 1,
+            "bit_identical": _same_chunks(dst, ref),
+        }
+        _save(args, rec)
+    if args.kill_at is not None:
+        rec["kill_resume"] = _kill_resume(args, graphs, work, None if args.kill_only else ref, n_blocks)
+    if args.spot_check:
+        rec["spot_check"] = _spot_check(args, graphs, work / "killed.zarr" if args.kill_only else ref,
+                                        args.spot_check)  # fmt: skip
+    if not args.keep and args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    print(_save(args, rec))
+    return 0
+
+
+def _save(args: argparse.Namespace, rec: dict) -> str:
+    """The record as JSON text, also written to ``--json`` (after every phase: a run cut short keeps
+    the figures of the phases it finished)."""
+    text = json.dumps(rec, indent=1)
+    if args.json is not None:
+        args.json.write_text(text)
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())

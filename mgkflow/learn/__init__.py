@@ -1,0 +1,41 @@
+"""What learning on graphs needs beside the kernel: scikit-learn kernels, scores, splits, fingerprints.
+
+:class:`~mgkflow.MarginalizedGraphKernel` is itself a scikit-learn kernel; this package holds
+the pieces a model built on it (Gaussian-process or kernel ridge regression) uses around it.
+
+=============================== ========================================================
+name                            what it is
+=============================== ========================================================
+:class:`Normalized`             k(x, y) / sqrt(k(x, x) k(y, y)) for any scikit-learn
+                                kernel, with its θ-gradient
+:class:`Tanimoto`               Tanimoto (Jaccard) kernel of count or bit vectors
+:func:`regression_metrics`      RMSE, MAE and R² of predictions
+:func:`kfold_splits`            shuffled K-fold train/test indices over several seeds
+:func:`labelled_split`          train/test indices from a per-sample split label
+:func:`morgan_fingerprints`     RDKit Morgan bit vectors of SMILES (None without RDKit)
+=============================== ========================================================
+
+Examples
+--------
+>>> import numpy as np
+>>> from mgkflow.learn import Tanimoto, regression_metrics
+>>> round(float(Tanimoto()(np.array([[1, 1, 0], [0, 1, 1]]))[0, 1]), 4)
+0.3333
+>>> round(regression_metrics(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 4.0]))["mae"], 4)
+0.3333
+"""
+
+from .fingerprints import morgan_fingerprints
+from .metrics import regression_metrics
+from .normalized import Normalized
+from .splits import kfold_splits, labelled_split
+from .tanimoto import Tanimoto
+
+__all__ = [
+    "Normalized",
+    "Tanimoto",
+    "regression_metrics",
+    "kfold_splits",
+    "labelled_split",
+    "morgan_fingerprints",
+]
