@@ -9,6 +9,7 @@ kernel on graphs (Gaussian processes, kernel ridge, SVMs), with analytic gradien
 (docs/gradients.md); :mod:`mgkflow.evaluation` computes its calls with a backend.
 """
 
+from ._version import __version__ as __version__
 from .errors import (
     ConvergenceError,
     ConvergenceWarning,
@@ -23,8 +24,6 @@ from .errors import (
 from .gram import load_gram
 from .graph import Graph
 from .mgk import DegenerateKernelWarning, MarginalizedGraphKernel, SolveStats, gpu_available
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Graph",

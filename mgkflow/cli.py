@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 
 
 def _all_orderings() -> str:

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import socket
-import sys
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .._version import __version__
 from .blocks import Block, plan_blocks
 from .digest import params_digest
 
@@ -72,12 +72,6 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     _fsync_path(path.parent, directory=True)
-
-
-def _mgkflow_version() -> str:
-    """``mgkflow.__version__``, read from the loaded top-level package (always loaded before this module,
-    its parent) rather than imported from it: a gram module importing the top-level package is an import cycle."""
-    return sys.modules[__name__.partition(".")[0]].__version__
 
 
 def block_checksum(values: np.ndarray) -> str:
@@ -183,7 +177,7 @@ class GramStore:
 
         path = Path(path)
         meta = dict(meta)
-        meta.update(format=FORMAT, format_version=FORMAT_VERSION, mgkflow_version=_mgkflow_version())
+        meta.update(format=FORMAT, format_version=FORMAT_VERSION, mgkflow_version=__version__)
         shape = [int(v) for v in meta["shape"]]
         bs = int(meta["block_size"])
         meta["n_blocks"] = len(plan_blocks(shape[0], None if meta["symmetric"] else shape[1], bs))
