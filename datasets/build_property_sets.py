@@ -15,7 +15,7 @@ Two steps, each optional:
      which is not unique (1237 names two different molecules, one in each split).
 
 2. Always (needs RDKit): parse every SMILES of the two CSV files with
-   :func:`mgkflow.io_chem.graph_arrays_from_smiles` with ``extended=True`` (exactly what
+   :func:`mgkflow.io.rdkit.graph_arrays_from_smiles` with ``extended=True`` (exactly what
    ``mgkflow.Graph.from_smiles(smiles, extended=True)`` builds: the drugs set's fields plus
    the hydrogen count of each heavy atom and the bond aromaticity) and write
    ``freesolv_graphs.npz`` and
@@ -90,7 +90,7 @@ def solubility_csv(data_dir: Path, out: Path = SOLUBILITY_CSV) -> dict[str, int]
 
 def build_graphs(csv_path: Path) -> dict[str, int]:
     sys.path.insert(0, str(HERE.parent))
-    from mgkflow.io_chem import graph_arrays_from_smiles
+    from mgkflow.io.rdkit import graph_arrays_from_smiles
 
     with open(csv_path, newline="", encoding="utf-8") as fh:
         smiles = [r["smiles"] for r in csv.DictReader(fh)]

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("sdist", type=Path, help="unpacked mdanalysistests sdist (holds MDAnalysisTests/)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE.parent))
-    from mgkflow.io_pdb import parse_pdb_atoms
+    from mgkflow.io.pdb_parser import parse_pdb_atoms
 
     data = args.sdist / "MDAnalysisTests" / "data"
     dssp = []

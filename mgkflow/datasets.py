@@ -40,7 +40,7 @@ import numpy as np
 
 from .errors import GraphError
 from .graph import Graph
-from .io_chem import csr_from_edges
+from .io.csr import csr_from_edges
 from .kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
 
 __all__ = [
@@ -447,7 +447,7 @@ def drugs(n_graphs: int | None = None, coords: bool = True) -> list[Graph]:
     Read from the precomputed ``datasets/drugs_graphs.npz`` (numpy only, no
     RDKit). Molecules come in ChEMBL-id order; the graphs equal
     ``Graph.from_smiles(smiles)`` for the SMILES in ``datasets/drugs.csv``
-    (see :mod:`mgkflow.io_chem` for the label fields), plus 2-D depiction
+    (see :mod:`mgkflow.io.rdkit` for the label fields), plus 2-D depiction
     coordinates. Titles are ``"NAME (CHEMBLxxx)"``.
 
     Parameters
@@ -490,7 +490,7 @@ def proteins(n_graphs: int | None = None, cutoff: float = 6.0) -> list[Graph]:
 
     Parsed from ``datasets/proteins/*.pdb.gz`` in the order of
     ``datasets/proteins.csv`` (sorted by title) with
-    :func:`mgkflow.io_pdb.graph_arrays_from_pdb`: nodes are heavy atoms
+    :func:`mgkflow.io.pdb_parser.graph_arrays_from_pdb`: nodes are heavy atoms
     (labels ``element``, ``residue``), edges join atoms closer than ``cutoff`` Å
     (weight ``(1 - (r/cutoff)**2)**2``, label ``distance``); coordinates kept.
     Titles are the file stems: PDB id + chain (e.g. ``"1ahsA"``), ``"adk_open"``
@@ -513,7 +513,7 @@ def proteins(n_graphs: int | None = None, cutoff: float = 6.0) -> list[Graph]:
     >>> gs[0].title, gs[0].n_nodes
     ('1ahsA', 947)
     """
-    from .io_pdb import graph_arrays_from_pdb
+    from .io.pdb_parser import graph_arrays_from_pdb
 
     index = _protein_index()
     count = _select(len(index), n_graphs, "proteins")

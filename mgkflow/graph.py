@@ -405,7 +405,7 @@ class Graph:
         ``extended`` (default), ``hydrogens`` (attached hydrogen count). Edge
         label fields: ``bond_order`` (1, 1.5, 2, 3), ``conjugated`` (0/1),
         ``in_ring`` (0/1) and, with ``extended``, ``aromatic`` (0/1). See
-        :mod:`mgkflow.io_chem` for the exact conventions.
+        :mod:`mgkflow.io.rdkit` for the exact conventions.
 
         Parameters
         ----------
@@ -427,7 +427,7 @@ class Graph:
         >>> g.node_labels["hydrogens"].tolist()  # doctest: +SKIP
         [1, 1, 1, 1, 1, 0, 1]
         """
-        from .io_chem import graph_arrays_from_mol
+        from .io.rdkit import graph_arrays_from_mol
 
         arrays = graph_arrays_from_mol(mol, extended=extended, conformer=conformer)
         if title is None and mol.HasProp("_Name"):
@@ -452,7 +452,7 @@ class Graph:
         >>> g.n_nodes  # doctest: +SKIP
         7
         """
-        from .io_chem import graph_arrays_from_smiles
+        from .io.rdkit import graph_arrays_from_smiles
 
         return cls.from_csr(**graph_arrays_from_smiles(smiles, extended=extended), title=title or smiles)
 
@@ -472,7 +472,7 @@ class Graph:
         --------
         >>> g = Graph.from_pdb("datasets/proteins/1abc.pdb.gz", cutoff=5.0)  # doctest: +SKIP
         """
-        from .io_pdb import graph_arrays_from_pdb
+        from .io.pdb_parser import graph_arrays_from_pdb
 
         arrays = graph_arrays_from_pdb(path, cutoff=cutoff, chain=chain)
         return cls.from_csr(**arrays, title=title or str(getattr(path, "name", path)))

@@ -1,10 +1,15 @@
-"""PDB files (own parser, :mod:`mgkflow.io_pdb`): one protein contact graph per file.
+"""PDB files (own parser, :mod:`mgkflow.io.pdb_parser`): one protein contact graph per file.
 
 Each file (plain or gzip) becomes :meth:`mgkflow.Graph.from_pdb` with the given
 ``cutoff`` (Å) and ``chain``: heavy atoms with ``element`` and ``residue``
 labels, edges between atoms closer than the cutoff with weight
 ``(1 - (r/cutoff)**2)**2`` and label ``distance``. Ids are the file names
 without extension; a directory of PDB files is read file by file (sorted).
+
+The parser's public names (:func:`parse_pdb_atoms`, :func:`graph_arrays_from_pdb`, :data:`ELEMENTS`,
+:data:`RESIDUE_CODES`) are importable from here too. They live in :mod:`mgkflow.io.pdb_parser`, which
+returns plain arrays and so can serve :meth:`mgkflow.Graph.from_pdb`; this module builds graphs
+(it imports :mod:`mgkflow.graph`).
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from typing import Any
 from ..errors import FileFormatError, GraphError
 from ..graph import Graph
 from ._common import CategoryEncoder, GraphSet, check_path, properties_frame
+from .pdb_parser import ELEMENTS, RESIDUE_CODES, graph_arrays_from_pdb, parse_pdb_atoms
 
-__all__ = ["read", "NAME", "EXTENSIONS"]
+__all__ = ["read", "NAME", "EXTENSIONS", "parse_pdb_atoms", "graph_arrays_from_pdb", "ELEMENTS", "RESIDUE_CODES"]
 
 NAME = "pdb"
 EXTENSIONS = (".pdb", ".ent", ".pdb.gz", ".ent.gz")

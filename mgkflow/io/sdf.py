@@ -65,7 +65,7 @@ def read(
     -------
     GraphSet
     """
-    from ..io_chem import graph_arrays_from_mol, require_rdkit
+    from .rdkit import graph_arrays_from_mol, require_rdkit
 
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")

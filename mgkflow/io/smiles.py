@@ -16,7 +16,7 @@ Format
   (``column_N`` without a header, N 1-based). A line with a different number of
   fields than the header is an error.
 - Graphs are :meth:`mgkflow.Graph.from_rdkit` graphs with ``extended`` fields
-  (see :mod:`mgkflow.io_chem`); ids are the names, else the SMILES strings.
+  (see :mod:`mgkflow.io.rdkit`); ids are the names, else the SMILES strings.
 
 Examples
 --------
@@ -92,7 +92,7 @@ def read(
     -------
     GraphSet
     """
-    from ..io_chem import graph_arrays_from_mol, require_rdkit
+    from .rdkit import graph_arrays_from_mol, require_rdkit
 
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")

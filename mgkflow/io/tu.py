@@ -35,8 +35,8 @@ import numpy as np
 
 from ..errors import FileFormatError
 from ..graph import Graph
-from ..io_chem import csr_from_edges
 from ._common import CategoryEncoder, GraphSet, check_path, parse_fields, properties_frame, read_text
+from .csr import csr_from_edges
 
 __all__ = ["read", "find_prefix", "NAME", "EXTENSIONS"]
 
