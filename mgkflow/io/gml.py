@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._common import CategoryEncoder, GraphSet
-from ._networkx import read_networkx_files
+from ._nxfiles import read_networkx_files
 
 __all__ = ["read", "NAME", "EXTENSIONS"]
 
