@@ -19,12 +19,8 @@ __all__ = ["graph_arrays_from_networkx", "graph_to_networkx"]
 
 
 def graph_arrays_from_networkx(
-    G: Any,
-    weight: str | None = "weight",
-    node_labels: Sequence[str] = (),
-    edge_labels: Sequence[str] = (),
-    title: str | None = None,
-    coords: str | None = None,
+    G: Any, weight: str | None = "weight", node_labels: Sequence[str] = (), edge_labels: Sequence[str] = (),
+    title: str | None = None, coords: str | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of :meth:`mgkflow.Graph.from_csr` (``title`` included) for a networkx graph.
 
