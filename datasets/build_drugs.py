@@ -10,7 +10,8 @@ Two steps, each optional:
    what :meth:`mgkflow.Graph.from_smiles` builds), drop molecules that RDKit
    rejects or that have fewer than 2 heavy atoms, compute 2-D depiction
    coordinates, and write ``datasets/drugs_graphs.npz``, which
-   :func:`mgkflow.datasets.drugs` reads with numpy alone.
+   :func:`mgkflow.datasets.drugs` (the loader, in :mod:`mgkflow.datasets.drug_set`) reads
+   with numpy alone.
 
 Usage::
 

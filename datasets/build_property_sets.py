@@ -20,7 +20,8 @@ Two steps, each optional:
    the hydrogen count of each heavy atom and the bond aromaticity) and write
    ``freesolv_graphs.npz`` and
    ``solubility_graphs.npz``, which :func:`mgkflow.datasets.freesolv` and
-   :func:`mgkflow.datasets.solubility` read with numpy alone. Every molecule is kept
+   :func:`mgkflow.datasets.solubility` (the loaders, in :mod:`mgkflow.datasets.property_sets`)
+   read with numpy alone. Every molecule is kept
    (FreeSolv has three single-atom ones: methane, ammonia, hydrogen sulfide).
 
 Usage::
