@@ -1,7 +1,9 @@
-"""Many graphs as a few concatenated arrays: the work of ``Graph.pack_many`` / ``Graph.unpack_many``.
+"""The pickle state of a graph, and many graphs as a few concatenated arrays.
 
-Works on the pickle states of the graphs (``__getstate__`` / ``__setstate__``), so it needs no
-import of :mod:`mgkflow.graph`; :meth:`mgkflow.graph.Graph.pack_many` documents the format's use.
+The work of ``Graph.__getstate__`` / ``__setstate__`` (:func:`graph_state`, :func:`restored_parts`)
+and of ``Graph.pack_many`` / ``Graph.unpack_many`` (:func:`pack_many`, :func:`unpack_many`), which
+work on those states; no import of :mod:`mgkflow.graph` (:meth:`mgkflow.graph.Graph.pack_many`
+documents the use).
 """
 
 from __future__ import annotations
@@ -10,8 +12,33 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
-__all__ = ["pack_many", "unpack_many"]
+from ._graph_checks import _frozen, frozen_csr, frozen_fields
+
+__all__ = ["graph_state", "restored_parts", "pack_many", "unpack_many"]
+
+
+def graph_state(adj: sp.csr_array, node_labels: Any, edge_labels: Any, coords: Any, title: str | None) -> dict:
+    """The pickle state of a graph: its CSR arrays, node count, label fields, coordinates and title."""
+    return {
+        "indptr": np.asarray(adj.indptr),
+        "indices": np.asarray(adj.indices),
+        "data": np.asarray(adj.data),
+        "n": adj.shape[0],
+        "node_labels": dict(node_labels),
+        "edge_labels": dict(edge_labels),
+        "coords": coords,
+        "title": title,
+    }
+
+
+def restored_parts(state: dict) -> tuple[sp.csr_array, Any, Any, np.ndarray | None]:
+    """The read-only (adjacency, node labels, edge labels, coords) of a :func:`graph_state`, not re-checked."""
+    n = int(state["n"])
+    adj = sp.csr_array((state["data"], state["indices"], state["indptr"]), shape=(n, n))
+    coords = None if state["coords"] is None else _frozen(state["coords"])
+    return frozen_csr(adj), frozen_fields(state["node_labels"]), frozen_fields(state["edge_labels"]), coords
 
 
 def pack_many(graphs: Sequence[Any]) -> dict | None:

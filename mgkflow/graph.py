@@ -17,15 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _graph_pack
-from ._graph_checks import (
-    _frozen,
-    checked_csr,
-    csr_from_matrices,
-    frozen_csr,
-    frozen_fields,
-    permuted_parts,
-    validated_parts,
-)
+from ._graph_checks import checked_csr, csr_from_matrices, permuted_parts, validated_parts
 from .errors import describe_graph
 
 __all__ = ["Graph"]
@@ -80,7 +72,7 @@ class Graph:
         title: str | None = None,
     ) -> None:
         adj, labels = csr_from_matrices(adjacency, edge_labels, describe_graph(None, title))
-        self._init_from_csr(adj, node_labels or {}, labels, coords, title)
+        self._assign(*validated_parts(adj, node_labels or {}, labels, coords, title), title)
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -105,7 +97,7 @@ class Graph:
         """
         self = cls.__new__(cls)
         adj, labels = checked_csr(indptr, indices, data, n_nodes, edge_labels, describe_graph(None, title))
-        self._init_from_csr(adj, node_labels or {}, labels, coords, title)
+        self._assign(*validated_parts(adj, node_labels or {}, labels, coords, title), title)
         return self
 
     @classmethod
@@ -252,35 +244,18 @@ class Graph:
         return cls.from_csr(**arrays, title=title or str(getattr(path, "name", path)))
 
     # ------------------------------------------------------------------ internals
-    def _init_from_csr(self, adj, node_labels, edge_labels, coords, title) -> None:
-        self._assign(*validated_parts(adj, node_labels, edge_labels, coords, title), title)
-
     def _assign(self, adj, node_labels, edge_labels, coords, title) -> None:
-        """Set the slots from checked, read-only parts."""
+        """Set the slots from checked, read-only parts (:func:`~mgkflow._graph_checks.validated_parts`)."""
         self._adj, self._node_labels, self._edge_labels = adj, node_labels, edge_labels
         self._coords, self._title = coords, title
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict:
-        adj = self._adj
-        return {
-            "indptr": np.asarray(adj.indptr),
-            "indices": np.asarray(adj.indices),
-            "data": np.asarray(adj.data),
-            "n": adj.shape[0],
-            "node_labels": dict(self._node_labels),
-            "edge_labels": dict(self._edge_labels),
-            "coords": self._coords,
-            "title": self._title,
-        }
+        return _graph_pack.graph_state(self._adj, self._node_labels, self._edge_labels, self._coords, self._title)
 
     def __setstate__(self, state: dict) -> None:
         # the state was validated when the graph was built: restore without re-checking
-        n = int(state["n"])
-        adj = sp.csr_array((state["data"], state["indices"], state["indptr"]), shape=(n, n))
-        coords = None if state["coords"] is None else _frozen(state["coords"])
-        nl, el = frozen_fields(state["node_labels"]), frozen_fields(state["edge_labels"])
-        self._assign(frozen_csr(adj), nl, el, coords, state["title"])
+        self._assign(*_graph_pack.restored_parts(state), state["title"])
 
     # ------------------------------------------------------------------ many graphs at once
     @staticmethod
