@@ -1,8 +1,8 @@
 """The graph model: an immutable labeled, weighted, undirected graph in CSR form.
 
 The class holds the graph and documents its constructors; the array work lives beside it:
-the checks behind the constructors in :mod:`mgkflow._graph_checks`, the batch packing of
-:meth:`Graph.pack_many` in :mod:`mgkflow._graph_pack`, and the converters behind the ``from_*``
+the checks behind the constructors in :mod:`mgkflow._graph_checks`, the pickle state and the batch
+packing of :meth:`Graph.pack_many` in :mod:`mgkflow._graph_pack`, and the converters behind the ``from_*``
 constructors and :meth:`Graph.to_networkx` in :mod:`mgkflow.io` (:mod:`~mgkflow.io.networkx`,
 :mod:`~mgkflow.io.rdkit`, :mod:`~mgkflow.io.pdb_parser`), which return plain arrays and never
 import this module (the file readers of :mod:`mgkflow.io` import it to build graphs).
