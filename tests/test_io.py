@@ -239,7 +239,7 @@ def test_pdb_huge_coordinates_give_graph_error(tmp_path, value):
     ("old", "new", "names"),
     [
         ("mgkflow.io_chem", "mgkflow.io.rdkit", ["graph_arrays_from_mol", "csr_from_edges", "require_rdkit"]),
-        ("mgkflow.io_pdb", "mgkflow.io.pdb_parser", ["graph_arrays_from_pdb", "parse_pdb_atoms", "_read_text"]),
+        ("mgkflow.io_pdb", "mgkflow.io.pdb", ["graph_arrays_from_pdb", "parse_pdb_atoms", "contact_edges", "ELEMENTS"]),
     ],
 )
 def test_old_module_paths_still_import_with_a_warning(old, new, names):

@@ -27,7 +27,8 @@ Converters and readers: the *converters* turn an object into the plain arrays of
 :meth:`mgkflow.Graph.from_csr` and never import :mod:`mgkflow.graph`, so that the
 ``Graph.from_*`` constructors can call them: :mod:`~mgkflow.io.networkx`,
 :mod:`~mgkflow.io.rdkit` (RDKit molecules, SMILES; formerly ``mgkflow.io_chem``),
-:mod:`~mgkflow.io.pdb_parser` (PDB files; formerly ``mgkflow.io_pdb``) and
+:mod:`~mgkflow.io.pdb_parser` (PDB files; re-exported by :mod:`mgkflow.io.pdb`, where the
+deprecated ``mgkflow.io_pdb`` points) and
 :mod:`~mgkflow.io.csr` (CSR arrays from edge lists). The *readers* above build
 :class:`~mgkflow.graph.Graph` objects (they import :mod:`mgkflow.graph`):
 readers -> graph -> converters.

@@ -1,8 +1,8 @@
 """Protein contact graphs from PDB files (a small parser of our own; numpy + scipy only).
 
 A converter: it returns plain arrays and never imports :mod:`mgkflow.graph`; the file
-reader :mod:`mgkflow.io.pdb` builds the graphs (and re-exports the names below).
-Formerly ``mgkflow.io_pdb``.
+reader :mod:`mgkflow.io.pdb` builds the graphs and re-exports the public names below
+(the deprecated ``mgkflow.io_pdb`` points there).
 
 The public entry point is :func:`graph_arrays_from_pdb`, which returns the
 keyword arguments of :meth:`mgkflow.Graph.from_csr` (all but ``title``);
