@@ -6,11 +6,12 @@ Two steps, each optional:
    ``datasets/drugs.csv`` (needs pandas with pyarrow). Rows are sorted by the
    numeric part of the ChEMBL id; columns ``chembl_id,name,first_approval,smiles``.
 2. Always: parse every SMILES of ``datasets/drugs.csv`` with RDKit (through
-   :func:`mgkflow.io_chem.graph_arrays_from_smiles`, so the graphs are exactly
+   :func:`mgkflow.io.rdkit.graph_arrays_from_smiles`, so the graphs are exactly
    what :meth:`mgkflow.Graph.from_smiles` builds), drop molecules that RDKit
    rejects or that have fewer than 2 heavy atoms, compute 2-D depiction
    coordinates, and write ``datasets/drugs_graphs.npz``, which
-   :func:`mgkflow.datasets.drugs` reads with numpy alone.
+   :func:`mgkflow.datasets.drugs` (the loader, in :mod:`mgkflow.datasets.drug_set`) reads
+   with numpy alone.
 
 Usage::
 
@@ -63,7 +64,7 @@ def build_graphs(csv_path: Path = CSV_PATH, out: Path = NPZ_PATH) -> dict[str, i
 
     sys.path.insert(0, str(HERE.parent))
     from mgkflow.errors import GraphError
-    from mgkflow.io_chem import graph_arrays_from_smiles
+    from mgkflow.io.rdkit import graph_arrays_from_smiles
 
     with open(csv_path, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))

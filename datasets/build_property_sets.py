@@ -15,12 +15,13 @@ Two steps, each optional:
      which is not unique (1237 names two different molecules, one in each split).
 
 2. Always (needs RDKit): parse every SMILES of the two CSV files with
-   :func:`mgkflow.io_chem.graph_arrays_from_smiles` with ``extended=True`` (exactly what
+   :func:`mgkflow.io.rdkit.graph_arrays_from_smiles` with ``extended=True`` (exactly what
    ``mgkflow.Graph.from_smiles(smiles, extended=True)`` builds: the drugs set's fields plus
    the hydrogen count of each heavy atom and the bond aromaticity) and write
    ``freesolv_graphs.npz`` and
    ``solubility_graphs.npz``, which :func:`mgkflow.datasets.freesolv` and
-   :func:`mgkflow.datasets.solubility` read with numpy alone. Every molecule is kept
+   :func:`mgkflow.datasets.solubility` (the loaders, in :mod:`mgkflow.datasets.property_sets`)
+   read with numpy alone. Every molecule is kept
    (FreeSolv has three single-atom ones: methane, ammonia, hydrogen sulfide).
 
 Usage::
@@ -90,7 +91,7 @@ def solubility_csv(data_dir: Path, out: Path = SOLUBILITY_CSV) -> dict[str, int]
 
 def build_graphs(csv_path: Path) -> dict[str, int]:
     sys.path.insert(0, str(HERE.parent))
-    from mgkflow.io_chem import graph_arrays_from_smiles
+    from mgkflow.io.rdkit import graph_arrays_from_smiles
 
     with open(csv_path, newline="", encoding="utf-8") as fh:
         smiles = [r["smiles"] for r in csv.DictReader(fh)]

@@ -3,7 +3,8 @@
 Copies a fixed selection of single-chain protein structures out of the
 MDAnalysisTests source distribution into ``datasets/proteins/*.pdb.gz`` (files
 are copied byte for byte, plain-text ones gzip-compressed) and writes the index
-``datasets/proteins.csv`` (title, file, pdb_id, chain, heavy_atoms, source).
+``datasets/proteins.csv`` (title, file, pdb_id, chain, heavy_atoms, source), which
+:func:`mgkflow.datasets.proteins` (the loader, in :mod:`mgkflow.datasets.protein_set`) reads.
 
 Selection: the 49 single-chain files of ``MDAnalysisTests/data/dssp/`` (all
 except ``1mr1D_failing`` and ``wrong_hydrogens``, which are test fixtures),
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("sdist", type=Path, help="unpacked mdanalysistests sdist (holds MDAnalysisTests/)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE.parent))
-    from mgkflow.io_pdb import parse_pdb_atoms
+    from mgkflow.io.pdb_parser import parse_pdb_atoms
 
     data = args.sdist / "MDAnalysisTests" / "data"
     dssp = []

@@ -126,8 +126,6 @@ def compare_orderings(
     >>> list(r.summary["ordering"])
     ['natural', 'rcm']
     """
-    import sys
-
     import pandas as pd
 
     from .reorder import available_methods
@@ -141,19 +139,8 @@ def compare_orderings(
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
     loaded = {name: _load_for_compare(name, n_graphs, labeled) for name in datasets}
-
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        steps = sum(len(g) for g, _, _ in loaded.values()) * len(orderings)
-        steps += len(datasets) * len(orderings) * repeat if solve else 0
-        bar = tqdm(total=steps, unit="step", desc="compare", file=sys.stderr)
-
-    def stage(text: str) -> None:
-        if bar is not None:
-            bar.set_description(text, refresh=True)
-
+    solves = len(datasets) * len(orderings) * repeat if solve else 0
+    bar = _progress_bar(loaded, len(orderings), solves) if progress else None
     rows, hist_rows = [], []
     iterations: dict[tuple[str, str], np.ndarray] = {}
     samples: dict[str, dict[str, Graph]] = {}
@@ -162,67 +149,18 @@ def compare_orderings(
         nodes_total = int(sum(g.n_nodes for g in graphs))
         samples[name] = {}
         for ordering in orderings:
-            opts = {"seed": seed} if ordering in ("random", "pbr", "tsp") else {}
-            stage(f"{name} {ordering}: reorder")
-            stages = [
-                Load(graphs),
-                Reorder(ordering, progress=bar.update if bar is not None else None, **opts),
-                Pack(build=False),
-            ]
-            res = Pipeline(stages).run()
-            by = {st.stage: st for st in res.stage_stats}
-            pack, reo = by["pack"].figures, by["reorder"].figures
-            hist = pack["density_histogram"]
-            row = {
-                "dataset": name,
-                "ordering": ordering,
-                "graphs": len(graphs),
-                "nodes": nodes_total,
-                "octiles": pack["octiles"],
-                "nnz": pack["nnz"],
-                "nnz_per_octile": pack["nnz_per_octile"],
-                "density_mean": pack["density_mean"],
-                "density_median": pack["density_median"],
-                "reorder_seconds": reo["reorder_seconds"],
-                "density_histogram": " ".join(map(str, hist.tolist())),
-            }
+            res, hist, row = _reorder_and_pack(name, ordering, graphs, nodes_total, seed, bar)
             if solve:
-                times, sol, gram = [], None, None
-                for r in range(repeat):
-                    stage(f"{name} {ordering}: solve {r + 1}/{repeat}")
-                    step = Solve(node_kernel=nk, edge_kernel=ek, q=q, backend=backend)
-                    state, st = step.run(res.state)
-                    sol, gram = st.figures, state.gram
-                    times.append(sol["solve_seconds"])
-                    iterations[(name, ordering)] = np.asarray(step.kernel.last_stats.iterations)
-                    if bar is not None:
-                        bar.update(1)
-                # gram_trace is the same under every ordering (K is permutation invariant)
-                row.update(
-                    backend=sol["backend"],
-                    solve_seconds=float(np.median(times)),
-                    solve_seconds_min=float(np.min(times)),
-                    solve_seconds_max=float(np.max(times)),
-                    solve_repeats=repeat,
-                    pairs=sol["pairs"],
-                    pairs_per_s=sol["pairs"] / float(np.median(times)) if np.median(times) > 0 else float("inf"),
-                    cg_iter_median=sol["cg_iter_median"],
-                    cg_iter_max=sol["cg_iter_max"],
-                    gram_trace=float(np.trace(gram)),
+                figures, iterations[(name, ordering)] = _solve_repeatedly(
+                    name, ordering, res.state, (nk, ek), q, backend, repeat, bar
                 )
+                row.update(figures)
             rows.append(row)
             for k in range(1, TILE * TILE + 1):
                 hist_rows.append({"dataset": name, "ordering": ordering, "nnz_per_octile": k, "count": int(hist[k])})
             samples[name][ordering] = res.state.graphs[0]
             if log is not None:
-                msg = f"{name:>9} {ordering:>8}: {row['octiles']:>7} octiles, {row['reorder_seconds']:.2f} s reorder"
-                if solve:
-                    msg += f", {row['solve_seconds']:.2f} s solve (median of {repeat}, {row['backend']})"
-                if bar is not None:  # print above the progress bar (it is on stderr), not through it
-                    with bar.external_write_mode(file=sys.stderr):
-                        log(msg)
-                else:
-                    log(msg)
+                _log_row(log, bar, row, solve, repeat)
     if bar is not None:
         bar.close()
     summary = pd.DataFrame(rows)
@@ -233,6 +171,99 @@ def compare_orderings(
             same[name] = all(a.shape == its[0].shape and np.array_equal(a, its[0]) for a in its)
         summary["cg_iter_same_all_orderings"] = summary["dataset"].map(same)
     return ComparisonResult(summary, pd.DataFrame(hist_rows), samples)
+
+
+def _progress_bar(loaded: dict[str, tuple[list[Graph], Any, Any]], n_orderings: int, solves: int) -> Any:
+    """A tqdm bar (on stderr) over the reorder step of every graph under every ordering, and ``solves`` solves."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    steps = sum(len(g) for g, _, _ in loaded.values()) * n_orderings
+    steps += solves
+    return tqdm(total=steps, unit="step", desc="compare", file=sys.stderr)
+
+
+def _stage(bar: Any, text: str) -> None:
+    if bar is not None:
+        bar.set_description(text, refresh=True)
+
+
+def _reorder_and_pack(
+    name: str, ordering: str, graphs: list[Graph], nodes_total: int, seed: int, bar: Any
+) -> tuple[Any, np.ndarray, dict[str, Any]]:
+    """Reorder and pack ``graphs``: the pipeline result, the density histogram and the summary row's tile figures."""
+    opts = {"seed": seed} if ordering in ("random", "pbr", "tsp") else {}
+    _stage(bar, f"{name} {ordering}: reorder")
+    stages = [
+        Load(graphs),
+        Reorder(ordering, progress=bar.update if bar is not None else None, **opts),
+        Pack(build=False),
+    ]
+    res = Pipeline(stages).run()
+    by = {st.stage: st for st in res.stage_stats}
+    pack, reo = by["pack"].figures, by["reorder"].figures
+    hist = pack["density_histogram"]
+    row = {
+        "dataset": name,
+        "ordering": ordering,
+        "graphs": len(graphs),
+        "nodes": nodes_total,
+        "octiles": pack["octiles"],
+        "nnz": pack["nnz"],
+        "nnz_per_octile": pack["nnz_per_octile"],
+        "density_mean": pack["density_mean"],
+        "density_median": pack["density_median"],
+        "reorder_seconds": reo["reorder_seconds"],
+        "density_histogram": " ".join(map(str, hist.tolist())),
+    }
+    return res, hist, row
+
+
+def _solve_repeatedly(
+    name: str, ordering: str, state: Any, kernels: tuple[Any, Any], q: float, backend: str, repeat: int, bar: Any
+) -> tuple[dict[str, Any], np.ndarray]:
+    """Solve ``repeat`` times: the summary row's solver figures and the CG iterations of the last solve."""
+    nk, ek = kernels
+    times, sol, gram, iterations = [], None, None, None
+    for r in range(repeat):
+        _stage(bar, f"{name} {ordering}: solve {r + 1}/{repeat}")
+        step = Solve(node_kernel=nk, edge_kernel=ek, q=q, backend=backend)
+        solved, st = step.run(state)
+        sol, gram = st.figures, solved.gram
+        times.append(sol["solve_seconds"])
+        iterations = np.asarray(step.kernel.last_stats.iterations)
+        if bar is not None:
+            bar.update(1)
+    # gram_trace is the same under every ordering (K is permutation invariant)
+    figures = dict(
+        backend=sol["backend"],
+        solve_seconds=float(np.median(times)),
+        solve_seconds_min=float(np.min(times)),
+        solve_seconds_max=float(np.max(times)),
+        solve_repeats=repeat,
+        pairs=sol["pairs"],
+        pairs_per_s=sol["pairs"] / float(np.median(times)) if np.median(times) > 0 else float("inf"),
+        cg_iter_median=sol["cg_iter_median"],
+        cg_iter_max=sol["cg_iter_max"],
+        gram_trace=float(np.trace(gram)),
+    )
+    return figures, iterations
+
+
+def _log_row(log: Callable[[str], Any], bar: Any, row: dict[str, Any], solve: bool, repeat: int) -> None:
+    """Call ``log`` with one line about ``row``, printed above the progress bar (on stderr), not through it."""
+    import sys
+
+    name, ordering = row["dataset"], row["ordering"]
+    msg = f"{name:>9} {ordering:>8}: {row['octiles']:>7} octiles, {row['reorder_seconds']:.2f} s reorder"
+    if solve:
+        msg += f", {row['solve_seconds']:.2f} s solve (median of {repeat}, {row['backend']})"
+    if bar is not None:
+        with bar.external_write_mode(file=sys.stderr):
+            log(msg)
+    else:
+        log(msg)
 
 
 def _empty_state():

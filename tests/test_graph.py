@@ -413,3 +413,37 @@ def test_pack_many_round_trip() -> None:
             assert (a.coords is None and b.coords is None) or np.array_equal(a.coords, b.coords)
     odd = [Graph(np.array([[0, 1], [1, 0]]), node_labels={"x": [1, 2]}), Graph(np.array([[0, 1], [1, 0]]))]
     assert Graph.pack_many(odd) is None and Graph.pack_many([]) is None
+
+
+def test_converters_behind_graph_never_import_it() -> None:
+    """graph.py calls into the converters (io.networkx, io.rdkit, io.pdb_parser) and its helper modules;
+    none of them may import mgkflow.graph, even inside a function (the arrows run readers -> graph -> converters)."""
+    import ast
+    from pathlib import Path
+
+    import mgkflow
+
+    root = Path(mgkflow.__file__).parent
+
+    def imports(mod: str) -> set[str]:
+        path = root.joinpath(*mod.split(".")[1:]).with_suffix(".py")
+        package = mod.rsplit(".", 1)[0].split(".")
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                out |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                name = ".".join(base + ([node.module] if node.module else []))
+                out |= {name} | {f"{name}.{a.name}" for a in node.names}
+        ours = {m for m in out if m.startswith("mgkflow.")}
+        return {m for m in ours if root.joinpath(*m.split(".")[1:]).with_suffix(".py").is_file()}
+
+    seen, todo = set(), list(imports("mgkflow.graph"))
+    while todo:
+        mod = todo.pop()
+        if mod not in seen:
+            seen.add(mod)
+            todo += imports(mod)
+    assert {"mgkflow.io.networkx", "mgkflow.io.rdkit", "mgkflow.io.pdb_parser", "mgkflow._graph_checks"} <= seen
+    assert "mgkflow.graph" not in seen

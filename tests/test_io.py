@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mgkflow import Graph, GraphError
-from mgkflow.io_pdb import graph_arrays_from_pdb, parse_pdb_atoms
+from mgkflow.io.pdb_parser import graph_arrays_from_pdb, parse_pdb_atoms
 
 FROM_CSR_KEYS = {"indptr", "indices", "data", "n_nodes", "node_labels", "edge_labels", "coords"}
 
@@ -22,7 +22,7 @@ def _edge_dict(g: Graph, field: str) -> dict[tuple[int, int], float]:
 # ---------------------------------------------------------------------- SMILES
 def test_benzene_aromatic_bonds():
     pytest.importorskip("rdkit")
-    from mgkflow.io_chem import graph_arrays_from_smiles
+    from mgkflow.io.rdkit import graph_arrays_from_smiles
 
     arrays = graph_arrays_from_smiles("c1ccccc1")
     assert set(arrays) == FROM_CSR_KEYS and arrays["coords"] is None
@@ -74,7 +74,7 @@ def test_charged_molecules_and_bond_orders():
 
 def test_csr_arrays_sorted_and_symmetric():
     pytest.importorskip("rdkit")
-    from mgkflow.io_chem import graph_arrays_from_smiles
+    from mgkflow.io.rdkit import graph_arrays_from_smiles
 
     a = graph_arrays_from_smiles("OC(=O)c1ccccc1OC(C)=O")  # aspirin
     indptr, indices = a["indptr"], a["indices"]
@@ -232,3 +232,28 @@ def test_pdb_huge_coordinates_give_graph_error(tmp_path, value):
     path.write_text(line + "\n" + _atom(2, " CA", "GLY", "A", 1, (0.0, 0.0, 0.0), "C") + "\n")
     with pytest.raises(GraphError, match=r"huge.pdb: atom 1 \('N'\) has coordinates .* beyond"):
         Graph.from_pdb(path)
+
+
+# ---------------------------------------------------------------------- moved modules
+@pytest.mark.parametrize(
+    ("old", "new", "names"),
+    [
+        ("mgkflow.io_chem", "mgkflow.io.rdkit", ["graph_arrays_from_mol", "csr_from_edges", "require_rdkit"]),
+        ("mgkflow.io_pdb", "mgkflow.io.pdb", ["graph_arrays_from_pdb", "parse_pdb_atoms", "contact_edges", "ELEMENTS"]),
+    ],
+)
+def test_old_module_paths_still_import_with_a_warning(old, new, names):
+    """mgkflow.io_chem / io_pdb moved into mgkflow.io: the old names still import (a DeprecationWarning)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, warnings\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    old = importlib.import_module({old!r})\n"
+        f"assert old is importlib.import_module({new!r}), old\n"
+        "assert any(issubclass(x.category, DeprecationWarning) for x in w), w\n"
+        f"assert all(hasattr(old, n) for n in {names!r})\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

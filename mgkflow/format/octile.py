@@ -58,8 +58,63 @@ def _default_pqd(graph: Any, q: float = 0.05) -> tuple[np.ndarray, np.ndarray, n
     return np.ones(n), qv, rowsum / (1.0 - qv)
 
 
+#: The array attributes of an :class:`OctileBatch` (besides the label dicts).
+_ARRAY_FIELDS = (
+    "n_nodes",
+    "n_tiles_side",
+    "node_offset",
+    "rowptr_offset",
+    "tile_offset",
+    "nnz_offset",
+    "tile_row",
+    "tile_col",
+    "bitmap",
+    "offset",
+    "rowptr",
+    "weight",
+    "d",
+    "p",
+    "q",
+)
+
+
+class _OctileArrays:
+    """What :class:`OctileBatch` and :class:`OctileGraph` share: counts, bytes, tile densities.
+
+    A subclass names its array attributes (besides the label dicts) in ``_ARRAYS``.
+    """
+
+    _ARRAYS: tuple[str, ...] = ()
+    bitmap: np.ndarray
+    weight: np.ndarray
+    edge_labels: dict[str, np.ndarray]
+    node_labels: dict[str, np.ndarray]
+
+    @property
+    def n_octiles(self) -> int:
+        """Number of non-empty octiles (of all graphs, in a batch)."""
+        return int(self.bitmap.size)
+
+    @property
+    def nnz(self) -> int:
+        """Number of stored nonzeros (both triangles; of all graphs, in a batch)."""
+        return int(self.weight.size)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all arrays (what goes to the GPU)."""
+        arrays = [getattr(self, f) for f in self._ARRAYS]
+        arrays += list(self.edge_labels.values()) + list(self.node_labels.values())
+        return int(sum(a.nbytes for a in arrays))
+
+    def density_histogram(self) -> np.ndarray:
+        """Length-65 counts of nonzeros per octile (entry 0 is 0)."""
+        counts = np.bitwise_count(self.bitmap).astype(np.int64)
+        return np.bincount(counts, minlength=_T2 + 1)
+
+
 @dataclass
-class OctileBatch:
+class OctileBatch(_OctileArrays):
     """Many graphs in octile format, concatenated into contiguous arrays.
 
     Per graph ``k``: nodes ``node_offset[k] : node_offset[k] + 8*n_tiles_side[k]``
@@ -101,36 +156,16 @@ class OctileBatch:
     p: np.ndarray = field(default_factory=lambda: np.zeros(0))
     q: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
+    _ARRAYS = _ARRAY_FIELDS
+
     @property
     def n_graphs(self) -> int:
         """Number of graphs in the batch."""
         return int(self.n_nodes.size)
 
-    @property
-    def n_octiles(self) -> int:
-        """Total number of non-empty octiles."""
-        return int(self.bitmap.size)
-
-    @property
-    def nnz(self) -> int:
-        """Total number of stored nonzeros (both triangles)."""
-        return int(self.weight.size)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of all arrays (what goes to the GPU)."""
-        arrays = [getattr(self, f) for f in _ARRAY_FIELDS]
-        arrays += list(self.edge_labels.values()) + list(self.node_labels.values())
-        return int(sum(a.nbytes for a in arrays))
-
     def octiles_per_graph(self) -> np.ndarray:
         """Number of non-empty octiles of each graph."""
         return np.diff(self.tile_offset)
-
-    def density_histogram(self) -> np.ndarray:
-        """Length-65 counts of nonzeros per octile (entry 0 is 0)."""
-        counts = np.bitwise_count(self.bitmap).astype(np.int64)
-        return np.bincount(counts, minlength=_T2 + 1)
 
     def graph(self, k: int) -> OctileGraph:
         """The octile form of graph ``k`` alone (offsets made relative)."""
@@ -162,27 +197,8 @@ class OctileBatch:
         return self.graph(k).to_dense(field)
 
 
-_ARRAY_FIELDS = (
-    "n_nodes",
-    "n_tiles_side",
-    "node_offset",
-    "rowptr_offset",
-    "tile_offset",
-    "nnz_offset",
-    "tile_row",
-    "tile_col",
-    "bitmap",
-    "offset",
-    "rowptr",
-    "weight",
-    "d",
-    "p",
-    "q",
-)
-
-
 @dataclass
-class OctileGraph:
+class OctileGraph(_OctileArrays):
     """One graph in octile format (see the module docstring).
 
     Attributes
@@ -219,33 +235,12 @@ class OctileGraph:
     p: np.ndarray
     q: np.ndarray
 
+    _ARRAYS = ("tile_row", "tile_col", "bitmap", "offset", "rowptr", "weight", "d", "p", "q")
+
     @property
     def n_tiles_side(self) -> int:
         """Tiles per side, ceil(n / 8)."""
         return -(-self.n_nodes // TILE)
-
-    @property
-    def n_octiles(self) -> int:
-        """Number of non-empty octiles."""
-        return int(self.bitmap.size)
-
-    @property
-    def nnz(self) -> int:
-        """Number of stored nonzeros."""
-        return int(self.weight.size)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of all arrays."""
-        arrays = [self.tile_row, self.tile_col, self.bitmap, self.offset, self.rowptr, self.weight]
-        arrays += [self.d, self.p, self.q]
-        arrays += list(self.edge_labels.values()) + list(self.node_labels.values())
-        return int(sum(a.nbytes for a in arrays))
-
-    def density_histogram(self) -> np.ndarray:
-        """Length-65 counts of nonzeros per octile (entry 0 is 0)."""
-        counts = np.bitwise_count(self.bitmap).astype(np.int64)
-        return np.bincount(counts, minlength=_T2 + 1)
 
     def entries(self) -> tuple[np.ndarray, np.ndarray]:
         """(rows, cols) of the stored nonzeros in compact (bitmap) order."""
@@ -283,6 +278,105 @@ class OctileGraph:
             edge_labels={f: v[order] for f, v in self.edge_labels.items()},
             title=title,
         )
+
+
+def _octiles(parts: list, edge_fields: list[str], n_nodes: np.ndarray, nt: np.ndarray) -> dict[str, Any]:
+    """The octiles of all graphs at once, from their nonzeros in CSR order (rows, then columns, ascending).
+
+    Returns the arrays of :class:`OctileBatch` that describe octiles and nonzeros (``tile_row``,
+    ``tile_col``, ``bitmap``, ``offset``, ``tile_offset``, ``nnz_offset``, ``rowptr``,
+    ``rowptr_offset``), the weights in compact order (``weight``), the permutation from CSR to
+    compact order (``order``), the edge-label arrays per field in CSR order (``labels``) and
+    the local index of every real node (``local``).
+    """
+    G = len(parts)
+    adjs = [g.adjacency for g, *_rest in parts]
+    lab_l: dict[str, list[np.ndarray]] = {f: [] for f in edge_fields}
+    for f in edge_fields:
+        for k, (g, *_rest) in enumerate(parts):
+            if f not in g.edge_labels:
+                raise ValueError(f"graph {k}: edge label field '{f}' missing")
+            lab_l[f].append(np.asarray(g.edge_labels[f]))
+    nnz_g = np.array([a.indices.size for a in adjs], dtype=np.int64)
+    deg = np.concatenate([np.diff(a.indptr) for a in adjs]).astype(np.int64)
+    real_start = np.cumsum(n_nodes) - n_nodes
+    local = np.arange(int(n_nodes.sum()), dtype=np.int64) - np.repeat(real_start, n_nodes)
+    rows = np.repeat(local, deg)
+    cols = np.concatenate([a.indices for a in adjs]).astype(np.int64)
+    gid = np.repeat(np.arange(G, dtype=np.int64), nnz_g)
+    weight = np.concatenate([a.data for a in adjs])
+    tr, tc = rows // TILE, cols // TILE
+    bit = (rows % TILE) * TILE + cols % TILE
+    # global tile key: graph, tile row, tile col (all < 2^20 for sane sizes)
+    tkey = (gid * int(nt.max() + 1) + tr) * int(nt.max() + 1) + tc
+    order = np.lexsort((bit, tkey))
+    tkey, bit, weight = tkey[order], bit[order], weight[order]
+    tr, tc, gid = tr[order], tc[order], gid[order]
+    if tkey.size:
+        new = np.empty(tkey.size, dtype=bool)
+        new[0] = True
+        np.not_equal(tkey[1:], tkey[:-1], out=new[1:])
+    else:
+        new = np.zeros(0, dtype=bool)
+    starts = np.flatnonzero(new)
+    tile_id = np.cumsum(new) - 1
+    n_oct = starts.size
+    bitmap = np.zeros(n_oct, dtype=np.uint64)
+    np.bitwise_or.at(bitmap, tile_id, np.left_shift(np.uint64(1), bit.astype(np.uint64)))
+    tile_row = tr[starts].astype(np.int32)
+    tile_col = tc[starts].astype(np.int32)
+    tile_gid = gid[starts]
+    offset = starts.astype(np.int32)
+    tile_offset = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tile_gid, minlength=G), out=tile_offset[1:])
+    nnz_offset = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(np.bincount(gid, minlength=G), out=nnz_offset[1:])
+    # tile-row pointers (absolute octile indices), nt+1 per graph: rowptr[(k, I)] is the
+    # number of octiles before graph k's tile row I in the sorted octile list
+    rowptr_offset = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(nt + 1, out=rowptr_offset[1:])
+    span = int(nt.max()) + 1
+    row_key = tile_gid * span + tile_row
+    slot_g = np.repeat(np.arange(G), nt + 1)
+    slot_i = np.arange(int(rowptr_offset[-1])) - rowptr_offset[:-1][slot_g]
+    rowptr = np.searchsorted(row_key, slot_g * span + slot_i, side="left").astype(np.int32)
+    return {
+        "tile_row": tile_row, "tile_col": tile_col, "bitmap": bitmap, "offset": offset, "tile_offset": tile_offset,
+        "nnz_offset": nnz_offset, "rowptr": rowptr, "rowptr_offset": rowptr_offset, "weight": weight,
+        "order": order, "labels": lab_l, "local": local,
+    }
+
+
+def _node_arrays(
+    parts: list, node_fields: list[str], n_nodes: np.ndarray, node_offset: np.ndarray, local: np.ndarray, q: float
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """The padded node arrays of :class:`OctileBatch`: (node_labels, d, p, q); padding has d = 1, p = q = 0."""
+    total = int(node_offset[-1])
+    d = np.ones(total)
+    p = np.zeros(total)
+    qv = np.zeros(total)
+    node_labels: dict[str, np.ndarray] = {}
+    at = np.repeat(node_offset[:-1], n_nodes) + local  # padded position of every real node
+    for f in node_fields:
+        vals = []
+        for k, (g, *_r) in enumerate(parts):
+            if f not in g.node_labels:
+                raise ValueError(f"graph {k}: node label field '{f}' missing")
+            vals.append(np.asarray(g.node_labels[f]))
+        allv = np.concatenate(vals)
+        dt = label_dtype(allv)
+        arr = np.zeros((total, *allv.shape[1:]), dtype=dt)
+        if len({v.dtype.kind in "iub" for v in vals}) == 1:  # one kind: one cast (the same values)
+            arr[at] = _cast_labels(allv, f)
+        else:
+            for k, v in enumerate(vals):
+                arr[node_offset[k] : node_offset[k] + v.size] = _cast_labels(v, f)
+        node_labels[f] = arr
+    pqd = [(pk, qk, dk) if pk is not None else _default_pqd(g, q) for g, pk, qk, dk in parts]
+    p[at] = np.concatenate([v[0] for v in pqd])
+    qv[at] = np.concatenate([v[1] for v in pqd])
+    d[at] = np.concatenate([v[2] for v in pqd])
+    return node_labels, d, p, qv
 
 
 def pack_batch(
@@ -334,102 +428,26 @@ def pack_batch(
     npad = nt * TILE
     node_offset = np.zeros(G + 1, dtype=np.int64)
     np.cumsum(npad, out=node_offset[1:])
-
-    # ---- nonzeros of all graphs at once (CSR order: rows ascending, columns ascending in a row)
-    adjs = [g.adjacency for g, *_rest in parts]
-    lab_l: dict[str, list[np.ndarray]] = {f: [] for f in edge_fields}
-    for f in edge_fields:
-        for k, (g, *_rest) in enumerate(parts):
-            if f not in g.edge_labels:
-                raise ValueError(f"graph {k}: edge label field '{f}' missing")
-            lab_l[f].append(np.asarray(g.edge_labels[f]))
-    nnz_g = np.array([a.indices.size for a in adjs], dtype=np.int64)
-    deg = np.concatenate([np.diff(a.indptr) for a in adjs]).astype(np.int64)
-    real_start = np.cumsum(n_nodes) - n_nodes
-    local = np.arange(int(n_nodes.sum()), dtype=np.int64) - np.repeat(real_start, n_nodes)
-    rows = np.repeat(local, deg)
-    cols = np.concatenate([a.indices for a in adjs]).astype(np.int64)
-    gid = np.repeat(np.arange(G, dtype=np.int64), nnz_g)
-    weight = np.concatenate([a.data for a in adjs])
-    tr, tc = rows // TILE, cols // TILE
-    bit = (rows % TILE) * TILE + cols % TILE
-    # global tile key: graph, tile row, tile col (all < 2^20 for sane sizes)
-    tkey = (gid * int(nt.max() + 1) + tr) * int(nt.max() + 1) + tc
-    order = np.lexsort((bit, tkey))
-    tkey, bit, weight = tkey[order], bit[order], weight[order]
-    tr, tc, gid = tr[order], tc[order], gid[order]
-    if tkey.size:
-        new = np.empty(tkey.size, dtype=bool)
-        new[0] = True
-        np.not_equal(tkey[1:], tkey[:-1], out=new[1:])
-    else:
-        new = np.zeros(0, dtype=bool)
-    starts = np.flatnonzero(new)
-    tile_id = np.cumsum(new) - 1
-    n_oct = starts.size
-    bitmap = np.zeros(n_oct, dtype=np.uint64)
-    np.bitwise_or.at(bitmap, tile_id, np.left_shift(np.uint64(1), bit.astype(np.uint64)))
-    tile_row = tr[starts].astype(np.int32)
-    tile_col = tc[starts].astype(np.int32)
-    tile_gid = gid[starts]
-    offset = starts.astype(np.int32)
-    tile_offset = np.zeros(G + 1, dtype=np.int64)
-    np.cumsum(np.bincount(tile_gid, minlength=G), out=tile_offset[1:])
-    nnz_offset = np.zeros(G + 1, dtype=np.int64)
-    np.cumsum(np.bincount(gid, minlength=G), out=nnz_offset[1:])
-    # tile-row pointers (absolute octile indices), nt+1 per graph: rowptr[(k, I)] is the
-    # number of octiles before graph k's tile row I in the sorted octile list
-    rowptr_offset = np.zeros(G + 1, dtype=np.int64)
-    np.cumsum(nt + 1, out=rowptr_offset[1:])
-    span = int(nt.max()) + 1
-    row_key = tile_gid * span + tile_row
-    slot_g = np.repeat(np.arange(G), nt + 1)
-    slot_i = np.arange(int(rowptr_offset[-1])) - rowptr_offset[:-1][slot_g]
-    rowptr = np.searchsorted(row_key, slot_g * span + slot_i, side="left").astype(np.int32)
-
-    # ---- node arrays (padded)
-    total = int(node_offset[-1])
-    d = np.ones(total)
-    p = np.zeros(total)
-    qv = np.zeros(total)
-    node_labels: dict[str, np.ndarray] = {}
-    at = np.repeat(node_offset[:-1], n_nodes) + local  # padded position of every real node
-    for f in node_fields:
-        vals = []
-        for k, (g, *_r) in enumerate(parts):
-            if f not in g.node_labels:
-                raise ValueError(f"graph {k}: node label field '{f}' missing")
-            vals.append(np.asarray(g.node_labels[f]))
-        allv = np.concatenate(vals)
-        dt = label_dtype(allv)
-        arr = np.zeros((total, *allv.shape[1:]), dtype=dt)
-        if len({v.dtype.kind in "iub" for v in vals}) == 1:  # one kind: one cast (the same values)
-            arr[at] = _cast_labels(allv, f)
-        else:
-            for k, v in enumerate(vals):
-                arr[node_offset[k] : node_offset[k] + v.size] = _cast_labels(v, f)
-        node_labels[f] = arr
-    pqd = [(pk, qk, dk) if pk is not None else _default_pqd(g, q) for g, pk, qk, dk in parts]
-    p[at] = np.concatenate([v[0] for v in pqd])
-    qv[at] = np.concatenate([v[1] for v in pqd])
-    d[at] = np.concatenate([v[2] for v in pqd])
+    tiles = _octiles(parts, edge_fields, n_nodes, nt)
+    node_labels, d, p, qv = _node_arrays(parts, node_fields, n_nodes, node_offset, tiles["local"], q)
     edge_labels = {}
     for f in edge_fields:
-        allv = np.concatenate(lab_l[f]) if lab_l[f] else np.zeros(0)
-        edge_labels[f] = _cast_labels(allv, f)[order] if allv.size else allv.astype(label_dtype(allv))
+        lab_l = tiles["labels"][f]
+        allv = np.concatenate(lab_l) if lab_l else np.zeros(0)
+        edge_labels[f] = _cast_labels(allv, f)[tiles["order"]] if allv.size else allv.astype(label_dtype(allv))
     return OctileBatch(
         n_nodes=n_nodes.astype(np.int32),
         n_tiles_side=nt.astype(np.int32),
         node_offset=node_offset[:-1].astype(np.int32),
-        rowptr_offset=rowptr_offset[:-1].astype(np.int32),
-        tile_offset=tile_offset,
-        nnz_offset=nnz_offset,
-        tile_row=tile_row,
-        tile_col=tile_col,
-        bitmap=bitmap,
-        offset=offset,
-        rowptr=rowptr,
-        weight=_weight_storage(weight),
+        rowptr_offset=tiles["rowptr_offset"][:-1].astype(np.int32),
+        tile_offset=tiles["tile_offset"],
+        nnz_offset=tiles["nnz_offset"],
+        tile_row=tiles["tile_row"],
+        tile_col=tiles["tile_col"],
+        bitmap=tiles["bitmap"],
+        offset=tiles["offset"],
+        rowptr=tiles["rowptr"],
+        weight=_weight_storage(tiles["weight"]),
         edge_labels=edge_labels,
         node_labels=node_labels,
         d=d,

@@ -23,6 +23,16 @@ across files; pass ``encoder=`` to carry the codes to another call.
 :func:`save_gram` / :func:`load_gram_npz` write and read a Gram matrix with its
 graph ids and kernel parameters (``.npz``), or the bare matrix (``.npy``).
 
+Converters and readers: the *converters* turn an object into the plain arrays of
+:meth:`mgkflow.Graph.from_csr` and never import :mod:`mgkflow.graph`, so that the
+``Graph.from_*`` constructors can call them: :mod:`~mgkflow.io.networkx`,
+:mod:`~mgkflow.io.rdkit` (RDKit molecules, SMILES; formerly ``mgkflow.io_chem``),
+:mod:`~mgkflow.io.pdb_parser` (PDB files; re-exported by :mod:`mgkflow.io.pdb`, where the
+deprecated ``mgkflow.io_pdb`` points) and
+:mod:`~mgkflow.io.csr` (CSR arrays from edge lists). The *readers* above build
+:class:`~mgkflow.graph.Graph` objects (they import :mod:`mgkflow.graph`):
+readers -> graph -> converters.
+
 Examples
 --------
 >>> import tempfile, pathlib

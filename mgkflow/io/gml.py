@@ -8,11 +8,9 @@ is kept as an ordinary attribute (so, by default, a label field named ``label``)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from ._common import CategoryEncoder, GraphSet
-from ._networkx import read_networkx_files
+from ._nxfiles import networkx_reader
 
 __all__ = ["read", "NAME", "EXTENSIONS"]
 
@@ -26,14 +24,5 @@ def _load(path: str) -> Any:
     return nx.read_gml(path, label="id")
 
 
-def read(
-    paths: Any,
-    node_labels: str | Sequence[str] | None = None,
-    edge_labels: str | Sequence[str] | None = None,
-    weight: str | None = "weight",
-    directed: str = "error",
-    encoder: CategoryEncoder | None = None,
-    n_graphs: int | None = None,
-) -> GraphSet:
-    """Read GML file(s); see :func:`mgkflow.io.read_gml`."""
-    return read_networkx_files(paths, NAME, _load, node_labels, edge_labels, weight, directed, encoder, n_graphs)
+#: Read GML file(s); see :func:`mgkflow.io.read_gml`.
+read = networkx_reader(NAME, "GML", _load)

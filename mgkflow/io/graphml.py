@@ -12,11 +12,9 @@ are an error unless ``directed="undirected"``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from ._common import CategoryEncoder, GraphSet
-from ._networkx import read_networkx_files
+from ._nxfiles import networkx_reader
 
 __all__ = ["read", "NAME", "EXTENSIONS"]
 
@@ -30,14 +28,5 @@ def _load(path: str) -> Any:
     return nx.read_graphml(path)
 
 
-def read(
-    paths: Any,
-    node_labels: str | Sequence[str] | None = None,
-    edge_labels: str | Sequence[str] | None = None,
-    weight: str | None = "weight",
-    directed: str = "error",
-    encoder: CategoryEncoder | None = None,
-    n_graphs: int | None = None,
-) -> GraphSet:
-    """Read GraphML file(s); see :func:`mgkflow.io.read_graphml`."""
-    return read_networkx_files(paths, NAME, _load, node_labels, edge_labels, weight, directed, encoder, n_graphs)
+#: Read GraphML file(s); see :func:`mgkflow.io.read_graphml`.
+read = networkx_reader(NAME, "GraphML", _load)

@@ -1,10 +1,16 @@
-"""PDB files (own parser, :mod:`mgkflow.io_pdb`): one protein contact graph per file.
+"""PDB files (own parser, :mod:`mgkflow.io.pdb_parser`): one protein contact graph per file.
 
 Each file (plain or gzip) becomes :meth:`mgkflow.Graph.from_pdb` with the given
 ``cutoff`` (Å) and ``chain``: heavy atoms with ``element`` and ``residue``
 labels, edges between atoms closer than the cutoff with weight
 ``(1 - (r/cutoff)**2)**2`` and label ``distance``. Ids are the file names
 without extension; a directory of PDB files is read file by file (sorted).
+
+The PDB parsing (formerly ``mgkflow.io_pdb``, which now points here) is importable from here:
+:func:`parse_pdb_atoms`, :func:`graph_arrays_from_pdb`, :func:`contact_edges`, :data:`ELEMENTS`,
+:data:`RESIDUE_CODES`, :data:`MAX_COORD`. It lives in :mod:`mgkflow.io.pdb_parser`, which returns
+plain arrays and never imports :mod:`mgkflow.graph`, so that :meth:`mgkflow.Graph.from_pdb` can call
+it; this module builds graphs (it imports :mod:`mgkflow.graph`), so the parser cannot live here.
 """
 
 from __future__ import annotations
@@ -16,8 +22,12 @@ from typing import Any
 from ..errors import FileFormatError, GraphError
 from ..graph import Graph
 from ._common import CategoryEncoder, GraphSet, check_path, properties_frame
+from .pdb_parser import ELEMENTS, MAX_COORD, RESIDUE_CODES, contact_edges, graph_arrays_from_pdb, parse_pdb_atoms
 
-__all__ = ["read", "NAME", "EXTENSIONS"]
+__all__ = [
+    "read", "NAME", "EXTENSIONS",
+    "parse_pdb_atoms", "graph_arrays_from_pdb", "contact_edges", "ELEMENTS", "RESIDUE_CODES", "MAX_COORD",
+]
 
 NAME = "pdb"
 EXTENSIONS = (".pdb", ".ent", ".pdb.gz", ".ent.gz")

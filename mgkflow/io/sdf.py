@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import FileFormatError, GraphError
-from ..graph import Graph
-from ._common import CategoryEncoder, GraphSet, check_path, properties_frame, read_text
+from ..errors import FileFormatError
+from ._common import CategoryEncoder, GraphSet, read_text
+from ._molfiles import MoleculeGraphs, open_molecule_file
 
 __all__ = ["read", "NAME", "EXTENSIONS"]
 
@@ -65,37 +65,22 @@ def read(
     -------
     GraphSet
     """
-    from ..io_chem import graph_arrays_from_mol, require_rdkit
-
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    Chem = require_rdkit()
-    p = check_path(path, "SDF file")
+    Chem, p = open_molecule_file(path, "SDF file", on_error)
     records = _records(read_text(p, "SDF file"))
     if not records:
         raise FileFormatError("SDF file has no molecules (empty)", path=p)
-    graphs, ids, props, skipped = [], [], [], []
+    out = MoleculeGraphs(p, "SDF file", on_error, n_graphs)
     for number, (lineno, block) in enumerate(records, start=1):
-        if n_graphs is not None and len(graphs) >= n_graphs:
+        if out.full():
             break
         supplier = Chem.SDMolSupplier()
         supplier.SetData(block)
         mol = supplier[0] if len(supplier) else None
-        try:
-            if mol is None:
-                raise GraphError(f"record {number}: RDKit could not read the molecule")
-            arrays = graph_arrays_from_mol(mol, extended=True, conformer=conformer)
-        except GraphError as exc:
-            msg = str(exc) if str(exc).startswith("record") else f"record {number}: {exc}"
-            if on_error == "skip":
-                skipped.append((lineno, msg))
-                continue
-            raise FileFormatError(msg, path=p, line=lineno) from None
+        unreadable = f"record {number}: RDKit could not read the molecule"
+        arrays = out.arrays(mol, lineno, unreadable, conformer, prefix=f"record {number}: ")
+        if arrays is None:
+            continue
         title = mol.GetProp("_Name").strip() if mol.HasProp("_Name") else ""
         ident = title or f"{p.name.split('.')[0]}-{number}"
-        graphs.append(Graph.from_csr(**arrays, title=ident))
-        ids.append(ident)
-        props.append({k: mol.GetProp(k) for k in mol.GetPropNames()})
-    if not graphs:
-        raise FileFormatError("SDF file has no readable molecule", path=p)
-    return GraphSet(graphs, ids, properties_frame(props, ids), NAME, str(p), encoder or CategoryEncoder(), skipped)
+        out.append(arrays, ident, {k: mol.GetProp(k) for k in mol.GetPropNames()})
+    return out.result(NAME, encoder)

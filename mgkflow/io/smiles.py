@@ -16,7 +16,7 @@ Format
   (``column_N`` without a header, N 1-based). A line with a different number of
   fields than the header is an error.
 - Graphs are :meth:`mgkflow.Graph.from_rdkit` graphs with ``extended`` fields
-  (see :mod:`mgkflow.io_chem`); ids are the names, else the SMILES strings.
+  (see :mod:`mgkflow.io.rdkit`); ids are the names, else the SMILES strings.
 
 Examples
 --------
@@ -34,9 +34,9 @@ import csv
 import io
 from typing import Any
 
-from ..errors import FileFormatError, GraphError
-from ..graph import Graph
-from ._common import CategoryEncoder, GraphSet, check_path, properties_frame, read_text
+from ..errors import FileFormatError
+from ._common import CategoryEncoder, GraphSet, read_text
+from ._molfiles import MoleculeGraphs, open_molecule_file
 
 __all__ = ["read", "NAME", "EXTENSIONS"]
 
@@ -92,12 +92,7 @@ def read(
     -------
     GraphSet
     """
-    from ..io_chem import graph_arrays_from_mol, require_rdkit
-
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    Chem = require_rdkit()
-    p = check_path(path, "SMILES file")
+    Chem, p = open_molecule_file(path, "SMILES file", on_error)
     lines = [
         (k, ln.rstrip("\r\n")) for k, ln in enumerate(read_text(p, "SMILES file").splitlines(), start=1)
         if ln.strip() and not ln.lstrip().startswith("#")
@@ -136,9 +131,9 @@ def read(
     s_col = column(smiles_column, _SMILES_NAMES, 0)
     i_col = column(id_column, _ID_NAMES, None if names else (1 if width > 1 else None))
     col_names = names or [f"column_{i + 1}" for i in range(width)]
-    graphs, ids, props, skipped = [], [], [], []
+    out = MoleculeGraphs(p, "SMILES file", on_error, n_graphs)
     for lineno, fields in rows:
-        if n_graphs is not None and len(graphs) >= n_graphs:
+        if out.full():
             break
         if names is not None and len(fields) != len(names):
             raise FileFormatError(
@@ -148,21 +143,12 @@ def read(
             raise FileFormatError(f"no SMILES (column {s_col + 1} missing)", path=p, line=lineno)
         smi = fields[s_col].strip()
         mol = Chem.MolFromSmiles(smi) if smi else None
-        try:
-            if mol is None:
-                raise GraphError(f"invalid SMILES {smi!r}: RDKit could not parse it")
-            arrays = graph_arrays_from_mol(mol, extended=True, conformer=False)
-        except GraphError as exc:
-            if on_error == "skip":
-                skipped.append((lineno, str(exc)))
-                continue
-            raise FileFormatError(str(exc), path=p, line=lineno) from None
+        arrays = out.arrays(mol, lineno, f"invalid SMILES {smi!r}: RDKit could not parse it", conformer=False)
+        if arrays is None:
+            continue
         ident = fields[i_col].strip() if i_col is not None and i_col < len(fields) else smi
-        graphs.append(Graph.from_csr(**arrays, title=ident))
-        ids.append(ident)
-        props.append(
-            {col_names[i]: v.strip() for i, v in enumerate(fields) if i not in (s_col, i_col) and i < len(col_names)}
+        out.append(
+            arrays, ident,
+            {col_names[i]: v.strip() for i, v in enumerate(fields) if i not in (s_col, i_col) and i < len(col_names)},
         )
-    if not graphs:
-        raise FileFormatError("SMILES file has no readable molecule", path=p)
-    return GraphSet(graphs, ids, properties_frame(props, ids), NAME, str(p), encoder or CategoryEncoder(), skipped)
+    return out.result(NAME, encoder)

