@@ -9,11 +9,11 @@ Workload: the first ``--n-graphs`` labeled NWS graphs (``networkx.newman_watts_s
 symmetric Gram matrix (N(N+1)/2 pairs). Rows:
 
 ``numba-cpu-1t`` / ``numba-cpu-<N>t``
-    :class:`mgkflow.cpu_engine.NumbaCPUBackend` (float64 Jacobi PCG, rtol 1e-12) on one thread and
+    :class:`mgkflow.backends.cpu.NumbaCPUBackend` (float64 Jacobi PCG, rtol 1e-12) on one thread and
     on all N cores. Its first call (JIT compile, or loading numba's on-disk cache) is timed apart
     as ``first_call_s`` and not counted in the repeats.
 ``scipy-exact``
-    :class:`mgkflow.cpu_solver.CPUBackend`, the exact scipy backend (the test oracle; sparse LU up to
+    :class:`mgkflow.backends.exact.ExactBackend`, the exact scipy backend (the test oracle; sparse LU up to
     2,500 unknowns, scipy-assembled Jacobi PCG above).
 ``scipy-cg-naive``
     The same kernel: the product-graph system assembled per pair as one scipy sparse matrix
@@ -154,17 +154,17 @@ def run_backend(graphs: list[Any], backend: Any, repeats: int) -> tuple[list[flo
 
 
 def run_mgkflow(graphs: list[Any], repeats: int, threads: int | None = None) -> tuple[list[float], np.ndarray, dict]:
-    """Gram matrix with :class:`mgkflow.cpu_engine.NumbaCPUBackend` on ``threads`` threads (default all cores)."""
-    from ..cpu_engine import NumbaCPUBackend
+    """Gram matrix with :class:`mgkflow.backends.cpu.NumbaCPUBackend` on ``threads`` threads (default all cores)."""
+    from ..backends.cpu import NumbaCPUBackend
 
     return run_backend(graphs, NumbaCPUBackend(threads=threads), repeats)
 
 
 def run_exact(graphs: list[Any], repeats: int) -> tuple[list[float], np.ndarray, dict]:
-    """Gram matrix with the exact scipy backend :class:`mgkflow.cpu_solver.CPUBackend`."""
-    from ..cpu_solver import CPUBackend
+    """Gram matrix with the exact scipy backend :class:`mgkflow.backends.exact.ExactBackend`."""
+    from ..backends.exact import ExactBackend
 
-    return run_backend(graphs, CPUBackend(), repeats)
+    return run_backend(graphs, ExactBackend(), repeats)
 
 
 def _naive_pair(g1: Any, g2: Any, nk: Any, ek: Any) -> tuple[float, int]:
@@ -272,7 +272,7 @@ def run_large_pair(case: str, large_n: int = 10_000, cache_bytes: int | None = N
     unlabeled NWS graphs of ``large_n`` nodes, ``Constant(1.0)`` kernels). Returns seconds, CG
     iterations, the value, the resident memory before and at the peak (MB) and the product mode.
     """
-    from ..cpu_engine import DEFAULT_CACHE_BYTES, NumbaCPUBackend
+    from ..backends.cpu import DEFAULT_CACHE_BYTES, NumbaCPUBackend
     from ..datasets import default_kernels, nws, proteins
     from ..kernels import Constant
 
