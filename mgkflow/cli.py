@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
+from .backends import available_backends
 
 
 def _all_orderings() -> str:
@@ -168,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ordering", default="auto",
         help="node ordering applied before solving (default auto: natural below 256 nodes, PBR above)",
     )
-    p.add_argument("--backend", choices=["auto", "cpu", "gpu", "exact"], default="auto",
+    p.add_argument("--backend", choices=available_backends(), default="auto",
                    help="solver backend (exact: the scipy reference backend)")
     p.add_argument("--normalize", action="store_true", help="normalize K(G,G') by sqrt(K(G,G) K(G',G'))")
     p.add_argument("--out", "-o", type=Path, required=True,
@@ -203,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solve", action="store_true", help="also solve the Gram matrix under each ordering")
     p.add_argument("--repeat", type=_positive_int, default=3,
                    help="with --solve: solves per ordering, the median time is reported (default 3)")
-    p.add_argument("--backend", choices=["auto", "cpu", "gpu", "exact"], default="auto",
+    p.add_argument("--backend", choices=available_backends(), default="auto",
                    help="solver backend (exact: the scipy reference backend)")
     p.add_argument("--q", type=_probability, default=0.05, help="stop probability (with --solve)")
     p.add_argument("--seed", type=int, default=0, help="seed of the seeded orderings")
