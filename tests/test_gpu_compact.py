@@ -1,4 +1,4 @@
-"""Compact solver of small pairs (mgkflow/gpu/compact.py, mgk_compact.cu), no GPU needed: the numpy
+"""Compact solver of small pairs (mgkflow/gpu/solvers/compact.py, mgk_compact.cu), no GPU needed: the numpy
 emulation against the CPU solver, GPUBackend end to end on the fake driver of test_wide.py (arguments
 bound by the names and C types parsed from the generated source), nvcc compiles of the generated sources
 without spills; on a GPU, against the CPU solver and the per-block kernel."""
@@ -44,7 +44,7 @@ def _molecule(n: int, seed: int) -> Graph:
 
 class CompactModule(device.Module):
     """``mgk_compact.cu`` on the fake driver: launches bind their arguments by the parsed signature and
-    run :func:`mgkflow.gpu.compact.emulate_launch`."""
+    run :func:`mgkflow.gpu.solvers.compact.emulate_launch`."""
 
     def __init__(self, src: str, nk: Any, ek: Any, config: Any, log: list, static: int = 0) -> None:
         super().__init__(self, src)

@@ -1,4 +1,4 @@
-"""The wide GPU path (one pair with the whole device, ``mgkflow.gpu.wide``).
+"""The wide GPU path (one pair with the whole device, ``mgkflow.gpu.solvers.wide``).
 
 CPU tests: the generated source has no placeholders and compiles with nvcc; the kernel
 signatures match the launcher; and the host code of :func:`solve_pair_wide` runs end to end

@@ -71,12 +71,12 @@ class GPUBackend:
     tile_sort : bool
         Row mode: sort the nodes of each tile by degree (K is permutation invariant).
     wide : {"auto", True, False}
-        Solve pairs with the whole device, one at a time (:mod:`mgkflow.gpu.wide`): True for
+        Solve pairs with the whole device, one at a time (:mod:`mgkflow.gpu.solvers.wide`): True for
         every pair, False never; "auto" for pairs of at least ``WIDE_MIN_PRODUCTS`` nonzero
         products per XMV when there are fewer such pairs than SMs (one block per pair would
         leave the device idle and take one SM's time for each).
     wide_xmv : {"auto", "rows", "staged"}
-        XMV kernel of the wide path (:data:`mgkflow.gpu.wide.WIDE_XMVS`): "staged" keeps G2's
+        XMV kernel of the wide path (:data:`mgkflow.gpu.solvers.wide.WIDE_XMVS`): "staged" keeps G2's
         nonzeros in registers and stages slices of P in shared memory (one shared load and a
         few flops per product; float32 products); "rows" walks row pairs through L1 (float64
         accumulation of each product); "auto" takes the applicable strategy of least cost by

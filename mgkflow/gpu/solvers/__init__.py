@@ -41,8 +41,9 @@ Adding a solver
    :class:`~mgkflow.gpu.source.KernelConfig`; hyperparameter values travel in ``mgk_kpar``);
 2. one CUDA source, ``mgkflow/gpu/<source>.cu``, including the shared helpers of
    ``mgk_common.cuh`` (spliced as ``${COMMON}``: graph headers, warp reductions);
-3. one test file ``tests/test_gpu_<name>.py`` (numpy emulation of a launch vs the CPU solver, nvcc
-   compile of the generated source, fake-driver launch through ``GPUBackend.solve``);
+3. one test file (``tests/test_gpu_compact.py`` for ``compact``, ``tests/test_wide.py`` for ``wide``,
+   ``tests/test_gpu.py`` for ``per_block``): numpy emulation of a launch vs the CPU solver, nvcc
+   compile of the generated source, fake-driver launch through ``GPUBackend.solve``;
 4. its step in :meth:`mgkflow.gpu.backend.GPUBackend.solve`, at its rank: the solvers before it
    have claimed their pairs, the ones after it get what it leaves.
 
