@@ -10,7 +10,8 @@ without PyCUDA.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -96,21 +97,20 @@ class BatchCache:
     def weights_double(self, systems: Sequence[GraphSystem]) -> bool:
         """:func:`weights_need_double` of the systems' graphs, remembered while the same graph
         objects come back (the cache holds them, so their ids stay theirs)."""
-        graphs = tuple(s.graph for s in systems)
-        c = self._wd
-        if c is not None and len(c[0]) == len(graphs) and all(a is b for a, b in zip(c[0], graphs, strict=True)):
-            return c[1]
-        wd = weights_need_double(systems)
-        self._wd = (graphs, wd)
-        return wd
+        return self._remembered("_wd", tuple(s.graph for s in systems), lambda: weights_need_double(systems))
 
     def vector_digest(self, systems: Sequence[GraphSystem]) -> int:
         """:func:`vector_digest` of the systems' p, q, d, remembered while the very same arrays come
         back (held by the cache: a hyperparameter sweep or repeated calls on prepared systems)."""
-        arrays = tuple(v for s in systems for v in (s.p, s.q, s.d))
-        c = self._vd
-        if c is not None and len(c[0]) == len(arrays) and all(a is b for a, b in zip(c[0], arrays, strict=True)):
+        return self._remembered("_vd", tuple(v for s in systems for v in (s.p, s.q, s.d)),
+                                lambda: vector_digest(systems))  # fmt: skip
+
+    def _remembered(self, slot: str, objs: tuple, compute: Callable[[], Any]) -> Any:
+        """``compute()``, kept in ``self.<slot>`` with the objects it was computed for and returned again
+        while the very same objects (by identity) come back."""
+        c = getattr(self, slot)
+        if c is not None and len(c[0]) == len(objs) and all(a is b for a, b in zip(c[0], objs, strict=True)):
             return c[1]
-        digest = vector_digest(systems)
-        self._vd = (arrays, digest)
-        return digest
+        value = compute()
+        setattr(self, slot, (objs, value))
+        return value

@@ -137,6 +137,13 @@ class Launcher:
         fn.set_attribute(device.driver().function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
                          int(self.limits.smem_optin) - int(getattr(fn, "shared_size_bytes", 0)))  # fmt: skip
 
+    def blocks_per_sm(self, fn: device.Kernel, blk: int, smem: int) -> int:
+        """Resident blocks per SM of ``fn`` at ``blk`` threads and ``smem`` bytes of dynamic shared memory, after
+        the shared-memory opt-in where the launch needs it (:meth:`allow_smem`)."""
+        if device.needs_smem_optin(fn, smem):
+            self.allow_smem(fn)
+        return device.kernel_blocks_per_sm(fn, blk, smem)
+
     def launch_jobs(
         self, fn: device.Kernel, order: np.ndarray, jobs: tuple[np.ndarray, np.ndarray], grid: int, blk: int, smem: int,
         o: Outputs, args: dict,

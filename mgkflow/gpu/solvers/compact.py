@@ -482,9 +482,7 @@ class CompactPath:
             by = np.argsort(np.uint16(0xFFFF) - cost, kind="stable")
             order, a, b = order[by], a[by], b[by]
         smem = cl.smem
-        if device.needs_smem_optin(fn, smem):
-            launcher.allow_smem(fn)
-        bps = device.kernel_blocks_per_sm(fn, blk, smem)
+        bps = launcher.blocks_per_sm(fn, blk, smem)
         grid = max(1, min(len(order), bps * be.n_sm))
         args = {k: v for k, v in shared.args.items() if k in COMPACT_SHARED}
         args["dord"], args["dcls"] = shared.db.arrays["dord"], shared.db.arrays["dcls"]  # thread-slot order

@@ -172,9 +172,7 @@ class PerBlockPath:
         if extra is not None:
             per_block += extra.extra_doubles(n_max)
         mode = (1 if be.a_in_shared else 2) if use_smem else 0
-        if device.needs_smem_optin(fn, smem):
-            launcher.allow_smem(fn)
-        bps = device.kernel_blocks_per_sm(fn, blk, smem)
+        bps = launcher.blocks_per_sm(fn, blk, smem)
         grid = min(len(order), bps * be.n_sm)
         per_block_bytes = 8 * per_block
         if per_block_bytes > budget:
