@@ -38,8 +38,9 @@
 //   * the block reduction of four doubles is a reduce-scatter in each warp (six shuffles of one double
 //     instead of twenty), then per value a butterfly over the warps' partials and a broadcast.
 //
-// Placeholders filled by mgkflow.gpu.compact: BLOCK, KE, MIN_BLOCKS, NCLS, DEFINES (the
-// run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF.
+// Placeholders filled by mgkflow.gpu.solvers.compact: BLOCK, KE, MIN_BLOCKS, NCLS, DEFINES (the
+// run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF,
+// COMMON (mgk_common.cuh: shfl_xor and the warp reductions).
 
 #define BLOCK ${BLOCK}
 #define KE ${KE}
@@ -56,10 +57,7 @@ typedef ${C_TYPE} c_t;
 // coefficient A_ij A'_i'j' ke of one product, in double
 #define COEF(w1, w2, ke) ${COEF}
 
-__device__ __forceinline__ double shfl_xor(double x, int o)
-{
-    return __shfl_xor_sync(0xffffffffu, x, o);
-}
+${COMMON}
 
 // Sum four doubles over the block through buf (4 * NWARP doubles); every thread gets the same totals
 // (bit for bit: each step of a butterfly adds the same two values in every lane, and a broadcast

@@ -21,16 +21,6 @@
 //   PRIM_SD  sparse G1 row x dense G2 rows.
 // Dense loops have a fixed trip count (no divergence between lanes); sparse loops skip zeros.
 
-// Sum two doubles over the warp (every lane gets the sums).
-__device__ __forceinline__ void warp_sum2(double& a, double& b)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        a += __shfl_xor_sync(0xffffffffu, a, o);
-        b += __shfl_xor_sync(0xffffffffu, b, o);
-    }
-}
-
 #ifdef NODE_KERNEL_EXPR
 // Entry idx of the blocked product layout: diagonal DG = d1 d2 / kv (kv the node kernel,
 // floored at 1e-30) and right-hand side b = d1 d2 q1 q2; padding entries get DG = 1, b = 0.

@@ -335,6 +335,7 @@ def kernel_source(config: KernelConfig) -> str:
         XMV_PARAMS=strategy.c_params(),
         BLOCK=str(config.block),
         DEFINES=label_macros(config),
+        COMMON=template_text("mgk_common.cuh"),
         PRIMITIVES=template_text("octile_primitives.cuh"),
         NODE_KERNEL=config.node_expr,
         EDGE_KERNEL=config.edge_expr,

@@ -100,6 +100,7 @@ def compact_source(config: Any, block: int, min_blocks: int = 1) -> str:
         raise ValueError(f"block must be a multiple of 32 in [32, 1024], got {block}")
     return Template(template_text("mgk_compact.cu")).substitute(
         BLOCK=str(int(block)),
+        COMMON=template_text("mgk_common.cuh"),
         KE=str(KE),
         NCLS=str(NCLS),
         MIN_BLOCKS=str(int(min_blocks)),

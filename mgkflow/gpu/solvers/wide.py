@@ -159,6 +159,7 @@ def wide_source(
         BLOCK=str(block),
         ROW_ILP=str(ilp),
         DEFINES=label_macros(config),
+        COMMON=template_text("mgk_common.cuh"),
         PRIMITIVES=template_text("octile_primitives.cuh"),
         NODE_KERNEL=config.node_expr,
         EDGE_KERNEL=config.edge_expr,
