@@ -91,6 +91,16 @@ ${XMV_FRAGMENT}
         ACC += pa_ * va + pb_ * vb;                                                                    \
     }
 
+// The thread's share of K = p^T x = sum over the product entries of p_i p'_i2 X (blocked layout; padding
+// has p = 0), added to k. The value and the gradient configurations end each pair with it.
+#define PAIR_K(k)                                                                                      \
+    for (long long idx = tid; idx < N; idx += BLOCK) {                                                 \
+        const int tp = (int)(idx >> 6), e = (int)(idx & 63);                                           \
+        const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
+        const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);                                         \
+        k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];                                  \
+    }
+
 // Sum two doubles over the block; every thread gets the totals.
 __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
 {
@@ -349,12 +359,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 
         // ---------------------------------------------------------------- K = p^T x, dK/dh
         double k = 0.0, dummy2 = 0.0;
-        for (long long idx = tid; idx < N; idx += BLOCK) {
-            const int tp = (int)(idx >> 6), e = (int)(idx & 63);
-            const int I = tp / nt2, I2 = tp - I * nt2;
-            const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
-            k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
-        }
+        PAIR_K(k)
         block_sum2(k, dummy2, red);
         grad_contraction(h1, h2, nt2, n_tp, N, X, XY, nlab, nlab_stride, dvec, qvec, rrowptr, rcoff, rweight, relab,
                          relab_stride, out_grad + (long long)jb * N_GRAD, red);
@@ -443,13 +448,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 
         // ---------------------------------------------------------------- K = p^T x
         double k = 0.0, dummy2 = 0.0;
-        for (long long idx = tid; idx < N; idx += BLOCK) {
-            const int tp = (int)(idx >> 6), e = (int)(idx & 63);
-            const int I = tp / nt2, I2 = tp - I * nt2;
-            const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
-            // padding has p = 0
-            k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
-        }
+        PAIR_K(k)
         block_sum2(k, dummy2, red);
 #if NODAL
         for (long long idx = tid; idx < N; idx += BLOCK) {

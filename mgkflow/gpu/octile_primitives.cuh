@@ -101,6 +101,24 @@ __device__ __forceinline__ int dense_index(const unsigned int row, const int bas
         }                                                                                      \
     }
 
+// The lane's two sparse G2 rows (set bits of rba from ba2, of rbb from bb2) against one G1 entry (w1,
+// its labels) and the P row Pr: statements (they declare t2), the sparse counterpart of DENSE_G2_ROWS.
+#define SPARSE_G2_ROWS(Pr)                                                                     \
+    int t2 = ba2;                                                                              \
+    for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {                                     \
+        const int j2 = __ffs(s2) - 1;                                                          \
+        const w_t w2 = weight[t2];                                                             \
+        LOAD_E2(t2);                                                                           \
+        acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];                                     \
+    }                                                                                          \
+    t2 = bb2;                                                                                  \
+    for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {                                     \
+        const int j2 = __ffs(s2) - 1;                                                          \
+        const w_t w2 = weight[t2];                                                             \
+        LOAD_E2(t2);                                                                           \
+        accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];                                     \
+    }
+
 template <int SEL>
 __device__ __forceinline__ void octile_pair(
     const unsigned long long bm1, const int toff1,
@@ -124,20 +142,7 @@ __device__ __forceinline__ void octile_pair(
             LOAD_E1(t1);
             const double* Pr = Pt + j * 8;
             if (SEL == PRIM_SS) {
-                int t2 = ba2;
-                for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {
-                    const int j2 = __ffs(s2) - 1;
-                    const w_t w2 = weight[t2];
-                    LOAD_E2(t2);
-                    acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
-                }
-                t2 = bb2;
-                for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {
-                    const int j2 = __ffs(s2) - 1;
-                    const w_t w2 = weight[t2];
-                    LOAD_E2(t2);
-                    accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
-                }
+                SPARSE_G2_ROWS(Pr)
             } else {
                 DENSE_G2_ROWS(Pr)
             }
@@ -152,20 +157,7 @@ __device__ __forceinline__ void octile_pair(
             LOAD_E1(t1);
             const double* Pr = Pt + j * 8;
             if (SEL == PRIM_DS) {
-                int t2 = ba2;
-                for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {
-                    const int j2 = __ffs(s2) - 1;
-                    const w_t w2 = weight[t2];
-                    LOAD_E2(t2);
-                    acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
-                }
-                t2 = bb2;
-                for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {
-                    const int j2 = __ffs(s2) - 1;
-                    const w_t w2 = weight[t2];
-                    LOAD_E2(t2);
-                    accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
-                }
+                SPARSE_G2_ROWS(Pr)
             } else {
                 DENSE_G2_ROWS(Pr)
             }

@@ -42,7 +42,7 @@ import numpy as np
 from ...system import GraphSystem
 from .. import device
 from ..core import SORT_EXACT_MAX, DeviceBatch, SharedArgs, config_key
-from ..source import KPAR, KernelConfig
+from ..source import KPAR, KernelConfig, common_placeholders, template_text
 from . import Solver, register
 
 __all__ = ["KERNEL", "KE", "NCLS", "BINS", "MIN_THREADS", "SMEM_PER_SM", "STATIC_SMEM_MAX", "smem_budget",
@@ -94,22 +94,15 @@ def smem_budget(smem_optin: int) -> int:
 def compact_source(config: Any, block: int, min_blocks: int = 1) -> str:
     """CUDA source of the compact solver for a :class:`mgkflow.gpu.source.KernelConfig` (its label
     fields, kernels and weight type; the XMV strategy, ``block`` and ``p_smem`` are not used)."""
-    from ..source import coef_expr, label_macros, template_text
-
     if block % 32 or not 32 <= block <= 1024:
         raise ValueError(f"block must be a multiple of 32 in [32, 1024], got {block}")
     return Template(template_text("mgk_compact.cu")).substitute(
         BLOCK=str(int(block)),
-        COMMON=template_text("mgk_common.cuh"),
         KE=str(KE),
         NCLS=str(NCLS),
         MIN_BLOCKS=str(int(min_blocks)),
-        DEFINES=label_macros(config),
-        NODE_KERNEL=config.node_expr,
-        EDGE_KERNEL=config.edge_expr,
-        W_TYPE="double" if config.weight_double else "float",
         C_TYPE="double" if config.weight_double else "float",
-        COEF=coef_expr(config),
+        **common_placeholders(config),
     )
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .. import device, strategies
-from ..source import KPAR, KernelConfig, coef_expr, label_macros, template_text
+from ..source import KPAR, KernelConfig, common_placeholders, template_text
 from ..strategies.cost import CostModel, load_models
 from ..strategies.staged import DEFAULT_SLOTS, STAGED_MIN_Q
 from . import Solver, register
@@ -158,13 +158,8 @@ def wide_source(
     return Template(template_text("mgk_wide.cu")).substitute(
         BLOCK=str(block),
         ROW_ILP=str(ilp),
-        DEFINES=label_macros(config),
-        COMMON=template_text("mgk_common.cuh"),
         PRIMITIVES=template_text("octile_primitives.cuh"),
-        NODE_KERNEL=config.node_expr,
-        EDGE_KERNEL=config.edge_expr,
-        W_TYPE="double" if config.weight_double else "float",
-        COEF=coef_expr(config),
+        **common_placeholders(config),
         STAGED_SLOTS=str(int(slots)),
         STAGED_MIN_BLOCKS=str(max(1, min_blocks or (1024 if slots <= 8 else 768) // block)),
         STAGED_NFE=str(max(1, len(config.edge_fields))),
