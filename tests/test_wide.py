@@ -940,6 +940,9 @@ def test_fake_backend_per_pair_launch_arguments_match_the_kernel(fake_backend, m
     class SolverModule:
         def __init__(self, src: str) -> None:
             params = re.sub(r"//[^\n]*", "", sig_re.search(src).group(1))
+            # the parameter groups of mgk_common.cuh (object-like macros with continuation lines)
+            for name, body in re.findall(r"#define (MGK_\w+_PARAMS)\s+((?:.*\\\n)*.*)", src):
+                params = params.replace(name, re.sub(r"/\*.*?\*/|\\\n", " ", body))
             self.params = [" ".join(p.replace("__restrict__", "").split()) for p in params.split(",")]
             self.block = int(re.search(r"#define BLOCK (\d+)", src).group(1))
             self.p_smem = re.search(r"#define P_SMEM (\d)", src).group(1) == "1"

@@ -3,6 +3,25 @@
 // mgkflow.gpu.solvers.wide.wide_source, mgkflow.gpu.solvers.compact.compact_source) after the
 // definition of NWARP (warps per block) and before anything that uses them.
 
+// Kernel parameters of the per-pair solvers (mgk_solver.cu, mgk_compact.cu), in the two groups the host
+// passes alike to both (by name: mgkflow.gpu.device.parse_signatures expands these macros): the node
+// vectors of the batch (mgkflow.gpu.core.SharedArgs) and the job list with the per-pair outputs
+// (mgkflow.gpu.launch.Launcher.launch_jobs).
+#define MGK_NODE_PARAMS                                                                        \
+    const unsigned int* __restrict__ nlab,        /* node labels, field-major, 32-bit words */ \
+    const long long nlab_stride,                                                               \
+    const double* __restrict__ dvec,                                                           \
+    const double* __restrict__ pvec,                                                           \
+    const double* __restrict__ qvec
+#define MGK_JOB_PARAMS                                                                         \
+    const int* __restrict__ jobs,                 /* (g1, g2) per job */                       \
+    const int n_jobs,                                                                          \
+    int* __restrict__ job_counter,                                                             \
+    double* __restrict__ out_k,                                                                \
+    int* __restrict__ out_iter,                                                                \
+    double* __restrict__ out_res,                                                              \
+    int* __restrict__ out_conv
+
 // x of lane (lane ^ o), every lane of the warp taking part.
 __device__ __forceinline__ double shfl_xor(double x, int o)
 {

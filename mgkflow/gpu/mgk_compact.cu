@@ -104,20 +104,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
     const w_t* __restrict__ rweight,              // weights in row order
     const unsigned int* __restrict__ relab,       // edge labels in row order, field-major words
     const long long relab_stride,
-    const unsigned int* __restrict__ nlab,        // node labels, field-major, 32-bit words
-    const long long nlab_stride,
-    const double* __restrict__ dvec,
-    const double* __restrict__ pvec,
-    const double* __restrict__ qvec,
+    MGK_NODE_PARAMS,                              // nlab, nlab_stride, dvec, pvec, qvec (mgk_common.cuh)
     const int* __restrict__ dord,                 // per graph, from its node offset: nodes by degree class
     const int* __restrict__ dcls,                 // per graph, NCLS + 1 ints: class starts in dord, then n
-    const int* __restrict__ jobs,                 // (g1, g2) per job
-    const int n_jobs,
-    int* __restrict__ job_counter,
-    double* __restrict__ out_k,
-    int* __restrict__ out_iter,
-    double* __restrict__ out_res,
-    int* __restrict__ out_conv,
+    MGK_JOB_PARAMS,                               // jobs, n_jobs, job_counter, out_k, out_iter, out_res, out_conv
     const double rtol,
     const int max_iter)
 {

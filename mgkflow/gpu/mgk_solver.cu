@@ -120,18 +120,8 @@ ${GRADIENT_FRAGMENT}
 extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int* __restrict__ hdr,                  // 5 ints per graph
     ${XMV_PARAMS},
-    const unsigned int* __restrict__ nlab,        // node labels, field-major, 32-bit words
-    const long long nlab_stride,
-    const double* __restrict__ dvec,
-    const double* __restrict__ pvec,
-    const double* __restrict__ qvec,
-    const int* __restrict__ jobs,                 // (g1, g2) per job
-    const int n_jobs,
-    int* __restrict__ job_counter,
-    double* __restrict__ out_k,
-    int* __restrict__ out_iter,
-    double* __restrict__ out_res,
-    int* __restrict__ out_conv,
+    MGK_NODE_PARAMS,                              // nlab, nlab_stride, dvec, pvec, qvec (mgk_common.cuh)
+    MGK_JOB_PARAMS,                               // jobs, n_jobs, job_counter, out_k, out_iter, out_res, out_conv
     double* __restrict__ scratch,                 // per block: X, R, DG, DI [, P, A]
     const long long scratch_per_block,            // doubles
     const int use_smem,                           // 1: P and A in shared memory, 2: P only, 0: none
