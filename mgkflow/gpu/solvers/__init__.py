@@ -40,7 +40,8 @@ Adding a solver
    source generator (its ``${...}`` placeholders filled from a
    :class:`~mgkflow.gpu.source.KernelConfig`; hyperparameter values travel in ``mgk_kpar``);
 2. one CUDA source, ``mgkflow/gpu/<source>.cu``, including the shared helpers of
-   ``mgk_common.cuh`` (spliced as ``${COMMON}``: graph headers, warp reductions);
+   ``mgk_common.cuh`` (spliced as ``${COMMON}``: the per-pair kernels' shared parameter groups, warp
+   reductions; :func:`mgkflow.gpu.source.common_placeholders` fills the placeholders all sources share);
 3. one test file (``tests/test_gpu_compact.py`` for ``compact``, ``tests/test_wide.py`` for ``wide``,
    ``tests/test_gpu.py`` for ``per_block``): numpy emulation of a launch vs the CPU solver, nvcc
    compile of the generated source, fake-driver launch through ``GPUBackend.solve``;
