@@ -34,7 +34,6 @@ from .core import (
 )  # fmt: skip
 from .launch import Launcher
 from .pack import HostBatch, pack_host
-from .plan import waves as plan_waves
 from .primitive_map import PRIMITIVES, DeviceMaps
 from .solvers.compact import KERNEL as COMPACT_KERNEL
 from .solvers.compact import CompactLaunch, CompactPath, compact_request
@@ -153,17 +152,7 @@ class GPUBackend:
         if xmv not in strategies.available("block"):
             raise ValueError(f"xmv must be one of {sorted(strategies.available('block'))}, got {xmv!r}")
         self.xmv = xmv
-        if isinstance(primitives, str):
-            if primitives != "auto" and primitives not in PRIMITIVES:
-                raise ValueError(
-                    f"primitives must be 'auto', one of {PRIMITIVES} or a (65, 65) map, got {primitives!r}"
-                )
-        else:
-            primitives = np.asarray(primitives)
-            if primitives.shape != (65, 65) or primitives.max(initial=0) >= len(PRIMITIVES):
-                raise ValueError("a primitive map is a (65, 65) array of primitive ids")
-            primitives = primitives.astype(np.uint8)
-        self.primitives = primitives
+        self.primitives = _checked_primitives(primitives)
         self.tile_sort = bool(tile_sort)
         self.row_ilp = int(row_ilp)
         if wide not in (True, False, "auto"):
@@ -254,7 +243,7 @@ class GPUBackend:
 
         Steps: configuration (structure only) -> pack and upload (cached while the same graphs
         come back) -> in waves of pairs (:func:`mgkflow.gpu.plan.waves`), each wave routed to the compact solver's
-        bins (the modules of its bins built in one round, :meth:`_call_modules`: missing ones compiled
+        bins (the modules of its bins built in one round, :func:`call_modules`: missing ones compiled
         concurrently, cached) and launched while the next is routed -> the pairs no bin took:
         launch plan and per-block launches -> wide pairs.
         The kernels' values travel in ``mgk_kpar`` (no recompilation).
@@ -290,12 +279,13 @@ class GPUBackend:
         self.launcher.reserve_jobs(2 * npairs)
         # rank 0, the compact solver: its launches queued wave by wave (every launch goes into the stream
         # before the first wait: no gaps between them)
-        queued, compact_mods, rest, t_compile = self._run_compact(db, g1, g2, config, values, shared, all_compact)
+        queued, compact_mods, rest, t_compile = self.compact_path.run_waves(
+            db, g1, g2, config, values, shared, all_compact, call_modules)
         # ranks 1 and 2: the launch plan of the pairs left sends some wide, the others to per-block launches
         # (last: growing their scratch waits for the kernels queued before, which at the end of the call
         # costs no overlap)
         t0 = time.perf_counter()
-        solver, _ = self._call_modules(config, [], per_block=bool(rest.size))
+        solver, _ = call_modules(config, [], per_block=bool(rest.size))
         func = None if solver is None else solver.function(SOLVER_KERNEL)
         t_compile += time.perf_counter() - t0
         plan, budget = self.per_block_path.plan_subset(db, g1, g2, func, rest)
@@ -327,50 +317,9 @@ class GPUBackend:
             regs = func.num_regs
         else:  # every pair went to the compact solver
             regs = max((m.function(COMPACT_KERNEL).num_regs for m in compact_mods), default=None)
-        self.last_extra = self._extra(db, g1, g2, iters, dev_seconds, t_compile, t_pack, t_start, launches,
-                                      wide_stats, regs, config)  # fmt: skip
+        self.last_extra = _call_figures(self, db, g1, g2, iters, dev_seconds, t_compile, t_pack, t_start, launches,
+                                        wide_stats, regs, config)  # fmt: skip
         return values_out, iters, res, conv
-
-    def _run_compact(
-        self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, config: KernelConfig, values: np.ndarray,
-        shared: SharedArgs, all_compact: bool,
-    ) -> tuple[list, list[device.Module], np.ndarray, float]:  # fmt: skip
-        """Route the call's pairs to the compact solver and queue its launches, wave by wave: the device
-        starts on the first wave's pairs while the host routes the next (routing is a few gathers per
-        pair: ~0.1 s for 3.4M pairs). Returns the queued launches, the compact modules used, the indices
-        of the pairs left to the other solvers and the seconds spent building modules."""
-        npairs = len(g1)
-        queued, compact_mods, rest_parts, t_compile = [], [], [], 0.0
-        for lo, hi in plan_waves(npairs) if self.compact_path.on(config) else [(0, npairs)]:
-            wave, rest_w = self.compact_path.split(db, g1[lo:hi], g2[lo:hi], config)
-            if lo:
-                wave = [CompactLaunch(cl.pairs + lo, cl.block, cl.smem) for cl in wave]
-            t0 = time.perf_counter()  # (the per-block module, likely needed, compiles beside the first bins)
-            _, mods = self._call_modules(config, wave, per_block=not lo and not all_compact)
-            t_compile += time.perf_counter() - t0
-            for cl, mod in zip(wave, mods, strict=True):
-                queued.append(self.compact_path.run(cl, mod, values, g1, g2, shared))
-            compact_mods += mods
-            rest_parts.append(rest_w + lo if lo else rest_w)
-        rest = np.concatenate(rest_parts) if len(rest_parts) > 1 else rest_parts[0]
-        return queued, compact_mods, rest, t_compile
-
-    def _call_modules(
-        self, config: KernelConfig, compact_launches: Sequence[CompactLaunch], per_block: bool
-    ) -> tuple[device.Module | None, list[device.Module]]:
-        """The modules a call's routing needs first, built in one :func:`mgkflow.gpu.device.build_modules`
-        round (the missing ones compiled concurrently): the per-block solver's for ``config`` when
-        ``per_block`` (some pair goes to it; its kernel also sizes the launch plan), else None, and the
-        compact solver's of each launch in ``compact_launches``, in order. The per-block kernel variants
-        the launch plan then picks (P in shared memory, small blocks) are built by
-        :meth:`mgkflow.gpu.solvers.per_block.PerBlockPath.launch_classes`."""
-        requests = [compact_request(config, cl.block) for cl in compact_launches]
-        if per_block:
-            requests.append(solver_request(config))
-        if not requests:
-            return None, []
-        mods = device.build_modules(requests)
-        return (mods.pop() if per_block else None), mods
 
     # ------------------------------------------------------------------ derivatives, nodal
     def solve_gradient(
@@ -424,34 +373,65 @@ class GPUBackend:
             nodal=nodal,
         )
 
-    def _extra(
-        self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, iters: np.ndarray, dev_seconds: float,
-        t_compile: float, t_pack: float, t_start: float, launches: list, wide_stats: list, regs: int | None,
-        config: KernelConfig,
-    ) -> dict:  # fmt: skip
-        """The call's figures (``last_extra``). ``regs``: registers per thread of the per-block solver's
-        kernel, or of the compact solver's (the most of its launches) when no pair went to the former."""
-        # GFLOP/s of the products, counted for calls of up to SORT_EXACT_MAX pairs (beyond, the count
-        # itself would cost host time the device then waits for: 0)
-        if len(g1) <= SORT_EXACT_MAX:
-            products = 2.0 * float(np.sum(db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] * iters))
-        else:
-            products = 0.0
-        return {
-            "device": self.device_name,
-            "device_s": dev_seconds,
-            "compile_s": t_compile,
-            "pack_s": t_pack,
-            "pack": self.pack_source,
-            "host_s": time.perf_counter() - t_start,
-            "gflops": products / dev_seconds / 1e9 if dev_seconds > 0 else 0.0,
-            "launches": launches,
-            "wide": wide_stats,
-            "regs": regs,
-            "compiles": device.compile_count(),
-            "config": f"block={self.block} min_blocks={self.min_blocks} xmv={config.xmv} "
-            f"primitives={self._maps.label} tile_sort={self.tile_sort} "
-            f"row_ilp={config.row_ilp} p_smem={self.p_smem} wide_xmv={self.wide_xmv} "
-            f"a_double={self.a_double} weight_double={config.weight_double} "
-            f"a_in_shared={self.a_in_shared}",
-        }
+
+def _checked_primitives(primitives: str | np.ndarray) -> str | np.ndarray:
+    """``GPUBackend(primitives=...)`` checked: "auto", a primitive's name, or a (65, 65) map (as uint8)."""
+    if isinstance(primitives, str):
+        if primitives != "auto" and primitives not in PRIMITIVES:
+            raise ValueError(f"primitives must be 'auto', one of {PRIMITIVES} or a (65, 65) map, got {primitives!r}")
+        return primitives
+    primitives = np.asarray(primitives)
+    if primitives.shape != (65, 65) or primitives.max(initial=0) >= len(PRIMITIVES):
+        raise ValueError("a primitive map is a (65, 65) array of primitive ids")
+    return primitives.astype(np.uint8)
+
+
+def call_modules(
+    config: KernelConfig, compact_launches: Sequence[CompactLaunch], per_block: bool
+) -> tuple[device.Module | None, list[device.Module]]:
+    """The modules a call's routing needs first, built in one :func:`mgkflow.gpu.device.build_modules`
+    round (the missing ones compiled concurrently): the per-block solver's for ``config`` when
+    ``per_block`` (some pair goes to it; its kernel also sizes the launch plan), else None, and the
+    compact solver's of each launch in ``compact_launches``, in order. The per-block kernel variants
+    the launch plan then picks (P in shared memory, small blocks) are built by
+    :meth:`mgkflow.gpu.solvers.per_block.PerBlockPath.launch_classes`."""
+    requests = [compact_request(config, cl.block) for cl in compact_launches]
+    if per_block:
+        requests.append(solver_request(config))
+    if not requests:
+        return None, []
+    mods = device.build_modules(requests)
+    return (mods.pop() if per_block else None), mods
+
+
+def _call_figures(
+    be: GPUBackend, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, iters: np.ndarray, dev_seconds: float,
+    t_compile: float, t_pack: float, t_start: float, launches: list, wide_stats: list, regs: int | None,
+    config: KernelConfig,
+) -> dict:  # fmt: skip
+    """The call's figures (``last_extra``). ``regs``: registers per thread of the per-block solver's
+    kernel, or of the compact solver's (the most of its launches) when no pair went to the former."""
+    # GFLOP/s of the products, counted for calls of up to SORT_EXACT_MAX pairs (beyond, the count
+    # itself would cost host time the device then waits for: 0)
+    if len(g1) <= SORT_EXACT_MAX:
+        products = 2.0 * float(np.sum(db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] * iters))
+    else:
+        products = 0.0
+    return {
+        "device": be.device_name,
+        "device_s": dev_seconds,
+        "compile_s": t_compile,
+        "pack_s": t_pack,
+        "pack": be.pack_source,
+        "host_s": time.perf_counter() - t_start,
+        "gflops": products / dev_seconds / 1e9 if dev_seconds > 0 else 0.0,
+        "launches": launches,
+        "wide": wide_stats,
+        "regs": regs,
+        "compiles": device.compile_count(),
+        "config": f"block={be.block} min_blocks={be.min_blocks} xmv={config.xmv} "
+        f"primitives={be._maps.label} tile_sort={be.tile_sort} "
+        f"row_ilp={config.row_ilp} p_smem={be.p_smem} wide_xmv={be.wide_xmv} "
+        f"a_double={be.a_double} weight_double={config.weight_double} "
+        f"a_in_shared={be.a_in_shared}",
+    }
