@@ -5,18 +5,18 @@ and runs its launches. :class:`~mgkflow.gpu.backend.GPUBackend` offers the pairs
 registered solvers in the order of their ``rank``; each claims the pairs its rule accepts, and the
 last one takes the rest:
 
-======  ============  ==================  ===================================================
- rank   name          CUDA source         claims
-======  ============  ==================  ===================================================
- 0      ``compact``   ``mgk_compact.cu``  small pairs of a value-only call in the row layout
-                                          (:mod:`.compact`: bins by product size and shared
-                                          memory; molecules)
- 1      ``wide``      ``mgk_wide.cu``     large pairs, one at a time with the whole device
-                                          (:mod:`.wide`: ``wide=True``, or by the launch
-                                          plan's rule, :func:`mgkflow.gpu.plan.plan_launches`)
- 2      ``per_block`` ``mgk_solver.cu``   every other pair, one thread block each, in launch
-                                          groups by size (:mod:`.per_block`)
-======  ============  ==================  ===================================================
+======  =============  ==================  ===================================================
+ rank   name           CUDA source         claims
+======  =============  ==================  ===================================================
+ 0      ``compact``    ``mgk_compact.cu``  small pairs of a value-only call in the row layout
+                                           (:mod:`.compact`: bins by product size and shared
+                                           memory; molecules)
+ 1      ``wide``       ``mgk_wide.cu``     large pairs, one at a time with the whole device
+                                           (:mod:`.wide`: ``wide=True``, or by the launch
+                                           plan's rule, :func:`mgkflow.gpu.plan.plan_launches`)
+ 2      ``per_block``  ``mgk_solver.cu``   every other pair, one thread block each, in launch
+                                           groups by size (:mod:`.per_block`)
+======  =============  ==================  ===================================================
 
 The per-block and the wide solver run the XMV strategies of :mod:`mgkflow.gpu.strategies` (the
 inner loop of their CG: a strategy is an XMV, a solver the whole PCG around it); the compact
