@@ -16,7 +16,8 @@ from test_gpu_compact import CASES, BlockStub, CompactModule, _molecule
 from test_wide import FakeAlloc, fake_backend  # noqa: F401  (fixture)
 
 from mgkflow.cpu_solver import solve_pair
-from mgkflow.gpu import compact, device
+from mgkflow.gpu import device
+from mgkflow.gpu.solvers import compact
 from mgkflow.system import prepare_graph
 
 SOURCE = 'extern "C" __global__ void k(const double* __restrict__ x, const int n) {}\n'

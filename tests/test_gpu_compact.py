@@ -1,4 +1,4 @@
-"""Compact solver of small pairs (mgkflow/gpu/compact.py, mgk_compact.cu), no GPU needed: the numpy
+"""Compact solver of small pairs (mgkflow/gpu/solvers/compact.py, mgk_compact.cu), no GPU needed: the numpy
 emulation against the CPU solver, GPUBackend end to end on the fake driver of test_wide.py (arguments
 bound by the names and C types parsed from the generated source), nvcc compiles of the generated sources
 without spills; on a GPU, against the CPU solver and the per-block kernel."""
@@ -18,7 +18,8 @@ import pytest
 from test_wide import FakeAlloc, fake_backend  # noqa: F401  (fixture)
 
 from mgkflow.cpu_solver import solve_pair
-from mgkflow.gpu import compact, device
+from mgkflow.gpu import batch, device
+from mgkflow.gpu.solvers import compact
 from mgkflow.gpu.source import KPAR, kernel_values, make_config
 from mgkflow.graph import Graph
 from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
@@ -43,7 +44,7 @@ def _molecule(n: int, seed: int) -> Graph:
 
 class CompactModule(device.Module):
     """``mgk_compact.cu`` on the fake driver: launches bind their arguments by the parsed signature and
-    run :func:`mgkflow.gpu.compact.emulate_launch`."""
+    run :func:`mgkflow.gpu.solvers.compact.emulate_launch`."""
 
     def __init__(self, src: str, nk: Any, ek: Any, config: Any, log: list, static: int = 0) -> None:
         super().__init__(self, src)
@@ -361,7 +362,7 @@ def test_fake_backend_skips_tile_sort_when_all_compact(fake_backend) -> None:  #
         current["config"] = be._config(systems, nk, ek)
         pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
         vals, _, _, conv = be.solve(systems, systems, pairs, nk, ek)
-        assert (be._batch_cache[1].perms is not None) == expect_sorted
+        assert (be.batches.entry[1].perms is not None) == expect_sorted
         assert conv.all()
         for t, (i, j) in enumerate(pairs):
             ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
@@ -447,7 +448,7 @@ def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("overlap", [False, True])
-def test_fake_tiled_gram_packs_once(fake_backend, overlap: bool) -> None:  # noqa: F811
+def test_fake_tiled_gram_packs_once(fake_backend, overlap: bool, monkeypatch) -> None:  # noqa: F811
     """The tiled Gram path on the fake GPU: every block's pairs are solved within the whole set,
     packed once for all blocks and solver threads (each thread's backend uploads that host batch);
     the molecules' pairs run in the compact kernel; values as the CPU backend, bit for bit the same
@@ -511,7 +512,8 @@ def test_fake_tiled_gram_packs_once(fake_backend, overlap: bool) -> None:  # noq
         cfg["config"] = config
         return real_pack(systems, config, sort)
 
-    backend.pack_host = counting_pack
+    monkeypatch.setattr(backend, "pack_host", counting_pack)  # GPUBackend.host_batch
+    monkeypatch.setattr(batch, "pack_host", counting_pack)  # BatchCache.device_batch
     kern = MarginalizedGraphKernel(nk, ek, q=0.05, backend="gpu", rtol=1e-10, )
     res = tiled.tiled_gram(graphs, kernel=kern, block_size=4, check_memory=False, overlap=overlap)
     assert res.blocks == 6 and packs == [len(graphs)] and not block_log
@@ -536,7 +538,7 @@ def test_job_order_large_launches(fake_backend) -> None:  # noqa: F811
     for n in (1000, backend.SORT_EXACT_MAX + 5000):
         cost = rng.integers(1, 10**6, n).astype(np.float64)
         sel = np.arange(n)[::-1].copy()
-        order = be._job_order(sel, cost)
+        order = be.per_block_path.job_order(sel, cost)
         assert sorted(order.tolist()) == list(range(n))
         c = cost[order]
         if n <= backend.SORT_EXACT_MAX:
@@ -544,7 +546,7 @@ def test_job_order_large_launches(fake_backend) -> None:  # noqa: F811
         else:
             assert np.all(c[1:] <= c[:-1] * 2 ** (1 / 512) * (1 + 1e-9) + 1)
     be.sort_jobs = False
-    assert be._job_order(np.arange(5), np.ones(5)).tolist() == [0, 1, 2, 3, 4]
+    assert be.per_block_path.job_order(np.arange(5), np.ones(5)).tolist() == [0, 1, 2, 3, 4]
 
 
 # ---------------------------------------------------------------------------------------- device

@@ -76,3 +76,42 @@ def test_choose_uses_models_then_ranks() -> None:
     finally:
         for f in fakes:
             strategies.unregister(f.name)
+
+
+def test_solver_registry_order_sources_and_rules() -> None:
+    """The pair solvers of mgkflow.gpu.solvers: routing order, CUDA sources that exist, claim rules and
+    job cost models as the run paths use them, and the registry's checks."""
+    from importlib import resources
+
+    from mgkflow.gpu import solvers
+    from mgkflow.gpu.plan import LaunchPlan
+    from mgkflow.gpu.solvers import compact, per_block, wide
+
+    assert solvers.available() == ["compact", "wide", "per_block"]
+    for s in solvers.ranked():
+        assert resources.files("mgkflow.gpu").joinpath(s.source).is_file(), s.source
+        assert s.kernels and s.claim
+    plan = LaunchPlan(wide=np.array([3]), tiny=np.array([0, 2]), shared=[np.array([1])], global_=np.zeros(0, int))
+    assert solvers.get("wide").claims(plan).tolist() == [3]
+    assert [g.tolist() for g in solvers.get("per_block").claims(plan)] == [[0, 2], [1]]
+    db = types.SimpleNamespace(batch=types.SimpleNamespace(n_nodes=np.array([3, 5])), nnz_per_graph=np.array([4, 8]))
+    g1, g2 = np.array([0, 1]), np.array([1, 1])
+    assert solvers.get("compact").job_cost(db, g1, g2).tolist() == [3 * 5 * 4 + 32, 25 * 4 + 64]
+    assert solvers.get("wide").job_cost(db, g1, g2).tolist() == [32.0, 64.0]
+    assert per_block.job_order(np.arange(3), np.array([1.0, 3.0, 2.0])).tolist() == [1, 2, 0]
+    assert per_block.job_order(np.arange(3), np.array([1.0, 3.0, 2.0]), sort_jobs=False).tolist() == [0, 1, 2]
+    assert compact.CompactSolver.source == "mgk_compact.cu" and wide.WideSolver.kernels == wide.WIDE_KERNELS
+    with pytest.raises(ValueError, match="already registered"):
+        solvers.register(compact.CompactSolver())
+    with pytest.raises(ValueError, match="unknown GPU solver"):
+        solvers.get("nope")
+
+    class Probe(solvers.Solver):
+        name, rank, source = "probe", 1, "mgk_solver.cu"
+
+    solvers.register(Probe())
+    try:
+        assert solvers.available() == ["compact", "probe", "wide", "per_block"]
+    finally:
+        solvers.unregister("probe")
+    assert "probe" not in solvers.available()

@@ -1,4 +1,4 @@
-"""The wide GPU path (one pair with the whole device, ``mgkflow.gpu.wide``).
+"""The wide GPU path (one pair with the whole device, ``mgkflow.gpu.solvers.wide``).
 
 CPU tests: the generated source has no placeholders and compiles with nvcc; the kernel
 signatures match the launcher; and the host code of :func:`solve_pair_wide` runs end to end
@@ -26,9 +26,10 @@ import numpy as np
 import pytest
 
 from mgkflow.cpu_solver import solve_pair
-from mgkflow.gpu import compact, device
+from mgkflow.gpu import batch, device
+from mgkflow.gpu.solvers import compact
+from mgkflow.gpu.solvers.wide import STAGED_MIN_Q, WIDE_BLOCK, WIDE_KERNELS, wide_pcg, wide_source
 from mgkflow.gpu.source import KPAR, KernelConfig, kernel_values, make_config
-from mgkflow.gpu.wide import STAGED_MIN_Q, WIDE_BLOCK, WIDE_KERNELS, wide_pcg, wide_source
 from mgkflow.graph import Graph
 from mgkflow.kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
 from mgkflow.system import GraphSystem, prepare_graph
@@ -565,8 +566,7 @@ def _config(systems: list[GraphSystem], nk: BaseKernel, ek: BaseKernel, **kw: An
 
 
 def _fake_db(backend: types.ModuleType, systems: list[GraphSystem], config: KernelConfig) -> Any:
-    fake_self = types.SimpleNamespace(tile_sort=True, _batch_cache=None, _adopted=None, pack_source="")
-    return backend.GPUBackend._device_batch(fake_self, systems, config)
+    return batch.BatchCache().device_batch(systems, config, batch.tile_sort(config, True, False))
 
 
 FAKE_CASES = {
@@ -581,7 +581,7 @@ FAKE_CASES = {
 @pytest.mark.parametrize("q", [0.05, 0.0005])
 @pytest.mark.parametrize("xmv", ["rows", "auto"])
 def test_fake_device_matches_cpu(fake_backend, case: str, q: float, xmv: str) -> None:
-    from mgkflow.gpu import wide
+    from mgkflow.gpu.solvers import wide
 
     drv, backend = fake_backend
     nk, ek, wt, sizes = FAKE_CASES[case]
@@ -616,7 +616,7 @@ def test_fake_staged_selection(fake_backend) -> None:
     """"auto" takes the staged XMV for labeled kernels at q >= STAGED_MIN_Q (any weight storage);
     "staged" is forced at small q too; where the tables cannot be built "auto" falls back and
     "staged" says why."""
-    from mgkflow.gpu import wide
+    from mgkflow.gpu.solvers import wide
 
     drv, backend = fake_backend
     nk, ek, wt, sizes = FAKE_CASES["labeled-f64"]
@@ -647,7 +647,7 @@ def test_fake_staged_selection(fake_backend) -> None:
 def test_fake_workspace_reused_between_solves(fake_backend) -> None:
     """With a workspace dict the device vectors of one solve serve the next (no allocation) while
     large enough; a larger pair replaces them; results are those of fresh allocations."""
-    from mgkflow.gpu import wide
+    from mgkflow.gpu.solvers import wide
 
     drv, backend = fake_backend
     nk, ek, wt, sizes = FAKE_CASES["labeled-f32"]
@@ -673,7 +673,7 @@ def test_fake_workspace_reused_between_solves(fake_backend) -> None:
 
 
 def test_fake_device_iteration_limit_and_memory(fake_backend) -> None:
-    from mgkflow.gpu import wide
+    from mgkflow.gpu.solvers import wide
 
     drv, backend = fake_backend
     nk, ek = KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")
@@ -704,7 +704,7 @@ def test_fake_device_iteration_limit_and_memory(fake_backend) -> None:
 def test_fake_public_entry_point(fake_backend) -> None:
     """solve_pair_wide itself (compile_wide, the module cache, the context) and the GPU tests' helpers,
     on the fake driver and a fake compiler that checks it receives wide_source(config, block)."""
-    from mgkflow.gpu.wide import solve_pair_wide
+    from mgkflow.gpu.solvers.wide import solve_pair_wide
 
     drv, backend = fake_backend
     graphs = [_rgg(60, 1), _rgg(45, 2)]
@@ -732,7 +732,7 @@ def test_fake_public_entry_point(fake_backend) -> None:
 
 def test_fake_device_closed_form(fake_backend) -> None:
     """Unlabeled cycles: K = n m q^2 / (1 - (1 - q)^2), reached in one iteration."""
-    from mgkflow.gpu import wide
+    from mgkflow.gpu.solvers import wide
 
     drv, backend = fake_backend
     q, sizes = 0.0005, (5, 12, 33)
@@ -776,7 +776,7 @@ def _gpu_batch(graphs: list[Graph], nk: BaseKernel, ek: BaseKernel, q: float) ->
 def _check_pairs(graphs, nk, ek, q, pairs, tol, rtol=1e-7, variants=((WIDE_BLOCK, None),)) -> None:
     import dataclasses
 
-    from mgkflow.gpu.wide import solve_pair_wide
+    from mgkflow.gpu.solvers.wide import solve_pair_wide
 
     be, db, systems, config = _gpu_batch(graphs, nk, ek, q)
     per_pair = be.solve(systems, systems, pairs, nk, ek)
@@ -821,7 +821,7 @@ def test_gpu_proteins() -> None:
 
 @pytest.mark.gpu
 def test_gpu_closed_form_unlabeled() -> None:
-    from mgkflow.gpu.wide import solve_pair_wide
+    from mgkflow.gpu.solvers.wide import solve_pair_wide
 
     q = 0.0005
     sizes = (5, 12, 33, 200)
@@ -841,7 +841,7 @@ def test_gpu_proteins_full_bench() -> None:
     import time
 
     from mgkflow import datasets
-    from mgkflow.gpu.wide import solve_pair_wide
+    from mgkflow.gpu.solvers.wide import solve_pair_wide
 
     graphs = datasets.proteins(n_graphs=3)
     nk, ek = datasets.default_kernels("proteins")
@@ -940,6 +940,9 @@ def test_fake_backend_per_pair_launch_arguments_match_the_kernel(fake_backend, m
     class SolverModule:
         def __init__(self, src: str) -> None:
             params = re.sub(r"//[^\n]*", "", sig_re.search(src).group(1))
+            # the parameter groups of mgk_common.cuh (object-like macros with continuation lines)
+            for name, body in re.findall(r"#define (MGK_\w+_PARAMS)\s+((?:.*\\\n)*.*)", src):
+                params = params.replace(name, re.sub(r"/\*.*?\*/|\\\n", " ", body))
             self.params = [" ".join(p.replace("__restrict__", "").split()) for p in params.split(",")]
             self.block = int(re.search(r"#define BLOCK (\d+)", src).group(1))
             self.p_smem = re.search(r"#define P_SMEM (\d)", src).group(1) == "1"
@@ -985,7 +988,7 @@ def test_fake_backend_per_pair_launch_arguments_match_the_kernel(fake_backend, m
     assert all(c["shared"] > 0 for c in launches)
 
 
-def test_fake_hyperparameter_sweep_compiles_once(fake_backend) -> None:
+def test_fake_hyperparameter_sweep_compiles_once(fake_backend, monkeypatch) -> None:
     """20 evaluations with other values (10 edge length scales, 10 stop probabilities) through
     GPUBackend.solve: one wide module (and the per-pair module, not launched) is compiled, never more; every
     evaluation's K matches the CPU backend (the values reach the emulated kernels through
@@ -1007,7 +1010,8 @@ def test_fake_hyperparameter_sweep_compiles_once(fake_backend) -> None:
     sys.modules["pycuda.compiler"].factory = factory
     packs: list[int] = []
     real_pack = backend.pack_host
-    backend.pack_host = lambda *a, **kw: packs.append(1) or real_pack(*a, **kw)
+    for where in (backend, batch):  # GPUBackend.host_batch, BatchCache.device_batch
+        monkeypatch.setattr(where, "pack_host", lambda *a, **kw: packs.append(1) or real_pack(*a, **kw))
     be = backend.GPUBackend(wide=True, rtol=1e-10, wide_xmv="rows")
     sweep = [(ls, 0.05) for ls in np.geomspace(0.3, 3.0, 10)] + [(1.0, q) for q in np.geomspace(0.002, 0.5, 10)]
     pairs = np.array([(0, 0), (0, 1), (1, 1)])
@@ -1034,7 +1038,7 @@ def test_fake_auto_follows_the_cost_models(fake_backend) -> None:
     """"auto" takes the strategy the cost models predict cheaper (labeled, q = 0.05, where the
     uncalibrated rule takes "staged"); a strategy that does not apply is never chosen; K is
     right either way."""
-    from mgkflow.gpu import wide
+    from mgkflow.gpu.solvers import wide
     from mgkflow.gpu.strategies.cost import CostModel
 
     drv, backend = fake_backend
@@ -1067,7 +1071,7 @@ def test_fake_auto_follows_the_cost_models(fake_backend) -> None:
     assert stats["xmv"] == "rows"
 
 
-def test_fake_pipeline_pack_is_what_solve_uploads(fake_backend) -> None:
+def test_fake_pipeline_pack_is_what_solve_uploads(fake_backend, monkeypatch) -> None:
     """Pipeline [Load, Pack, Solve(gpu)]: the Pack stage builds the backend's batch, the Solve
     stage's backend uploads it without packing again ("adopted"); gpu_options reach the
     backend; without a Pack stage the backend packs itself; K matches the CPU backend."""
@@ -1087,7 +1091,8 @@ def test_fake_pipeline_pack_is_what_solve_uploads(fake_backend) -> None:
     sys.modules["pycuda.compiler"].factory = factory
     packs: list[int] = []
     real_pack = backend.pack_host
-    backend.pack_host = lambda *a, **kw: packs.append(1) or real_pack(*a, **kw)
+    for where in (backend, batch):  # GPUBackend.host_batch, BatchCache.device_batch
+        monkeypatch.setattr(where, "pack_host", lambda *a, **kw: packs.append(1) or real_pack(*a, **kw))
     opts = {"wide": True, "wide_xmv": "rows"}
     solve = Solve(nk, ek, q=0.05, backend="gpu", rtol=1e-10, gpu_options=opts)
     res = Pipeline([Load(graphs), Pack(), solve]).run()

@@ -295,18 +295,8 @@ def run_protein_pair(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m mgkflow.bench gpu``.
-
-    ``--calibrate`` runs :mod:`mgkflow.bench.gpu_calibrate` (strategy cost models) and
-    ``--sweep`` :mod:`mgkflow.bench.gpu_sweep` (hyperparameter sweep) with the other arguments.
-    """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    for flag, module in (("--calibrate", "gpu_calibrate"), ("--sweep", "gpu_sweep")):
-        if flag in argv:
-            import importlib
-
-            return int(importlib.import_module(f"{__package__}.{module}").main([a for a in argv if a != flag]) or 0)
+def _parser() -> argparse.ArgumentParser:
+    """The command line of :func:`main`."""
     ap = argparse.ArgumentParser(prog="python -m mgkflow.bench gpu", description=__doc__.split("\n")[0])
     ap.add_argument("--n-graphs", type=int, default=160)
     ap.add_argument("--reps", type=int, default=3)
@@ -342,7 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="", help="label of this configuration in the CSV")
     ap.add_argument("--calibrate", action="store_true", help="run mgkflow.bench.gpu_calibrate instead (its options)")
     ap.add_argument("--sweep", action="store_true", help="run mgkflow.bench.gpu_sweep instead (its options)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _backend_options(args: argparse.Namespace) -> dict:
+    """The :class:`mgkflow.gpu.GPUBackend` options of the command line."""
     backend_kw = {
         k: v
         for k, v in (
@@ -360,34 +354,57 @@ def main(argv: list[str] | None = None) -> int:
     if args.wide_xmv and "," not in args.wide_xmv:
         backend_kw["wide_xmv"] = args.wide_xmv
 
+    return backend_kw
+
+
+def _protein_pair_main(args: argparse.Namespace, backend_kw: dict) -> int:
+    """``--protein-pair``: time one protein pair per cutoff and wide XMV, write ``gpu_protein_pair.csv``."""
+    prow = []
+    for c in args.protein_pair.split(","):
+        first = None
+        for wx in (args.wide_xmv or "auto").split(","):
+            r = run_protein_pair(cutoff=float(c), reps=args.reps, gpu_options={**backend_kw, "wide_xmv": wx})
+            first = r["value"] if first is None else first
+            r["rel_diff_first"] = abs(r["value"] - first) / abs(first)
+            prow.append(r)
+            print(
+                f"protein pair {r['pair']} ({r['nodes']} nodes, {r['nnz']} nonzeros, cutoff {c} Å): "
+                f"{r['median_s'] * 1e3:.1f} ms median (device {r['device_s'] * 1e3:.1f} ms), "
+                f"{r['cg_iter']} CG iterations, path {r['path']} xmv {r['xmv']}, {r['gflops']:.0f} GFLOP/s, "
+                f"K {r['value']:.10g} (rel. diff to the first {r['rel_diff_first']:.1e})",
+                flush=True,
+            )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "gpu_protein_pair.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(prow[0]))
+        w.writeheader()
+        w.writerows(prow)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m mgkflow.bench gpu``.
+
+    ``--calibrate`` runs :mod:`mgkflow.bench.gpu_calibrate` (strategy cost models) and
+    ``--sweep`` :mod:`mgkflow.bench.gpu_sweep` (hyperparameter sweep) with the other arguments.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for flag, module in (("--calibrate", "gpu_calibrate"), ("--sweep", "gpu_sweep")):
+        if flag in argv:
+            import importlib
+
+            return int(importlib.import_module(f"{__package__}.{module}").main([a for a in argv if a != flag]) or 0)
+    args = _parser().parse_args(argv)
+    backend_kw = _backend_options(args)
+
     from ..gpu import device_available
 
     if not device_available():
         print("no CUDA device (or no PyCUDA): nothing to benchmark", file=sys.stderr)
         return 1
     if args.protein_pair:
-        prow = []
-        for c in args.protein_pair.split(","):
-            first = None
-            for wx in (args.wide_xmv or "auto").split(","):
-                r = run_protein_pair(cutoff=float(c), reps=args.reps, gpu_options={**backend_kw, "wide_xmv": wx})
-                first = r["value"] if first is None else first
-                r["rel_diff_first"] = abs(r["value"] - first) / abs(first)
-                prow.append(r)
-                print(
-                    f"protein pair {r['pair']} ({r['nodes']} nodes, {r['nnz']} nonzeros, cutoff {c} Å): "
-                    f"{r['median_s'] * 1e3:.1f} ms median (device {r['device_s'] * 1e3:.1f} ms), "
-                    f"{r['cg_iter']} CG iterations, path {r['path']} xmv {r['xmv']}, {r['gflops']:.0f} GFLOP/s, "
-                    f"K {r['value']:.10g} (rel. diff to the first {r['rel_diff_first']:.1e})",
-                    flush=True,
-                )
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "gpu_protein_pair.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(prow[0]))
-            w.writeheader()
-            w.writerows(prow)
-        return 0
+        return _protein_pair_main(args, backend_kw)
     gd_bench, gd_ref = {}, {}
     for path in (args.against_graphdot or "").split(","):
         if not path:

@@ -318,6 +318,8 @@ _KERNEL_RE = re.compile(
     r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(\w+)\s*\((.*?)\)\s*\{', re.S
 )
 _TYPEDEF_RE = re.compile(r"typedef\s+([\w ]+?)\s+(\w+)\s*;")
+#: Object-like macros (name, body; continuation lines joined): parameter groups such as MGK_JOB_PARAMS.
+_DEFINE_RE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+(.*)$", re.M)
 _SCALAR_KINDS = {"int": "i", "long long": "q", "double": "d", "float": "f", "unsigned int": "u"}
 _KIND_DTYPE = {"i": np.int32, "q": np.int64, "d": np.float64, "f": np.float32, "u": np.uint32}
 _POINTEE_DTYPE = {
@@ -357,16 +359,28 @@ class Param:
 def parse_signatures(source: str) -> dict[str, tuple[Param, ...]]:
     """{kernel name: parameters} of the ``extern "C" __global__`` kernels of a CUDA source.
 
+    Typedefs are resolved, and object-like ``#define`` macros in a parameter list are expanded
+    (the parameter groups of ``mgk_common.cuh``).
+
     Examples
     --------
     >>> src = 'typedef float w_t;\\nextern "C" __global__ void k(const w_t* w, long long n) {}'
     >>> [(p.ctype, p.kind, str(p.dtype)) for p in parse_signatures(src)["k"]]
     [('float*', 'P', 'float32'), ('long long', 'q', 'int64')]
+    >>> src = '#define OUT double* out, \\\\\\n  const int n\\nextern "C" __global__ void k(const int* a, OUT) {}'
+    >>> [p.name for p in parse_signatures(src)["k"]]
+    ['a', 'out', 'n']
     """
     text = re.sub(r"/\*.*?\*/", " ", re.sub(r"//[^\n]*", "", source), flags=re.S)
     typedefs = {alias: base.strip() for base, alias in _TYPEDEF_RE.findall(text)}
+    macros = dict(_DEFINE_RE.findall(text.replace("\\\n", " ")))
     out = {}
     for name, params in _KERNEL_RE.findall(text):
+        for _ in range(8):  # object-like macros in the parameter list (parameter groups), nested a few deep
+            expanded = re.sub(r"\b\w+\b", lambda m: macros.get(m.group(0), m.group(0)), params)
+            if expanded == params:
+                break
+            params = expanded
         plist = []
         for p in params.split(","):
             p = " ".join(re.sub(r"\b(const|__restrict__)\b", " ", p).split())

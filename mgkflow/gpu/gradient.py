@@ -1,8 +1,9 @@
 """Derivatives and node-pair similarities on the GPU (host side; docs/gradients.md).
 
 :meth:`mgkflow.gpu.backend.GPUBackend.solve_gradient` and ``solve_nodal`` land here. Both run
-the per-pair solver (``mgk_solver.cu``, one thread block per pair) compiled with a structure flag
-of :class:`~mgkflow.gpu.source.KernelConfig`:
+the per-pair solver (``mgk_solver.cu``, one thread block per pair: the run path of
+:mod:`mgkflow.gpu.solvers.per_block`, with the pieces of :mod:`mgkflow.gpu.core`; never the
+backend module) compiled with a structure flag of :class:`~mgkflow.gpu.source.KernelConfig`:
 
 * ``gradient``: one PCG loop with two recurrences in the same block, x (M x = b) and the adjoint y
   (M y = p_x), each with its own step sizes, residual and stop, sharing every XMV pass (each
@@ -39,6 +40,10 @@ import numpy as np
 
 from ..kernels import BaseKernel, Constant
 from ..system import GraphSystem
+from . import device, strategies
+from .core import SMEM_PER_ENTRY, Outputs, SharedArgs, compile_module
+from .solvers.per_block import KERNEL
+from .source import KPAR, kernel_values
 
 __all__ = ["closed_form_ok", "closed_form", "closed_form_pairs", "solve_gradient", "solve_nodal", "FIT_BUDGET"]
 
@@ -216,19 +221,16 @@ def _full_smem_classes(
     of a class leaves room for one block of the backend's size per SM (see :data:`FULL_SMEM_BLOCK`)."""
     from dataclasses import replace
 
-    from . import device
-    from .backend import _SMEM_PER_ENTRY, KPAR, compile_module
-
     full = int(FULL_SMEM_BLOCK)
     out = []
     for sel, use_smem, fn, blk in classes:
         if use_smem and sel is not plan.tiny and blk == backend.block and 0 < blk < full:
-            per_entry = (_SMEM_PER_ENTRY[backend.a_double] if backend.a_in_shared else 8) * _GradientOut.smem_vectors
+            per_entry = (SMEM_PER_ENTRY[backend.a_double] if backend.a_in_shared else 8) * _GradientOut.smem_vectors
             smem = (int(N[sel].max()) * per_entry + 15) // 16 * 16
             if device.kernel_blocks_per_sm(fn, blk, smem) * blk < full:
                 mod = compile_module(replace(config, block=full, min_blocks=1, p_smem=backend.p_smem))
                 mod.set_constant(KPAR, values)
-                big = mod.function("mgk_solve")
+                big = mod.function(KERNEL)
                 # the larger block's static shared memory (its reduction buffers) must still leave room
                 if smem + int(big.shared_size_bytes) <= backend.limits.smem_optin:
                     fn, blk = big, full
@@ -241,30 +243,27 @@ def _per_pair(
     edge_kernel: BaseKernel, kind: str, progress: Callable[[int], Any] | None,
 ) -> tuple[Any, np.ndarray, Any]:  # fmt: skip
     """Run the flagged per-pair solver over ``pairs``; returns (outputs, CPU-routed pair indices, results)."""
-    from . import device, strategies
-    from .backend import _Outputs, _SharedArgs, compile_module
-    from .source import kernel_values
-
     cuda = device.driver()
+    path = backend.per_block_path  # mgkflow.gpu.solvers.per_block.PerBlockPath
     t_start = time.perf_counter()
     npairs = len(pairs)
-    out = _Outputs(npairs)
+    out = Outputs(npairs)
     same = xs is ys
     systems = list(xs) if same else list(xs) + list(ys)
     yoff = 0 if same else len(xs)
     config = backend._config(systems, node_kernel, edge_kernel, gradient=kind == "gradient", nodal=kind == "nodal")
     values = kernel_values(node_kernel, edge_kernel)
     t0 = time.perf_counter()
-    func = compile_module(config).function("mgk_solve")
+    func = compile_module(config).function(KERNEL)
     t_compile = time.perf_counter() - t0
     db = backend._device_batch(systems, config)
     g1 = pairs[:, 0]
     g2 = pairs[:, 1] + yoff
     # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
     # are returned for the CPU oracle
-    plan, budget = backend._plan(db, g1, g2, func, wide="auto", wide_min_products=float("inf"),
-                                 fit_budget=FIT_BUDGET if kind == "gradient" else 1.0,
-                                 smem_vectors=_GradientOut.smem_vectors if kind == "gradient" else 1)  # fmt: skip
+    plan, budget = path.plan(db, g1, g2, func, wide="auto", wide_min_products=float("inf"),
+                             fit_budget=FIT_BUDGET if kind == "gradient" else 1.0,
+                             smem_vectors=_GradientOut.smem_vectors if kind == "gradient" else 1)  # fmt: skip
     if kind == "gradient":
         extra: Any = _GradientOut(cuda, npairs, config.n_grad)
     else:
@@ -272,14 +271,14 @@ def _per_pair(
         perms = db.perms if db.perms is not None else [np.arange(s.n) for s in systems]
         perm = device.upload(_NodalOut.node_perm(db.batch.node_offset, perms, db.batch.d.size))
         extra = _NodalOut(cuda, device, n[g1], n[g2], perm)
-    shared = _SharedArgs(db, strategies.get("rows").args(db, None), out, backend.rtol, backend.max_iter)
-    classes = backend._launch_classes(plan, config, values)
+    shared = SharedArgs(db, strategies.get("rows").args(db, None), out, backend.rtol, backend.max_iter)
+    classes = path.launch_classes(plan, config, values)
     if kind == "gradient":
         classes = _full_smem_classes(backend, plan, classes, config, values, db.nt[g1] * db.nt[g2] * 64)
     dev_seconds = 0.0
     launches = []
     for sel, use_smem, fn, blk in classes:
-        _, info = backend._run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs, extra=extra)
+        _, info = path.run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs, extra=extra)
         dev_seconds += info["seconds"]
         launches.append(info)
         if progress is not None:

@@ -38,8 +38,9 @@
 //   * the block reduction of four doubles is a reduce-scatter in each warp (six shuffles of one double
 //     instead of twenty), then per value a butterfly over the warps' partials and a broadcast.
 //
-// Placeholders filled by mgkflow.gpu.compact: BLOCK, KE, MIN_BLOCKS, NCLS, DEFINES (the
-// run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF.
+// Placeholders filled by mgkflow.gpu.solvers.compact: BLOCK, KE, MIN_BLOCKS, NCLS, DEFINES (the
+// run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF,
+// COMMON (mgk_common.cuh: shfl_xor and the warp reductions).
 
 #define BLOCK ${BLOCK}
 #define KE ${KE}
@@ -56,10 +57,7 @@ typedef ${C_TYPE} c_t;
 // coefficient A_ij A'_i'j' ke of one product, in double
 #define COEF(w1, w2, ke) ${COEF}
 
-__device__ __forceinline__ double shfl_xor(double x, int o)
-{
-    return __shfl_xor_sync(0xffffffffu, x, o);
-}
+${COMMON}
 
 // Sum four doubles over the block through buf (4 * NWARP doubles); every thread gets the same totals
 // (bit for bit: each step of a butterfly adds the same two values in every lane, and a broadcast
@@ -106,20 +104,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
     const w_t* __restrict__ rweight,              // weights in row order
     const unsigned int* __restrict__ relab,       // edge labels in row order, field-major words
     const long long relab_stride,
-    const unsigned int* __restrict__ nlab,        // node labels, field-major, 32-bit words
-    const long long nlab_stride,
-    const double* __restrict__ dvec,
-    const double* __restrict__ pvec,
-    const double* __restrict__ qvec,
+    MGK_NODE_PARAMS,                              // nlab, nlab_stride, dvec, pvec, qvec (mgk_common.cuh)
     const int* __restrict__ dord,                 // per graph, from its node offset: nodes by degree class
     const int* __restrict__ dcls,                 // per graph, NCLS + 1 ints: class starts in dord, then n
-    const int* __restrict__ jobs,                 // (g1, g2) per job
-    const int n_jobs,
-    int* __restrict__ job_counter,
-    double* __restrict__ out_k,
-    int* __restrict__ out_iter,
-    double* __restrict__ out_res,
-    int* __restrict__ out_conv,
+    MGK_JOB_PARAMS,                               // jobs, n_jobs, job_counter, out_k, out_iter, out_res, out_conv
     const double rtol,
     const int max_iter)
 {

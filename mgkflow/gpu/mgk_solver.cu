@@ -20,8 +20,8 @@
 // (the lane's two outputs oa, ob of a tile pair) and XMV_TILE_PAIR(acca, accb); the
 // strategy's own kernel parameters are XMV_PARAMS (declared once, in its Python module).
 //
-// Placeholders filled by mgkflow.gpu.source: BLOCK, ADAPTIVE, PRIMITIVES (the text of
-// octile_primitives.cuh), XMV_FRAGMENT, XMV_PARAMS, NODE_KERNEL, EDGE_KERNEL,
+// Placeholders filled by mgkflow.gpu.source: BLOCK, ADAPTIVE, COMMON (mgk_common.cuh: the warp
+// reductions), PRIMITIVES (the text of octile_primitives.cuh), XMV_FRAGMENT, XMV_PARAMS, NODE_KERNEL, EDGE_KERNEL,
 // LOAD_V1/LOAD_V2 (node label loads), LOAD_E1/LOAD_E2 (edge label loads),
 // A_TYPE (float or double storage of a = M p), W_TYPE/COEF (edge weights stored as float,
 // or as double when some weight is not exactly a float).
@@ -48,6 +48,8 @@ typedef ${W_TYPE} w_t;
 // coefficient A_ij A'_i'j' ke of one product, in double
 #define COEF(w1, w2, ke) ${COEF}
 
+${COMMON}
+
 ${PRIMITIVES}
 
 struct GraphHdr {
@@ -71,16 +73,38 @@ __device__ __forceinline__ GraphHdr load_hdr(const int* __restrict__ hdr, int g)
 
 ${XMV_FRAGMENT}
 
+// One XMV pass of a lane over its warp's output tile pairs (after XMV_LANE_SETUP): y = (A∘E) P by the
+// strategy's XMV_TILE_PAIR, A_OUT = DG P - y (stored as a_t) and ACC += P . A_OUT (the lane's share).
+// The value PCG runs it on (P, A), the gradient's single-recurrence steps on x's or the adjoint's.
+#define XMV_PASS(A_OUT, ACC)                                                                           \
+    for (int tp = warp; tp < n_tp; tp += NWARP) {                                                      \
+        const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
+        double acca = 0.0, accb = 0.0;                                                                 \
+        XMV_TILE_PAIR(acca, accb)                                                                      \
+        const long long ia = ((long long)tp << 6) + oa;                                                \
+        const long long ib = ((long long)tp << 6) + ob;                                                \
+        const double pa_ = P[ia], pb_ = P[ib];                                                         \
+        const double va = DG[ia] * pa_ - acca;                                                         \
+        const double vb = DG[ib] * pb_ - accb;                                                         \
+        A_OUT[ia] = (a_t)va;                                                                           \
+        A_OUT[ib] = (a_t)vb;                                                                           \
+        ACC += pa_ * va + pb_ * vb;                                                                    \
+    }
+
+// The thread's share of K = p^T x = sum over the product entries of p_i p'_i2 X (blocked layout; padding
+// has p = 0), added to k. The value and the gradient configurations end each pair with it.
+#define PAIR_K(k)                                                                                      \
+    for (long long idx = tid; idx < N; idx += BLOCK) {                                                 \
+        const int tp = (int)(idx >> 6), e = (int)(idx & 63);                                           \
+        const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
+        const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);                                         \
+        k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];                                  \
+    }
+
 // Sum two doubles over the block; every thread gets the totals.
 __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
 {
-    warp_sum2(a, b);
-    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    if (l == 0) {
-        buf[w] = a;
-        buf[NWARP + w] = b;
-    }
-    __syncthreads();
+    warp_partials2(a, b, buf);
     a = 0.0;
     b = 0.0;
 #pragma unroll
@@ -96,18 +120,8 @@ ${GRADIENT_FRAGMENT}
 extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int* __restrict__ hdr,                  // 5 ints per graph
     ${XMV_PARAMS},
-    const unsigned int* __restrict__ nlab,        // node labels, field-major, 32-bit words
-    const long long nlab_stride,
-    const double* __restrict__ dvec,
-    const double* __restrict__ pvec,
-    const double* __restrict__ qvec,
-    const int* __restrict__ jobs,                 // (g1, g2) per job
-    const int n_jobs,
-    int* __restrict__ job_counter,
-    double* __restrict__ out_k,
-    int* __restrict__ out_iter,
-    double* __restrict__ out_res,
-    int* __restrict__ out_conv,
+    MGK_NODE_PARAMS,                              // nlab, nlab_stride, dvec, pvec, qvec (mgk_common.cuh)
+    MGK_JOB_PARAMS,                               // jobs, n_jobs, job_counter, out_k, out_iter, out_res, out_conv
     double* __restrict__ scratch,                 // per block: X, R, DG, DI [, P, A]
     const long long scratch_per_block,            // doubles
     const int use_smem,                           // 1: P and A in shared memory, 2: P only, 0: none
@@ -253,19 +267,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                     double ps = 0.0;
                     {
                         const double* const P = Pc;
-                        for (int tp = warp; tp < n_tp; tp += NWARP) {
-                            const int I = tp / nt2, I2 = tp - I * nt2;
-                            double acca = 0.0, accb = 0.0;
-                            XMV_TILE_PAIR(acca, accb)
-                            const long long ia = ((long long)tp << 6) + oa;
-                            const long long ib = ((long long)tp << 6) + ob;
-                            const double pa_ = P[ia], pb_ = P[ib];
-                            const double va = DG[ia] * pa_ - acca;
-                            const double vb = DG[ib] * pb_ - accb;
-                            Ac[ia] = (a_t)va;
-                            Ac[ib] = (a_t)vb;
-                            ps += pa_ * va + pb_ * vb;
-                        }
+                        XMV_PASS(Ac, ps)
                     }
                     if (act == 1) pa = ps; else pay = ps;
                 }
@@ -347,12 +349,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 
         // ---------------------------------------------------------------- K = p^T x, dK/dh
         double k = 0.0, dummy2 = 0.0;
-        for (long long idx = tid; idx < N; idx += BLOCK) {
-            const int tp = (int)(idx >> 6), e = (int)(idx & 63);
-            const int I = tp / nt2, I2 = tp - I * nt2;
-            const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
-            k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
-        }
+        PAIR_K(k)
         block_sum2(k, dummy2, red);
         grad_contraction(h1, h2, nt2, n_tp, N, X, XY, nlab, nlab_stride, dvec, qvec, rrowptr, rcoff, rweight, relab,
                          relab_stride, out_grad + (long long)jb * N_GRAD, red);
@@ -393,19 +390,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             double pa = 0.0, dummy = 0.0;
             {
                 XMV_LANE_SETUP
-                for (int tp = warp; tp < n_tp; tp += NWARP) {
-                    const int I = tp / nt2, I2 = tp - I * nt2;
-                    double acca = 0.0, accb = 0.0;
-                    XMV_TILE_PAIR(acca, accb)
-                    const long long ia = ((long long)tp << 6) + oa;
-                    const long long ib = ((long long)tp << 6) + ob;
-                    const double pa_ = P[ia], pb_ = P[ib];
-                    const double va = DG[ia] * pa_ - acca;
-                    const double vb = DG[ib] * pb_ - accb;
-                    A[ia] = (a_t)va;
-                    A[ib] = (a_t)vb;
-                    pa += pa_ * va + pb_ * vb;
-                }
+                XMV_PASS(A, pa)
             }
             block_sum2(pa, dummy, red);
             if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
@@ -453,13 +438,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 
         // ---------------------------------------------------------------- K = p^T x
         double k = 0.0, dummy2 = 0.0;
-        for (long long idx = tid; idx < N; idx += BLOCK) {
-            const int tp = (int)(idx >> 6), e = (int)(idx & 63);
-            const int I = tp / nt2, I2 = tp - I * nt2;
-            const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
-            // padding has p = 0
-            k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];
-        }
+        PAIR_K(k)
         block_sum2(k, dummy2, red);
 #if NODAL
         for (long long idx = tid; idx < N; idx += BLOCK) {

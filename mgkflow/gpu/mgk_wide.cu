@@ -14,9 +14,9 @@
 // a block without work); the host reads 2*gridDim.x doubles and sums them in a fixed order,
 // so the result does not depend on the order in which blocks finish (no atomics on doubles).
 //
-// Placeholders filled by mgkflow.gpu.wide.wide_source: BLOCK, ROW_ILP (float64 chains per lane
-// in row_pair), DEFINES (label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, COEF, PRIMITIVES
-// (octile_primitives.cuh).
+// Placeholders filled by mgkflow.gpu.solvers.wide.wide_source: BLOCK, ROW_ILP (float64 chains per
+// lane in row_pair), DEFINES (label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, COEF, COMMON
+// (mgk_common.cuh: the warp reductions), PRIMITIVES (octile_primitives.cuh).
 
 #define BLOCK ${BLOCK}
 #define ROW_ILP ${ROW_ILP}
@@ -28,6 +28,8 @@ typedef ${W_TYPE} w_t;
 // coefficient A_ij A'_i'j' ke of one product, in double
 #define COEF(w1, w2, ke) ${COEF}
 
+${COMMON}
+
 ${PRIMITIVES}
 
 // Sum a and b over the block; thread 0 writes them to part[2*blockIdx.x], part[2*blockIdx.x + 1].
@@ -35,13 +37,7 @@ ${PRIMITIVES}
 __device__ __forceinline__ void wide_block_partials(double a, double b, double* __restrict__ part)
 {
     __shared__ double buf[2 * NWARP];
-    warp_sum2(a, b);
-    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    if (l == 0) {
-        buf[w] = a;
-        buf[NWARP + w] = b;
-    }
-    __syncthreads();
+    warp_partials2(a, b, buf);
     if (threadIdx.x == 0) {
         double sa = 0.0, sb = 0.0;
         for (int k = 0; k < NWARP; ++k) {

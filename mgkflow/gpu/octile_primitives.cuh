@@ -21,16 +21,6 @@
 //   PRIM_SD  sparse G1 row x dense G2 rows.
 // Dense loops have a fixed trip count (no divergence between lanes); sparse loops skip zeros.
 
-// Sum two doubles over the warp (every lane gets the sums).
-__device__ __forceinline__ void warp_sum2(double& a, double& b)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        a += __shfl_xor_sync(0xffffffffu, a, o);
-        b += __shfl_xor_sync(0xffffffffu, b, o);
-    }
-}
-
 #ifdef NODE_KERNEL_EXPR
 // Entry idx of the blocked product layout: diagonal DG = d1 d2 / kv (kv the node kernel,
 // floored at 1e-30) and right-hand side b = d1 d2 q1 q2; padding entries get DG = 1, b = 0.
@@ -111,6 +101,24 @@ __device__ __forceinline__ int dense_index(const unsigned int row, const int bas
         }                                                                                      \
     }
 
+// The lane's two sparse G2 rows (set bits of rba from ba2, of rbb from bb2) against one G1 entry (w1,
+// its labels) and the P row Pr: statements (they declare t2), the sparse counterpart of DENSE_G2_ROWS.
+#define SPARSE_G2_ROWS(Pr)                                                                     \
+    int t2 = ba2;                                                                              \
+    for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {                                     \
+        const int j2 = __ffs(s2) - 1;                                                          \
+        const w_t w2 = weight[t2];                                                             \
+        LOAD_E2(t2);                                                                           \
+        acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];                                     \
+    }                                                                                          \
+    t2 = bb2;                                                                                  \
+    for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {                                     \
+        const int j2 = __ffs(s2) - 1;                                                          \
+        const w_t w2 = weight[t2];                                                             \
+        LOAD_E2(t2);                                                                           \
+        accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];                                     \
+    }
+
 template <int SEL>
 __device__ __forceinline__ void octile_pair(
     const unsigned long long bm1, const int toff1,
@@ -134,20 +142,7 @@ __device__ __forceinline__ void octile_pair(
             LOAD_E1(t1);
             const double* Pr = Pt + j * 8;
             if (SEL == PRIM_SS) {
-                int t2 = ba2;
-                for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {
-                    const int j2 = __ffs(s2) - 1;
-                    const w_t w2 = weight[t2];
-                    LOAD_E2(t2);
-                    acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
-                }
-                t2 = bb2;
-                for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {
-                    const int j2 = __ffs(s2) - 1;
-                    const w_t w2 = weight[t2];
-                    LOAD_E2(t2);
-                    accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
-                }
+                SPARSE_G2_ROWS(Pr)
             } else {
                 DENSE_G2_ROWS(Pr)
             }
@@ -162,20 +157,7 @@ __device__ __forceinline__ void octile_pair(
             LOAD_E1(t1);
             const double* Pr = Pt + j * 8;
             if (SEL == PRIM_DS) {
-                int t2 = ba2;
-                for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {
-                    const int j2 = __ffs(s2) - 1;
-                    const w_t w2 = weight[t2];
-                    LOAD_E2(t2);
-                    acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
-                }
-                t2 = bb2;
-                for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {
-                    const int j2 = __ffs(s2) - 1;
-                    const w_t w2 = weight[t2];
-                    LOAD_E2(t2);
-                    accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];
-                }
+                SPARSE_G2_ROWS(Pr)
             } else {
                 DENSE_G2_ROWS(Pr)
             }

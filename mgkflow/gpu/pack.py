@@ -33,7 +33,7 @@ import numpy as np
 from ..format.octile import OctileBatch, pack_batch
 from ..kernels import BaseKernel
 from ..system import GraphSystem
-from .compact import degree_classes
+from .solvers.compact import degree_classes
 from .strategies.row_pair import label_words, permute_system, row_arrays, tile_degree_order
 
 __all__ = ["HostBatch", "pack_host", "pack_for_kernels", "layout_key", "vector_digest", "weights_need_double"]

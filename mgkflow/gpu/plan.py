@@ -2,7 +2,7 @@
 
 :class:`~mgkflow.gpu.backend.GPUBackend` splits the pairs of a call into:
 
-* **wide** pairs, solved one at a time by the whole device (:mod:`mgkflow.gpu.wide`):
+* **wide** pairs, solved one at a time by the whole device (:mod:`mgkflow.gpu.solvers.wide`):
   every pair when ``wide=True``; with ``"auto"``, the big pairs (``products >=
   wide_min_products``) when there are fewer of them than SMs, plus any pair whose
   one-block scratch would not fit in the memory budget;

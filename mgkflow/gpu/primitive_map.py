@@ -7,7 +7,8 @@ kernels apart) and cached per GPU model under ``~/.cache/mgkflow/primitives/`` (
 ``$MGKFLOW_PRIMITIVE_MAPS``); nothing here is a guess: without a measured map the solver
 uses sparse x sparse everywhere.
 
-No PyCUDA needed (the CPU side of the benchmark and the tests use this module).
+No PyCUDA needed (the CPU side of the benchmark and the tests use this module); a
+:class:`DeviceMaps` uploads the map of a backend's calls (:mod:`mgkflow.gpu.device`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from . import device
 
 __all__ = [
     "PRIMITIVES",
@@ -26,6 +30,7 @@ __all__ = [
     "map_path",
     "save_map",
     "load_map",
+    "DeviceMaps",
 ]
 
 #: Primitive names, in the order of their ids in ``octile_primitives.cuh`` (PRIM_SS = 0, ...).
@@ -116,3 +121,41 @@ def load_map(device_name: str, labeled: bool, folder: Path | None = None) -> np.
     if sel.shape != (65, 65) or sel.dtype != np.uint8 or sel.max(initial=0) >= len(PRIMITIVES):
         raise ValueError(f"{path} is not a primitive selection map; delete it and rerun `mgkflow bench primitives`")
     return sel
+
+
+class DeviceMaps:
+    """The device copy of the selection map a backend's octile-mode calls use (uploaded again only when
+    the map changes), for ``GPUBackend(primitives=...)``: "auto" (the map measured on ``device_name``,
+    read once per labeled / unlabeled; sparse x sparse where none was measured), a primitive's name, or
+    a (65, 65) array of primitive ids.
+
+    Attributes
+    ----------
+    label : str
+        What the last call used: "measured", "ss(no map)", "map" or the primitive's name.
+    """
+
+    def __init__(self, device_name: str) -> None:
+        self.device_name = device_name
+        self.label = ""
+        self._measured: dict = {}
+        self._uploaded: tuple | None = None
+
+    def device_map(self, primitives: str | np.ndarray, labeled: bool) -> Any:
+        """Device copy of the selection map ``primitives`` for a call with a labeled (or unlabeled) edge kernel."""
+        if isinstance(primitives, np.ndarray):
+            sel, label = primitives, "map"
+        elif primitives == "auto":
+            if labeled not in self._measured:  # read the measured map once per backend
+                self._measured[labeled] = load_map(self.device_name, labeled)
+            sel = self._measured[labeled]
+            label = "measured" if sel is not None else "ss(no map)"
+            if sel is None:
+                sel = constant_map("ss")
+        else:
+            sel, label = constant_map(primitives), primitives
+        self.label = label
+        key = sel.tobytes()
+        if self._uploaded is None or self._uploaded[0] != key:
+            self._uploaded = (key, device.upload(np.ascontiguousarray(sel, dtype=np.uint8)))
+        return self._uploaded[1]

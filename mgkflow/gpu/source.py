@@ -24,7 +24,7 @@ from ..kernels import BaseKernel, SquareExponential
 
 __all__ = [
     "KernelConfig", "kernel_source", "make_config", "label_macros", "coef_expr", "kernel_values", "se_scale",
-    "DEFAULT_BLOCK", "XMV_MODES", "KPAR", "gradient_fragment",
+    "DEFAULT_BLOCK", "XMV_MODES", "KPAR", "gradient_fragment", "common_placeholders",
 ]  # fmt: skip
 
 #: Name of the ``__constant__`` float array of the kernels' run-time hyperparameters.
@@ -289,6 +289,27 @@ def coef_expr(config: KernelConfig) -> str:
     return "((w1) * (w2) * (double)(ke))" if config.weight_double else "((double)((w1) * (w2) * (ke)))"
 
 
+def common_placeholders(config: KernelConfig) -> dict[str, str]:
+    """The placeholders every solver source fills the same way from ``config`` (``mgk_solver.cu``,
+    ``mgk_wide.cu``, ``mgk_compact.cu``): COMMON (the text of ``mgk_common.cuh``), DEFINES (the label
+    loads and ``mgk_kpar``), NODE_KERNEL, EDGE_KERNEL, W_TYPE (the edge weights' storage) and COEF.
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant
+    >>> sorted(common_placeholders(make_config(Constant(1.0), Constant(1.0))))
+    ['COEF', 'COMMON', 'DEFINES', 'EDGE_KERNEL', 'NODE_KERNEL', 'W_TYPE']
+    """
+    return {
+        "COMMON": template_text("mgk_common.cuh"),
+        "DEFINES": label_macros(config),
+        "NODE_KERNEL": config.node_expr,
+        "EDGE_KERNEL": config.edge_expr,
+        "W_TYPE": "double" if config.weight_double else "float",
+        "COEF": coef_expr(config),
+    }
+
+
 def gradient_fragment(config: KernelConfig) -> str:
     """``mgk_gradient.cuh`` with the derivative expressions of ``config`` spliced in: one
     ``#define NODE_GRAD_<h>`` / ``EDGE_GRAD_<h>`` per hyperparameter (C float expressions over
@@ -334,15 +355,11 @@ def kernel_source(config: KernelConfig) -> str:
         XMV_FRAGMENT=template_text(strategy.fragment),
         XMV_PARAMS=strategy.c_params(),
         BLOCK=str(config.block),
-        DEFINES=label_macros(config),
         PRIMITIVES=template_text("octile_primitives.cuh"),
-        NODE_KERNEL=config.node_expr,
-        EDGE_KERNEL=config.edge_expr,
         A_TYPE="double" if config.a_double else "float",
-        W_TYPE="double" if config.weight_double else "float",
         MIN_BLOCKS=str(config.min_blocks),
         ADAPTIVE="1" if config.adaptive else "0",
         ROW_ILP=str(config.row_ilp),
         P_SMEM="1" if config.p_smem else "0",
-        COEF=coef_expr(config),
+        **common_placeholders(config),
     )

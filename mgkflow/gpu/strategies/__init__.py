@@ -7,7 +7,7 @@ computing it on the device, in one of two execution paths:
   pairs per launch): :mod:`.row_pair` (default) and :mod:`.octile` (the octile-pair
   primitives with their measured selection map: the paper's design, kept as an option);
 * ``"wide"``: the whole device solves one large pair, the CG loop on the host
-  (``mgk_wide.cu``, :mod:`mgkflow.gpu.wide`): :mod:`.wide_rows` and :mod:`.staged`.
+  (``mgk_wide.cu``, :mod:`mgkflow.gpu.solvers.wide`): :mod:`.wide_rows` and :mod:`.staged`.
 
 Each strategy module defines one :class:`Strategy` subclass instance and registers it. It
 owns its host layout (the tables it needs beyond the common octile batch), the name of its
@@ -59,7 +59,7 @@ __all__ = ["Strategy", "PairContext", "register", "unregister", "get", "availabl
 class PairContext:
     """What a strategy may read about one pair of a device batch (wide path).
 
-    ``db`` is the uploaded batch (:class:`mgkflow.gpu.backend._DeviceBatch`), ``cuda`` the
+    ``db`` is the uploaded batch (:class:`mgkflow.gpu.core.DeviceBatch`), ``cuda`` the
     driver module, ``config`` the kernel configuration (None: structure unknown), ``forced``
     whether the caller named the strategy (then accuracy rules of "auto" do not apply).
     """

@@ -1,0 +1,116 @@
+"""The device-batch cache of a backend: the packed graphs of a call on the device.
+
+:class:`BatchCache` keeps the uploaded batch (:class:`mgkflow.gpu.core.DeviceBatch`) of the last
+call's graphs while the same graphs come back (its node vectors refreshed when only p, q or d
+changed), uploads a host batch adopted from elsewhere (the pipeline's Pack stage) instead of
+packing, and remembers the digests a call needs while the very same objects come back.
+:func:`tile_sort` says whether a call's layout sorts each tile's nodes by degree. Imports
+without PyCUDA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..system import GraphSystem
+from . import device, strategies
+from .core import DeviceBatch
+from .pack import HostBatch, layout_key, pack_host, vector_digest, weights_need_double
+from .source import KernelConfig
+
+__all__ = ["BatchCache", "tile_sort"]
+
+
+def tile_sort(config: KernelConfig, tile_sort: bool, all_compact: bool) -> bool:
+    """Whether the nodes are sorted by degree within their tiles (the per-block solver's layout; a
+    permuted copy of every graph): the strategy's and the backend's choice, but not when every pair
+    of the call goes to the compact solver, which reads no tile order."""
+    return strategies.get(config.xmv).tile_sort and tile_sort and not all_compact
+
+
+
+class BatchCache:
+    """The device-batch cache of one backend: the uploaded batch of the last call's graphs (kept while
+    the same graphs come back, its node vectors refreshed when only p, q or d changed), a host batch
+    adopted from elsewhere (the pipeline's Pack stage), and the per-graph digests a call needs, each
+    remembered while the very same objects come back.
+
+    Attributes
+    ----------
+    pack_source : str
+        Where the last call's batch came from: "packed", "adopted" (pipeline) or "cached".
+    """
+
+    def __init__(self) -> None:
+        self.entry: tuple | None = None  # (layout key, DeviceBatch)
+        self.adopted: HostBatch | None = None
+        self.pack_source = ""
+        self._wd: tuple | None = None
+        self._vd: tuple | None = None
+
+    def device_batch(
+        self, systems: Sequence[GraphSystem], config: KernelConfig, sort: bool, digest: int | None = None
+    ) -> DeviceBatch:
+        """The uploaded batch of ``systems`` in the layout of ``config`` (``sort``: nodes sorted by degree
+        within their tiles, :func:`tile_sort`); ``digest``: :func:`mgkflow.gpu.pack.vector_digest` of the
+        systems (computed when None)."""
+        key = layout_key(systems, config, sort)
+        if digest is None:
+            digest = vector_digest(systems)
+        if self.entry is not None and self.entry[0] == key:
+            db = self.entry[1]
+            if db.vec_digest != digest:  # same graphs, other p / q (a hyperparameter sweep)
+                db.refresh_vectors(systems, digest)
+            self.pack_source = "cached"
+            return db
+        hb = self.adopted
+        if hb is not None and hb.key == key:
+            self.pack_source = "adopted"
+        else:
+            hb = pack_host(systems, config, sort)
+            self.pack_source = "packed"
+        self.entry = None  # give the previous batch's device memory back first
+        # element dtypes are checked against the kernels' declared parameters at launch
+        arrays = {k: device.upload(v) for k, v in hb.host.items()}
+        batch = hb.batch
+        db = DeviceBatch(
+            batch=batch,
+            arrays=arrays,
+            elab_stride=hb.elab_stride,
+            nlab_stride=hb.nlab_stride,
+            nnz_per_graph=np.diff(batch.nnz_offset),
+            octiles_per_graph=batch.octiles_per_graph(),
+            nt=batch.n_tiles_side.astype(np.int64),
+            keepalive=(hb.graphs, batch.n_graphs),
+            relab_stride=hb.relab_stride,
+            perms=hb.perms,
+            vec_digest=hb.digest,
+        )
+        if hb.digest != digest:
+            db.refresh_vectors(systems, digest)
+        self.entry = (key, db)
+        return db
+
+    def weights_double(self, systems: Sequence[GraphSystem]) -> bool:
+        """:func:`weights_need_double` of the systems' graphs, remembered while the same graph
+        objects come back (the cache holds them, so their ids stay theirs)."""
+        return self._remembered("_wd", tuple(s.graph for s in systems), lambda: weights_need_double(systems))
+
+    def vector_digest(self, systems: Sequence[GraphSystem]) -> int:
+        """:func:`vector_digest` of the systems' p, q, d, remembered while the very same arrays come
+        back (held by the cache: a hyperparameter sweep or repeated calls on prepared systems)."""
+        return self._remembered("_vd", tuple(v for s in systems for v in (s.p, s.q, s.d)),
+                                lambda: vector_digest(systems))  # fmt: skip
+
+    def _remembered(self, slot: str, objs: tuple, compute: Callable[[], Any]) -> Any:
+        """``compute()``, kept in ``self.<slot>`` with the objects it was computed for and returned again
+        while the very same objects (by identity) come back."""
+        c = getattr(self, slot)
+        if c is not None and len(c[0]) == len(objs) and all(a is b for a, b in zip(c[0], objs, strict=True)):
+            return c[1]
+        value = compute()
+        setattr(self, slot, (objs, value))
+        return value

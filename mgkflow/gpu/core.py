@@ -1,0 +1,237 @@
+"""What the value, gradient and nodal solves share (host side; imports without PyCUDA).
+
+:class:`~mgkflow.gpu.backend.GPUBackend` (the value solve) and :mod:`mgkflow.gpu.gradient` (the
+gradient and nodal solves) both run the per-pair solver ``mgk_solver.cu`` over an uploaded batch;
+this module holds the pieces they have in common, so that neither imports the other:
+
+* the tunables of the launches (:data:`SORT_EXACT_MAX`, :data:`SMALL_PAIR_UNKNOWNS`, ...) and the
+  bytes per product entry kept in shared memory (:data:`SMEM_PER_ENTRY`);
+* the per-pair solver's module for a :class:`~mgkflow.gpu.source.KernelConfig`
+  (:func:`compile_module`, :func:`solver_request`; compiled once per process);
+* :class:`DeviceBatch` (a packed batch on the device; the backend's cache of it:
+  :class:`mgkflow.gpu.batch.BatchCache`);
+* :class:`Outputs` (per-pair results and their device buffers, read back asynchronously) and
+  :class:`SharedArgs` (the launch arguments common to every launch of a call).
+
+The driver is reached through :func:`mgkflow.gpu.device.driver` when a buffer is allocated or a
+copy queued (tests substitute a fake ``pycuda.driver`` in ``sys.modules``).
+
+Examples
+--------
+>>> SMEM_PER_ENTRY[False], SMEM_PER_ENTRY[True]  # P (double) + A (float or double)
+(12, 16)
+>>> DeviceBatch.__dataclass_fields__["routers"].default_factory()
+{}
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..format.octile import OctileBatch
+from ..system import GraphSystem
+from . import device
+from .source import KernelConfig, kernel_source
+
+__all__ = [
+    "DEFAULT_RTOL", "WIDE_MIN_PRODUCTS", "SMALL_PAIR_UNKNOWNS", "SORT_EXACT_MAX", "DEFAULT_MIN_BLOCKS",
+    "SMEM_PER_ENTRY", "config_key", "compile_module", "solver_request", "DeviceBatch", "Outputs", "SharedArgs",
+    "alloc_outputs", "alloc_staging", "record", "wait",
+]  # fmt: skip
+
+#: Default relative residual tolerance: K lands within ~1e-8 of float64 at rtol 1e-6
+#: on the paper workloads (CG starting from 0); we keep a margin.
+DEFAULT_RTOL = 1e-7
+#: Nonzero products per XMV (nnz1 * nnz2) from which a pair may go "wide" (whole device).
+WIDE_MIN_PRODUCTS = 1e7
+#: Pairs with at most this many product unknowns (16 tile pairs) run in ``small_block`` blocks.
+SMALL_PAIR_UNKNOWNS = 16 * 64
+#: Launches of more pairs than this order their jobs by cost classes, not by an exact sort.
+SORT_EXACT_MAX = 1 << 16
+#: Default ``__launch_bounds__`` minimum of resident blocks per SM.
+DEFAULT_MIN_BLOCKS = 2
+#: Bytes per product-vector entry kept in shared memory: P (double) + A (float or double).
+SMEM_PER_ENTRY = {False: 12, True: 16}
+
+
+_CONFIG_KEYS: dict[KernelConfig, str] = {}
+
+
+def config_key(config: KernelConfig) -> str:
+    """``config.key`` (the digest of the configuration's repr), computed once per configuration."""
+    key = _CONFIG_KEYS.get(config)
+    if key is None:
+        key = _CONFIG_KEYS[config] = config.key
+    return key
+
+
+def compile_module(config: KernelConfig) -> device.Module:
+    """Compile (or fetch from the process cache) the per-pair solver module for ``config``."""
+    return device.build_module(*solver_request(config))
+
+
+def solver_request(config: KernelConfig) -> device.ModuleRequest:
+    """The :func:`mgkflow.gpu.device.build_modules` request of the per-pair solver module for ``config``."""
+    return (lambda: kernel_source(config)), ("solver", config_key(config))
+
+
+@dataclass
+class DeviceBatch:
+    """A packed batch uploaded to the device (kept while the same graphs come back)."""
+
+    batch: OctileBatch
+    arrays: dict[str, Any]
+    elab_stride: int
+    nlab_stride: int
+    nnz_per_graph: np.ndarray
+    octiles_per_graph: np.ndarray
+    nt: np.ndarray
+    keepalive: tuple
+    relab_stride: int = 1
+    #: staged wide-XMV tables of graphs used as G2 (filled by ``mgkflow.gpu.solvers.wide``)
+    staged: dict = field(default_factory=dict)
+    #: node permutation applied to each graph before packing (None: natural order)
+    perms: tuple | None = None
+    #: digest of the systems' p, q, d the uploaded node vectors hold
+    vec_digest: int = 0
+    #: the compact solver's routing tables of these graphs, per coefficient size and shared memory budget
+    #: (built on first use by :func:`mgkflow.gpu.solvers.compact.router_of`)
+    routers: dict = field(default_factory=dict)
+
+    def refresh_vectors(self, systems: Sequence[GraphSystem], digest: int) -> None:
+        """Upload new start/stop probabilities and degrees (same graphs, e.g. another q): the
+        structure, labels and weights stay on the device."""
+        total = int(self.batch.d.size)
+        d, p, q = np.ones(total), np.zeros(total), np.zeros(total)
+        for k, s in enumerate(systems):
+            perm = slice(None) if self.perms is None else self.perms[k]
+            o, n = int(self.batch.node_offset[k]), s.n
+            d[o : o + n], p[o : o + n], q[o : o + n] = s.d[perm], s.p[perm], s.q[perm]
+        self.batch = replace(self.batch, d=d, p=p, q=q)
+        self.arrays.update(d=device.upload(d), p=device.upload(p), q=device.upload(q))
+        self.vec_digest = digest
+
+
+def record(event: Any, stream: Any) -> None:
+    """Record ``event`` in ``stream`` (None: the legacy default stream)."""
+    if stream is None:
+        event.record()
+    else:
+        event.record(stream)
+
+
+def wait(event: Any) -> None:
+    """Wait for a recorded event, polling it with short sleeps so that other Python threads (the
+    tiled Gram path's second solver thread preparing the next block) run meanwhile; a blocking
+    ``synchronize`` where the event cannot be polled."""
+    query = getattr(event, "query", None)
+    if query is None:
+        event.synchronize()
+        return
+    while not query():
+        time.sleep(5e-5)
+    event.synchronize()
+
+
+def alloc_staging(n: int) -> tuple:
+    """Page-locked host arrays for ``n`` pairs' K, iterations, residuals and flags."""
+    cuda = device.driver()
+    n = max(n, 1)
+    return (cuda.pagelocked_empty(n, np.float64), cuda.pagelocked_empty(n, np.int32),
+            cuda.pagelocked_empty(n, np.float64), cuda.pagelocked_empty(n, np.int32))  # fmt: skip
+
+
+def alloc_outputs(n: int) -> tuple:
+    """Device buffers for ``n`` pairs' K, iterations, residuals, flags, and a job counter."""
+    cuda = device.driver()
+    n = max(n, 1)
+    return (cuda.mem_alloc(8 * n), cuda.mem_alloc(4 * n), cuda.mem_alloc(8 * n), cuda.mem_alloc(4 * n),
+            cuda.mem_alloc(4))  # fmt: skip
+
+
+class Outputs:
+    """Per-pair results on the host and their device buffers (allocated on first use, or lent by
+    ``buffers(n)``: the backend keeps one set between calls)."""
+
+    def __init__(
+        self, npairs: int, buffers: Callable[[int], tuple] | None = None, staging: Callable[[int], tuple] | None = None
+    ) -> None:
+        self.n = npairs
+        self.k = np.zeros(npairs)
+        self.it = np.zeros(npairs, dtype=np.int64)  # the scatters cast (no pass over the results afterwards)
+        self.res = np.zeros(npairs)
+        self.conv = np.zeros(npairs, dtype=bool)
+        self._dev: tuple | None = None
+        self._lend = buffers or alloc_outputs
+        self._lend_staging = staging or alloc_staging
+        self._staging: tuple | None = None
+        self._queued: list[tuple[np.ndarray, int]] = []  # (pairs, offset in the staging arrays) per launch
+        self._staged = 0
+
+    def _buffers(self) -> tuple:
+        if self._dev is None:
+            self._dev = self._lend(self.n)
+        return self._dev
+
+    d_k = property(lambda self: self._buffers()[0])
+    d_it = property(lambda self: self._buffers()[1])
+    d_res = property(lambda self: self._buffers()[2])
+    d_conv = property(lambda self: self._buffers()[3])
+    counter = property(lambda self: self._buffers()[4])
+
+    def queue_read(self, order: np.ndarray, stream: Any = None) -> None:
+        """Queue the read-back of a launch over the pairs ``order`` (job t = pair order[t]) in ``stream``
+        (None: the legacy stream), behind its kernel, into page-locked staging, and an event behind the
+        copy; :meth:`drain` moves the values to their pairs as each copy completes. The device buffers
+        are free for the next launch of the stream as soon as the copy ran."""
+        cuda = device.driver()
+        m = len(order)
+        if self._staging is None:
+            self._staging = self._lend_staging(self.n)
+        off = self._staged
+        for host, dev in zip(self._staging, self._buffers()[:4], strict=True):
+            cuda.memcpy_dtoh_async(host[off : off + m], dev, stream)
+        copied = cuda.Event()
+        record(copied, stream)
+        self._queued.append((order, off, copied))
+        self._staged = off + m
+
+    def drain(self) -> None:
+        """Scatter the queued read-backs to their pairs, each once its copy is done: the earlier launches'
+        results move while the later launches still run. On return the queued work is complete."""
+        if not self._queued:
+            return
+        hk, hi, hr, hc = self._staging
+        for order, off, copied in self._queued:
+            wait(copied)
+            sl = slice(off, off + len(order))
+            self.k[order], self.it[order], self.res[order], self.conv[order] = hk[sl], hi[sl], hr[sl], hc[sl]
+        self._queued.clear()
+        self._staged = 0
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(values, iterations, residuals, converged): the call's own arrays, not copies (an
+        ``Outputs`` serves one call)."""
+        self.conv &= np.isfinite(self.k)
+        return self.k, self.it, self.res, self.conv
+
+
+class SharedArgs:
+    """The ``mgk_solve`` arguments common to every launch of a call (by parameter name)."""
+
+    def __init__(self, db: DeviceBatch, xmv_args: dict, out: Outputs, rtol: float, max_iter: int) -> None:
+        a = db.arrays
+        self.out = out
+        self.db = db
+        self.args = {
+            "hdr": a["hdr"], "nlab": a["nlab"], "nlab_stride": db.nlab_stride, "dvec": a["d"], "pvec": a["p"],
+            "qvec": a["q"], "rtol": rtol, "max_iter": max_iter, **xmv_args,
+        }  # fmt: skip
+        #: product unknowns and estimated cost of every pair of the call (set by ``solve``)
+        self.N: np.ndarray = np.zeros(0, dtype=np.int64)
+        self.cost: np.ndarray | None = None
