@@ -7,7 +7,7 @@ warning, a hang (per-case limit) or a half-written file.
 
 Fixed seed; ``MGKFLOW_FUZZ_EXAMPLES`` scales the number of examples (CI: the
 defaults below, about half a minute on two cores). Bad outcomes whose cause
-lies in mgk.py/system.py/cpu_solver.py/kernels.py are listed with their reason
+lies in mgk.py/evaluation/system.py/backends/kernels.py are listed with their reason
 in ``mgkflow.fuzz.KNOWN_ELSEWHERE`` and do not fail here; set
 ``MGKFLOW_FUZZ_STRICT=1`` (or remove entries) to make them fail. A long run:
 ``python -m mgkflow.bench fuzz --examples 2000``.

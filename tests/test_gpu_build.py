@@ -15,7 +15,7 @@ import pytest
 from test_gpu_compact import CASES, BlockStub, CompactModule, _molecule
 from test_wide import FakeAlloc, fake_backend  # noqa: F401  (fixture)
 
-from mgkflow.cpu_solver import solve_pair
+from mgkflow.backends.exact import solve_pair
 from mgkflow.gpu import device
 from mgkflow.gpu.solvers import compact
 from mgkflow.system import prepare_graph

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from test_wide import FakeAlloc, fake_backend  # noqa: F401  (fixture)
 
-from mgkflow.cpu_solver import solve_pair
+from mgkflow.backends.exact import solve_pair
 from mgkflow.gpu import batch, device
 from mgkflow.gpu.solvers import compact
 from mgkflow.gpu.source import KPAR, kernel_values, make_config

@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from mgkflow.cpu_solver import _offdiag_operator
+from mgkflow.backends.exact import _offdiag_operator
 from mgkflow.format import pack_batch
 from mgkflow.gpu.emulate import from_blocked, to_blocked, xmv_blocked, xmv_rows
 from mgkflow.graph import Graph

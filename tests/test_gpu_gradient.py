@@ -1,7 +1,7 @@
 """GPU derivatives and node-pair similarities (mgkflow.gpu.gradient, mgk_gradient.cuh).
 
 CPU part: the numpy emulation of the gradient kernel (mgkflow.gpu.emulate) against the float64
-oracle (cpu_solver.solve_pair_gradient), the unlabeled closed form against the oracle, and
+oracle (backends.exact.solve_pair_gradient), the unlabeled closed form against the oracle, and
 GPUBackend.solve_gradient / solve_nodal end to end on a fake PyCUDA driver whose ``mgk_solve``
 is the emulation, bound to the parameters declared in the generated source. GPU part (marked
 gpu, skipped without a device): analytic dK on the device vs the CPU's.
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from test_wide import FakeAlloc, _decode_labels, fake_backend  # noqa: F401 (fixture)
 
-from mgkflow.cpu_solver import CPUBackend, solve_pair_gradient
+from mgkflow.backends.exact import ExactBackend, solve_pair_gradient
 from mgkflow.gpu import device
 from mgkflow.gpu.emulate import pcg2_blocked, pcg_blocked, solve_pair_blocked, system_blocked, xmv_rows
 from mgkflow.gpu.gradient import closed_form, closed_form_ok
@@ -311,7 +311,7 @@ def test_fake_solve_gradient_matches_cpu(fake_backend, case: str) -> None:  # no
     _SolverModule.log.clear()
     pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
     vals, grads, its, res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
-    rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    rv, rg, *_ = ExactBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
     assert conv.all()
     assert np.allclose(vals, rv, rtol=1e-6, atol=0)
     assert grads.shape == rg.shape
@@ -339,7 +339,7 @@ def test_fake_pairs_too_large_for_a_block_go_to_the_cpu_oracle(fake_backend) -> 
     _SolverModule.log.clear()
     pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
     vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
-    rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    rv, rg, *_ = ExactBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
     assert be.last_extra["cpu_pairs"] == 1 and sum(e["jobs"] for e in _SolverModule.log) == len(pairs) - 1
     assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
 
@@ -361,7 +361,7 @@ def test_fake_full_shared_memory_pairs_run_in_larger_blocks(fake_backend) -> Non
     _SolverModule.log.clear()
     pairs = np.array([(0, 1), (2, 2)])
     vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
-    rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    rv, rg, *_ = ExactBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
     assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
     blocks = sorted((e["block"], e["jobs"]) for e in _SolverModule.log)
     assert blocks == [(be.block, 1), (gradient.FULL_SMEM_BLOCK, 1)], _SolverModule.log
@@ -380,7 +380,7 @@ def test_fake_theta_sweep_compiles_once(fake_backend) -> None:  # noqa: F811
         systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
         _install(nk, ek, systems, be)
         vals, grads, *_ = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
-        rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+        rv, rg, *_ = ExactBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
         assert np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
         counts.append(device.compile_count())
     assert counts[0] >= 1 and len(set(counts)) == 1, counts
@@ -396,7 +396,7 @@ def test_fake_solve_nodal_matches_cpu(fake_backend) -> None:  # noqa: F811
     _install(nk, ek, xs + ys, be)
     pairs = np.array([(0, 0), (2, 1), (1, 0)])
     blocks, its, res, conv = be.solve_nodal(xs, ys, pairs, nk, ek)
-    ref, *_ = CPUBackend().solve_nodal(xs, ys, pairs, nk, ek)
+    ref, *_ = ExactBackend().solve_nodal(xs, ys, pairs, nk, ek)
     assert conv.all()
     for b, r in zip(blocks, ref, strict=True):
         assert b.shape == r.shape
@@ -423,7 +423,7 @@ def _gpu_vs_cpu(graphs: list[Graph], nk: BaseKernel, ek: BaseKernel, q: float) -
     pairs = np.array([(i, j) for i in range(n) for j in range(i, n)])
     be = GPUBackend()
     vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
-    rv, rg, *_ = CPUBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    rv, rg, *_ = ExactBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
     assert conv.all()
     assert np.max(np.abs(vals - rv) / np.abs(rv)) <= 1e-5
     return _normwise(grads, rg)
@@ -474,7 +474,7 @@ def test_gpu_nodal_matches_cpu() -> None:
     systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
     pairs = np.array([(i, j) for i in range(6) for j in range(i, 6)])
     blocks, _its, _res, conv = GPUBackend().solve_nodal(systems, systems, pairs, nk, ek)
-    ref, *_ = CPUBackend().solve_nodal(systems, systems, pairs, nk, ek)
+    ref, *_ = ExactBackend().solve_nodal(systems, systems, pairs, nk, ek)
     assert conv.all()
     err = max(float(np.abs(b - r).max() / np.abs(r).max()) for b, r in zip(blocks, ref, strict=True))
     print(f"\nGPUNODALERR nws-labeled: {err:.3e}")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mgkflow.cpu_solver import _offdiag_operator
+from mgkflow.backends.exact import _offdiag_operator
 from mgkflow.format import pack_batch
 from mgkflow.gpu.emulate import from_blocked, to_blocked, xmv_blocked, xmv_staged
 from mgkflow.gpu.strategies.staged import StagedG2, staged_g2

@@ -25,7 +25,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from mgkflow.cpu_solver import solve_pair
+from mgkflow.backends.exact import solve_pair
 from mgkflow.gpu import batch, device
 from mgkflow.gpu.solvers import compact
 from mgkflow.gpu.solvers.wide import STAGED_MIN_Q, WIDE_BLOCK, WIDE_KERNELS, wide_pcg, wide_source

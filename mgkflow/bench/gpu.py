@@ -92,7 +92,7 @@ def _order(graphs: list, method: str, key: tuple | None = None) -> tuple[list, s
 
 
 def _cpu_sample_error(graphs, K, nk, ek, q, n_sample, seed=0):
-    from ..cpu_solver import solve_pair
+    from ..backends.exact import solve_pair
     from ..system import prepare_graph
 
     rng = np.random.default_rng(seed)
@@ -179,7 +179,7 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
     K = kern(graphs)  # compiles, packs, uploads
     t_first = time.perf_counter() - t0
     times, dev = [], []
-    from ..gram.bench import _DeviceMemory
+    from .gram import _DeviceMemory
 
     with _DeviceMemory() as devmem:
         for _ in range(reps):

@@ -332,7 +332,7 @@ class GPUBackend:
         wrt_q: bool = False,
         progress: Callable[[int], Any] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Values and dK/dh of ``pairs`` (interface: :class:`mgkflow.cpu_solver.CPUBackend`; the
+        """Values and dK/dh of ``pairs`` (interface: :class:`mgkflow.backends.base.Backend`; the
         device side: :mod:`mgkflow.gpu.gradient`)."""
         return gradient.solve_gradient(self, xs, ys, pairs, node_kernel, edge_kernel, wrt_q, progress)
 

@@ -15,7 +15,7 @@ backend module) compiled with a structure flag of :class:`~mgkflow.gpu.source.Ke
 * ``nodal``: the value PCG, then p_i p'_i' x_ii' of every pair written to ``out_nodal``.
 
 Pairs whose one-block scratch does not fit the device memory (the plan's "wide" group) are
-solved by the CPU oracle (:func:`mgkflow.cpu_solver.solve_pair_gradient` / ``solve_pair``):
+solved by the CPU oracle (:func:`mgkflow.backends.exact.solve_pair_gradient` / ``solve_pair``):
 correct, slow, and reported in ``backend.last_extra["cpu_pairs"]``. A host-driven gradient on
 the wide path is not implemented.
 
@@ -295,8 +295,8 @@ def solve_gradient(
     backend: Any, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], pairs: Any, node_kernel: BaseKernel,
     edge_kernel: BaseKernel, wrt_q: bool = False, progress: Callable[[int], Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """``GPUBackend.solve_gradient`` (interface: :class:`mgkflow.cpu_solver.CPUBackend`)."""
-    from ..cpu_solver import solve_pair_gradient
+    """``GPUBackend.solve_gradient`` (interface: :class:`mgkflow.backends.base.Backend`)."""
+    from ..backends.exact import solve_pair_gradient
 
     pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     k = len(pr)
@@ -353,8 +353,8 @@ def solve_nodal(
     backend: Any, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], pairs: Any, node_kernel: BaseKernel,
     edge_kernel: BaseKernel, progress: Callable[[int], Any] | None = None,
 ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """``GPUBackend.solve_nodal`` (interface: :class:`mgkflow.cpu_solver.CPUBackend`)."""
-    from ..cpu_solver import solve_pair
+    """``GPUBackend.solve_nodal`` (interface: :class:`mgkflow.backends.base.Backend`)."""
+    from ..backends.exact import solve_pair
 
     pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     k = len(pr)
