@@ -48,7 +48,9 @@ def _trees() -> dict[str, tuple[pathlib.Path, ast.Module]]:
 
 def _is_alias(tree: ast.Module) -> bool:
     """A deprecated alias module: its body only puts another module in ``sys.modules``."""
-    return any("moved" in ast.unparse(node) and "sys.modules" in ast.unparse(node) for node in tree.body)
+    return any(
+        isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "sys.modules[__name__]" for node in tree.body
+    )
 
 
 def import_graph() -> dict[str, set[str]]:
