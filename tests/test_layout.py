@@ -49,7 +49,8 @@ def _trees() -> dict[str, tuple[pathlib.Path, ast.Module]]:
 def _is_alias(tree: ast.Module) -> bool:
     """A deprecated alias module: its body only puts another module in ``sys.modules``."""
     return any(
-        isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "sys.modules[__name__]" for node in tree.body
+        isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "sys.modules[__name__]"
+        for node in ast.walk(tree)
     )
 
 
