@@ -21,7 +21,7 @@ PYCUDA_AT_IMPORT = ["mgkflow/gpu/backend.py"]
 collect_ignore = sorted(
     str(p.relative_to(Path(__file__).parent))
     for p in (Path(__file__).parent / "mgkflow").rglob("*.py")
-    if re.search(r"^sys\.modules\[__name__\] = moved\(", p.read_text(encoding="utf-8"), re.M)
+    if re.search(r"^\s*sys\.modules\[__name__\] = moved\(", p.read_text(encoding="utf-8"), re.M)
 )
 if importlib.util.find_spec("pycuda") is None:
     collect_ignore += PYCUDA_AT_IMPORT
