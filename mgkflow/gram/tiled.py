@@ -23,6 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from ..evaluation.backend import get_backend
+from ..evaluation.checks import check_convergence, check_finite
+from ..evaluation.solve import record, solve
+from ..evaluation.systems import prepare
 from ..graph import Graph
 from ..mgk import MarginalizedGraphKernel, gpu_available
 from .blocks import Block, default_block_size, plan_blocks
@@ -153,8 +157,8 @@ def _thread_systems(job: GramJob, kern: MarginalizedGraphKernel) -> tuple[list, 
         if cached is None:
             _SYSTEMS.clear()  # one job at a time per process: drop an earlier job's systems
             _PACKS.clear()
-            xs = kern._prepare(job.X, "X")
-            ys = xs if job.Y is None else kern._prepare(job.Y, "Y")
+            xs = prepare(kern, job.X, "X")
+            ys = xs if job.Y is None else prepare(kern, job.Y, "Y")
             cached = _SYSTEMS[job.run] = (xs, ys)
     return cached
 
@@ -187,7 +191,7 @@ def _adopt_shared_pack(job: GramJob, kern: MarginalizedGraphKernel, xs: list, ys
     """GPU: pack the job's systems once per process and let this thread's backend adopt the host
     batch (each solver thread has a backend of its own; each packed the whole set before, at the
     same time, at the start of a run)."""
-    backend = kern._get_backend()
+    backend = get_backend(kern)
     if not hasattr(backend, "host_batch"):
         return
     with _SYSTEMS_LOCK:
@@ -204,7 +208,7 @@ def _solve_in_set(kern: MarginalizedGraphKernel, job: GramJob, block: Block) -> 
     _adopt_shared_pack(job, kern, xs, ys)
     t0 = time.perf_counter()
     pairs = _block_pairs(block)
-    vals, _, its, res, conv = kern._solve(xs, ys, pairs, raw=True)
+    vals, _, its, res, conv = solve(kern, xs, ys, pairs, raw=True)
     nr, nc = block.r1 - block.r0, block.c1 - block.c0
     if block.diagonal:
         _, _, up, lo = _triangle(nr)
@@ -215,9 +219,9 @@ def _solve_in_set(kern: MarginalizedGraphKernel, job: GramJob, block: Block) -> 
     else:
         K = vals.reshape(nr, nc)
     # statistics per solved pair (flat: a diagonal block's mirrored half was not solved)
-    kern._record(K.shape, len(pairs), its, res, conv, t0)
-    kern._check_finite(K, xs[block.r0 : block.r1], ys[block.c0 : block.c1])
-    kern._check_convergence(conv, res)
+    record(kern, K.shape, len(pairs), its, res, conv, t0)
+    check_finite(K, xs[block.r0 : block.r1], ys[block.c0 : block.c1])
+    check_convergence(kern, conv, res)
     return K
 
 
@@ -236,7 +240,7 @@ def compute_block(job: GramJob, block: Block) -> tuple[np.ndarray, dict]:
     t0 = time.perf_counter()
     with _device_context():
         if job.overlap and kern.backend != "cpu":
-            backend = kern._get_backend()
+            backend = get_backend(kern)
             if hasattr(backend, "use_stream"):  # GPU: this thread's launches in a stream of their own
                 backend.use_stream()
         if not kern.normalize:
