@@ -13,6 +13,9 @@ name                            what it is
 :func:`kfold_splits`            shuffled K-fold train/test indices over several seeds
 :func:`labelled_split`          train/test indices from a per-sample split label
 :func:`morgan_fingerprints`     RDKit Morgan bit vectors of SMILES (None without RDKit)
+:class:`GraphGPR`               Gaussian-process regression fitted by the evidence or by
+                                leave-one-out (:mod:`.objectives`), with restarts and
+                                a progress line per optimizer step
 =============================== ========================================================
 
 Examples
@@ -26,6 +29,7 @@ Examples
 """
 
 from .fingerprints import morgan_fingerprints
+from .gpr import GraphGPR
 from .metrics import regression_metrics
 from .normalized import Normalized
 from .splits import kfold_splits, labelled_split
@@ -38,4 +42,5 @@ __all__ = [
     "kfold_splits",
     "labelled_split",
     "morgan_fingerprints",
+    "GraphGPR",
 ]
