@@ -402,8 +402,9 @@ def check_options(args: Any) -> None:
             ("--dtype " + args.dtype, args.dtype != "float64"),
         ) if on]  # fmt: skip
         if tiled:
+            verb = "needs" if len(tiled) == 1 else "need"
             raise UsageError(
-                f"{' and '.join(tiled)} need a tiled output: --out K.npy (the matrix) or --out K.zarr (a resumable "
+                f"{' and '.join(tiled)} {verb} a tiled output: --out K.npy (the matrix) or --out K.zarr (a resumable "
                 f"store), not the .npz file {args.out}"
             )
     if suffix == ".zarr" and args.normalize:

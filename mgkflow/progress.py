@@ -105,7 +105,10 @@ class LineProgress:
             text += f" ({100.0 * self.n / self.total:.0f}%)"
         if done > 0 and elapsed > 0:
             rate = done / elapsed
-            text += f", {rate:.3g} {self.unit}/s" if rate >= 1 else f", {1.0 / rate:.3g} s/{self.unit}"
+            if rate >= 1000:
+                text += f", {rate:,.0f} {self.unit}/s"
+            else:
+                text += f", {rate:.3g} {self.unit}/s" if rate >= 1 else f", {1.0 / rate:.3g} s/{self.unit}"
             if self.n < self.total:
                 text += f", {_duration((self.total - self.n) / rate)} left"
         text += f", {_duration(elapsed)} elapsed"
