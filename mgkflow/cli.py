@@ -4,7 +4,9 @@
 directory (SMILES, SDF, GraphML, GML, TU dataset; see :mod:`mgkflow.io`).
 
 Exit codes: 0 success, 1 an error in the input, arguments or files (one line
-on stderr, no traceback), 2 a usage error, 3 out of memory, 130 interrupted.
+on stderr, no traceback), 2 a usage error (options that do not go together
+included, refused before any work), 3 out of memory, 130 interrupted. Library
+warnings print as one ``mgkflow: warning: ...`` line each.
 
 Examples
 --------
@@ -20,9 +22,11 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,11 @@ import numpy as np
 
 from ._version import __version__
 from .backends import available_backends
+from .errors import MgkflowError
+
+
+class UsageError(MgkflowError, ValueError):
+    """Options that do not go together (exit code 2, like the other usage errors)."""
 
 
 def _all_orderings() -> str:
@@ -118,6 +127,43 @@ def parse_kernel_spec(spec: str) -> Any:
     return out
 
 
+def parse_node_kernel_spec(spec: str) -> Any:
+    """:func:`parse_kernel_spec`, refusing a node kernel that can reach 0 or exceed 1 (e.g. ``delta:element:0``).
+
+    Examples
+    --------
+    >>> parse_node_kernel_spec("delta:element:0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: node kernel 'delta:element:0' takes values in [0, 1]; ...
+    """
+    from .kernels import KernelRangeError, check_node_kernel
+
+    kernel = parse_kernel_spec(spec)
+    try:
+        check_node_kernel(kernel)
+    except KernelRangeError:
+        raise argparse.ArgumentTypeError(
+            f"node kernel {spec!r} takes values in {kernel.range}; node kernel values must lie in (0, 1] "
+            "(a Kronecker delta's H in (0, 1], a constant's C in (0, 1])"
+        ) from None
+    return kernel
+
+
+def parse_edge_kernel_spec(spec: str) -> Any:
+    """:func:`parse_kernel_spec`, refusing an edge kernel that can leave [0, 1]."""
+    from .kernels import KernelRangeError, check_edge_kernel
+
+    kernel = parse_kernel_spec(spec)
+    try:
+        check_edge_kernel(kernel)
+    except KernelRangeError:
+        raise argparse.ArgumentTypeError(
+            f"edge kernel {spec!r} takes values in {kernel.range}; edge kernel values must lie in [0, 1]"
+        ) from None
+    return kernel
+
+
 def _add_source_options(p: argparse.ArgumentParser) -> None:
     from .io import available_formats
 
@@ -134,6 +180,9 @@ def _add_source_options(p: argparse.ArgumentParser) -> None:
                    help="edge label fields to read (GraphML/GML/TU; default: all)")
     g.add_argument("--weight", default="weight", help="GraphML/GML edge attribute holding weights (default weight)")
     g.add_argument("--skip-bad", action="store_true", help="skip unreadable molecules (SMILES/SDF) instead of failing")
+    g.add_argument("--smiles-column", default=None, metavar="NAME",
+                   help="SMILES/CSV files: the header's column holding the SMILES (default: a column named "
+                   "smiles, else the first); the first line is then the header")
     g.add_argument("--cutoff", type=float, default=6.0, help="PDB files: contact distance in Angstrom (default 6)")
 
 
@@ -163,26 +212,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-graphs", type=_positive_int, default=None,
                    help="use the first N graphs (at most the dataset's size)")
     p.add_argument("--labeled", action="store_true", help="labeled variant of the synthetic sets (nws, ba)")
-    p.add_argument("--node-kernel", type=parse_kernel_spec, default=None, metavar="SPEC", help=KERNEL_SPEC_HELP)
-    p.add_argument("--edge-kernel", type=parse_kernel_spec, default=None, metavar="SPEC", help="as --node-kernel")
+    p.add_argument("--node-kernel", type=parse_node_kernel_spec, default=None, metavar="SPEC",
+                   help=KERNEL_SPEC_HELP + "; values must lie in (0, 1], so H > 0")
+    p.add_argument("--edge-kernel", type=parse_edge_kernel_spec, default=None, metavar="SPEC",
+                   help="as --node-kernel; values in [0, 1] (H = 0 allowed)")
     p.add_argument(
         "--ordering", default="auto",
         help="node ordering applied before solving (default auto: natural below 256 nodes, PBR above)",
     )
     p.add_argument("--backend", choices=available_backends(), default="auto",
                    help="solver backend (exact: the scipy reference backend)")
-    p.add_argument("--normalize", action="store_true", help="normalize K(G,G') by sqrt(K(G,G) K(G',G'))")
+    p.add_argument("--normalize", action="store_true",
+                   help="normalize K(G,G') by sqrt(K(G,G) K(G',G')) (not with a .zarr store: it keeps the raw "
+                   "kernel; mgkflow.load_gram(path, normalize=True) normalizes when reading)")
     p.add_argument("--out", "-o", type=Path, required=True,
                    help="output: .npz (matrix with ids and kernel parameters), .npy (bare matrix) or a .zarr "
-                   "store (block by block, with ids and parameters; run the same command again to resume)")
+                   "store (block by block, with ids and parameters; run the same command again to resume). "
+                   "An existing file is refused unless --force; missing directories are created")
+    p.add_argument("--force", "-f", action="store_true",
+                   help="replace an existing --out/--stats file; a .zarr store is started anew (without "
+                   "--force it is resumed when made by the same computation)")
     p.add_argument("--block-size", type=_positive_int, default=None,
-                   help="graphs per block side (tiled run; default 2048 on the GPU, 128 on the CPU)")
+                   help="graphs per block side (tiled run, --out .npy or .zarr; default 2048 on the GPU, 128 on "
+                   "the CPU)")
     p.add_argument("--dask", default=None, metavar="SPEC",
-                   help="solve the blocks on Dask: local:N (N CPU workers), cuda (one worker per GPU) "
-                   "or a scheduler address tcp://HOST:PORT")
+                   help="solve the blocks on Dask (--out .npy or .zarr): local:N (N CPU workers), cuda (one "
+                   "worker per GPU) or a scheduler address tcp://HOST:PORT")
     p.add_argument("--dtype", choices=["float64", "float32"], default="float64",
-                   help="stored dtype of a tiled run (default float64)")
-    p.add_argument("--stats", type=Path, default=None, help="also write per-stage statistics as CSV")
+                   help="stored dtype of a tiled run (--out .npy or .zarr; default float64)")
+    p.add_argument("--stats", type=Path, default=None,
+                   help="also write per-stage statistics as CSV (an existing file is refused unless --force)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or messages")
     _add_source_options(p)
     p.set_defaults(func=cmd_gram)
@@ -190,11 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "compare",
         help="compare node orderings (octiles, tile density, solver time)",
-        description="Compare node orderings on datasets: octile counts, tile-density histograms, "
+        description="Compare node orderings on datasets or graph files: octile counts, tile-density histograms, "
         "reorder time and optionally solver time (median of --repeat solves). Writes orderings.csv, "
         "density_histograms.csv and PNG plots to --out.",
     )
-    p.add_argument("datasets", nargs="+", metavar="SOURCE", help="dataset names (see `mgkflow datasets`)")
+    p.add_argument("datasets", nargs="+", metavar="SOURCE",
+                   help="dataset names (see `mgkflow datasets`) or files/directories of graphs (SMILES, SDF, "
+                   "GraphML, GML, PDB, TU; read with their defaults)")
     p.add_argument(
         "--orderings", type=_csv_list, default=_csv_list(ORDERINGS_DEFAULT),
         help=f"comma-separated orderings (default {ORDERINGS_DEFAULT})",
@@ -302,6 +363,8 @@ def load_source(args: Any, name: str) -> Source:
         options["cutoff"] = getattr(args, "cutoff", 6.0)
     if fmt in ("smiles", "sdf") and getattr(args, "skip_bad", False):
         options["on_error"] = "skip"
+    if fmt == "smiles" and getattr(args, "smiles_column", None) is not None:
+        options.update(smiles_column=args.smiles_column, header=True)  # a column name means a header line
     gs = read_graphs(name, format=fmt, **options)
     if n is not None and len(gs) < n:
         _say(args, f"note: {name} has {len(gs)} graphs; --n-graphs {n} uses all {len(gs)}")
@@ -329,28 +392,74 @@ def _gram_writers() -> dict[str, Callable[..., Any]]:
     return writers
 
 
+def check_options(args: Any) -> None:
+    """Refuse, before any work, options of ``gram`` that do not go together (:class:`UsageError`, exit code 2)."""
+    suffix = args.out.suffix
+    if suffix == ".npz":
+        tiled = [opt for opt, on in (
+            ("--dask", args.dask is not None),
+            ("--block-size", args.block_size is not None),
+            ("--dtype " + args.dtype, args.dtype != "float64"),
+        ) if on]  # fmt: skip
+        if tiled:
+            verb = "needs" if len(tiled) == 1 else "need"
+            raise UsageError(
+                f"{' and '.join(tiled)} {verb} a tiled output: --out K.npy (the matrix) or --out K.zarr (a resumable "
+                f"store), not the .npz file {args.out}"
+            )
+    if suffix == ".zarr" and args.normalize:
+        raise UsageError(
+            f"--normalize does not go with --out {args.out}: a .zarr store keeps the raw kernel; leave out "
+            "--normalize and normalize when reading it (mgkflow.load_gram(path, normalize=True)), or write .npz/.npy"
+        )
+    column = getattr(args, "smiles_column", None)
+    if column is not None:
+        fmt = getattr(args, "format", None)
+        if fmt is None:
+            from .datasets import list_datasets
+            from .io import detect_format
+
+            builtin = args.dataset.strip().lower() in {d.name for d in list_datasets()}
+            try:
+                fmt = "dataset" if builtin else detect_format(args.dataset)
+            except (MgkflowError, ValueError):
+                fmt = None  # reading will say what is wrong with the source
+        if fmt is not None and fmt != "smiles":
+            what = "a built-in dataset" if fmt == "dataset" else f"a {fmt} source"
+            raise UsageError(f"--smiles-column only applies to SMILES/CSV files; {args.dataset} is {what}")
+
+
 def check_outputs(args: Any) -> None:
-    """Check every output path of ``gram`` before any work (suffix, writable, distinct)."""
+    """Check every output path of ``gram`` before any work: suffix, writable, distinct, not there already.
+
+    An existing ``--out`` or ``--stats`` file is refused unless ``--force``; an existing
+    ``.zarr`` store is resumed (``--force`` starts it anew), and ``--stats`` may then be replaced.
+    """
+    from .errors import OutputPathError
     from .io import check_writable
 
     writers = _gram_writers()
     suffixes = [*writers, ".zarr"]
     if args.out.suffix not in suffixes:
-        print(f"mgkflow gram: error: --out must end in {', '.join(suffixes)}, got {args.out}", file=sys.stderr)
-        raise SystemExit(2)
+        raise UsageError(f"--out must end in {', '.join(suffixes)}, got {args.out}")
+    force = bool(getattr(args, "force", False))
+    resuming = False
     if args.out.suffix == ".zarr":
         # a store is a directory that may exist already (a run to resume): check the place it goes
         if args.out.exists() and not args.out.is_dir():
-            from .errors import OutputPathError
-
             raise OutputPathError(f"--out {args.out} exists and is not a Zarr store (a directory)")
+        resuming = args.out.is_dir() and not force
         check_writable(args.out.with_name(args.out.name + ".check"), "--out")
     else:
         check_writable(args.out, "--out")
+        if args.out.exists() and not force:
+            raise OutputPathError(f"--out {args.out} exists; add --force to replace it, or choose another path")
     if args.stats is not None:
         check_writable(args.stats, "--stats")
         if args.stats.resolve() == args.out.resolve():
             raise ValueError("--stats and --out name the same file")
+        if args.stats.exists() and not force and not resuming:
+            raise OutputPathError(f"--stats {args.stats} exists; add --force to replace it, or choose another path")
 
 
 def solve_gram(args: Any, src: Source) -> tuple[np.ndarray, Any, Any]:
@@ -367,8 +476,9 @@ def solve_gram(args: Any, src: Source) -> tuple[np.ndarray, Any, Any]:
 
 
 def cmd_gram(args: Any) -> int:
-    from .gram.command import run_tiled_command, wants_tiled
+    from .gram.command import make_parent_dirs, run_tiled_command, wants_tiled
 
+    check_options(args)
     check_outputs(args)
     t0 = time.perf_counter()
     src = load_source(args, args.dataset)
@@ -376,6 +486,7 @@ def cmd_gram(args: Any) -> int:
         kernels = (args.node_kernel or src.node_kernel, args.edge_kernel or src.edge_kernel)
         return run_tiled_command(args, src.graphs, kernels, lambda m: _say(args, m))
     K, stats, kernel = solve_gram(args, src)
+    make_parent_dirs([args.out, args.stats], lambda m: _say(args, m))
     params = {
         **src.info,
         "n_graphs": len(src.graphs),
@@ -416,6 +527,9 @@ def cmd_compare(args: Any) -> int:
         progress=not args.quiet,
         log=None if args.quiet else (lambda m: print(m, file=sys.stderr)),
     )
+    if not args.out.exists():
+        args.out.mkdir(parents=True)
+        _say(args, f"created directory {args.out}")
     paths = write_report(res, args.out, plots=not args.no_plots)
     if not args.quiet:
         cols = ["dataset", "ordering", "graphs", "octiles", "nnz_per_octile", "reorder_seconds"]
@@ -432,8 +546,32 @@ def cmd_bench(args: Any) -> int:
     return bench_main(args.args)
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` of the command line: ``mgkflow: warning: MESSAGE``, one line, no source path."""
+    text = " ".join(str(message).split())
+    try:
+        print(f"mgkflow: warning: {text}", file=file if file is not None else sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr gone (a closed pipe): a warning is not worth a crash
+        pass
+
+
+@contextlib.contextmanager
+def cli_warnings() -> Iterator[None]:
+    """Within: warnings print as :func:`_show_warning` lines; the previous filters and printer come back after."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    with cli_warnings():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] == "bench":  # everything after "bench" belongs to the suite, --help included
         from .bench.__main__ import main as bench_main
 
@@ -443,10 +581,11 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    from .errors import MgkflowError
-
     try:
         return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"mgkflow {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except MemoryError as exc:
         detail = f" ({exc})" if str(exc) else ""
         print(

@@ -174,14 +174,13 @@ def compare_orderings(
 
 
 def _progress_bar(loaded: dict[str, tuple[list[Graph], Any, Any]], n_orderings: int, solves: int) -> Any:
-    """A tqdm bar (on stderr) over the reorder step of every graph under every ordering, and ``solves`` solves."""
-    import sys
-
-    from tqdm.auto import tqdm
+    """A progress bar (on stderr: tqdm on a terminal, plain lines elsewhere) over the reorder step of every
+    graph under every ordering, and ``solves`` solves."""
+    from .progress import progress_bar
 
     steps = sum(len(g) for g, _, _ in loaded.values()) * n_orderings
     steps += solves
-    return tqdm(total=steps, unit="step", desc="compare", file=sys.stderr)
+    return progress_bar(steps, unit="step", desc="compare")
 
 
 def _stage(bar: Any, text: str) -> None:

@@ -356,7 +356,8 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CPU benchmark; returns the process exit status."""
-    ap = argparse.ArgumentParser(prog="python -m mgkflow.bench cpu", description=__doc__.split("\n")[0])
+    summary = " ".join(__doc__.split("\n\n")[0].split())  # the whole first paragraph, not its first line
+    ap = argparse.ArgumentParser(prog="python -m mgkflow.bench cpu", description=summary)
     ap.add_argument("--n-graphs", type=int, default=20, help="first N labeled NWS graphs (default 20)")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per method; the fastest is reported")
     ap.add_argument("--out", default="reports", help="directory for the CSV files ('' to skip writing)")

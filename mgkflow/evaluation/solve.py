@@ -53,9 +53,9 @@ def solve(
     wrt_q = is_scalar(kern.q)
     bar = None
     if kern.progress:
-        from tqdm.auto import tqdm
+        from ..progress import progress_bar
 
-        bar = tqdm(total=len(pairs), desc=f"MGK {backend.name}", unit="pair")
+        bar = progress_bar(len(pairs), desc=f"MGK {backend.name}", unit="pair")
     update = None if bar is None else bar.update
     try:
         if gradient:

@@ -6,13 +6,34 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..graph import Graph
 
-__all__ = ["run_tiled_command", "wants_tiled"]
+__all__ = ["make_parent_dirs", "run_tiled_command", "wants_tiled"]
+
+
+def make_parent_dirs(paths: Sequence[Any], say: Callable[[str], Any]) -> None:
+    """Create the missing directories above ``paths`` (None entries skipped), saying so, one line each.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> d = Path(tempfile.mkdtemp())
+    >>> make_parent_dirs([d / "a" / "K.npy", None, d / "a" / "s.csv"], lambda m: print(m.replace(str(d), "D")))
+    created directory D/a
+    """
+    for path in paths:
+        if path is None:
+            continue
+        parent = Path(path).absolute().parent
+        if not parent.exists():
+            parent.mkdir(parents=True, exist_ok=True)
+            say(f"created directory {Path(path).parent}")
 
 
 def wants_tiled(args: Any) -> bool:
@@ -32,7 +53,9 @@ def run_tiled_command(
 
     ``--out K.zarr`` writes a resumable Zarr store (run the same command again to finish
     a killed run); ``--out K.npy`` keeps the matrix in memory and saves it at the end.
+    ``args.force`` starts an existing store anew (``overwrite=True``).
     """
+    from ..errors import ParameterError
     from ..mgk import MarginalizedGraphKernel
     from ..report import atomic_write
     from .cluster import backend_for_spec, client_from_spec
@@ -41,9 +64,9 @@ def run_tiled_command(
 
     zarr_out = args.out.suffix == ".zarr"
     if not zarr_out and args.out.suffix != ".npy":
-        raise ValueError(f"--out must end in .npy or .zarr, got {args.out}")
+        raise ParameterError(f"--block-size, --dask and --dtype need --out .npy or .zarr, got {args.out}")
     if zarr_out and args.normalize:
-        raise ValueError(
+        raise ParameterError(
             "--normalize: a .zarr store keeps the raw kernel; normalize when reading it "
             "(mgkflow.load_gram(path, normalize=True))"
         )
@@ -67,16 +90,10 @@ def run_tiled_command(
             f"reordered {len(graphs)} graphs ({args.ordering}) in {time.perf_counter() - t0:.1f} s "
             f"({ordered.computed} computed)"
         )
-        res = tiled_gram(
-            ordered.graphs,
-            kernel=kernel,
-            out=args.out if zarr_out else None,
-            block_size=args.block_size,
-            dtype=args.dtype,
-            client=client,
-            progress=not args.quiet,
-            log=say,
-        )
+        if zarr_out:
+            make_parent_dirs([args.out], say)
+        res = _tiled(tiled_gram, ordered.graphs, kernel, args, client, say)
+    make_parent_dirs([None if zarr_out else args.out, args.stats], say)
     if not zarr_out:
         K = res.matrix
         if args.normalize:
@@ -106,3 +123,29 @@ def run_tiled_command(
         f"total {time.perf_counter() - t_start:.1f} s"
     )
     return 0
+
+
+def _tiled(tiled_gram: Callable[..., Any], graphs: Sequence[Graph], kernel: Any, args: Any, client: Any,
+           say: Callable[[str], Any]) -> Any:
+    """``tiled_gram`` as the command line asks for it; a store made for another computation is refused
+    with a message that names ``--force`` (which starts it anew)."""
+    from .store import StoreMismatchError
+
+    zarr_out = args.out.suffix == ".zarr"
+    try:
+        return tiled_gram(
+            graphs,
+            kernel=kernel,
+            out=args.out if zarr_out else None,
+            block_size=args.block_size,
+            dtype=args.dtype,
+            client=client,
+            overwrite=zarr_out and bool(getattr(args, "force", False)),
+            progress=not args.quiet,
+            log=say,
+        )
+    except StoreMismatchError as exc:
+        msg = str(exc).replace("(overwrite=True in Python)", "(--force starts it anew)")
+        if "--force" not in msg:
+            msg += "; --force starts it anew"
+        raise StoreMismatchError(msg) from None

@@ -696,10 +696,10 @@ class _Collector:
 def _progress_bar(progress: bool, plan: _Plan, todo: Sequence[Block]) -> Any:
     if not progress:
         return None
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     total = len(plan.blocks)
-    return tqdm(total=total, initial=total - len(todo), unit="block", desc="Gram blocks")
+    return progress_bar(total, initial=total - len(todo), unit="block", desc="Gram blocks")
 
 
 def _run_blocks(job: GramJob, todo: Sequence[Block], client: Any, collect: _Collector) -> None:
@@ -787,7 +787,8 @@ def tiled_gram(
     overwrite : bool
         Delete an existing store at ``out`` first.
     progress : bool
-        tqdm progress bar over blocks (with ETA).
+        Progress over blocks (with ETA) on stderr: a tqdm bar on a terminal, plain
+        lines elsewhere (:func:`mgkflow.progress.progress_bar`).
     check_memory : bool
         Estimate host and disk memory first and refuse what cannot fit
         (:class:`~mgkflow.gram.resources.ResourceError`).
