@@ -56,7 +56,7 @@ from typing import Any
 
 from ..errors import FileFormatError, ParameterError, ParameterTypeError
 from ..kernels import BaseKernel
-from ._common import CategoryEncoder, DroppedLabelWarning, GraphSet
+from ._common import CategoryEncoder, DroppedLabelWarning, GraphSet, PathNotFoundError
 from ._files import atomic_write, check_writable, default_file_mode
 from .gram import GramFile, kernel_params, load_gram_npz, save_gram
 
@@ -64,6 +64,7 @@ __all__ = [
     "GraphSet",
     "CategoryEncoder",
     "DroppedLabelWarning",
+    "PathNotFoundError",
     "FORMATS",
     "MOLECULE_FORMATS",
     "available_formats",

@@ -10,13 +10,24 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FileFormatError, ParameterError, ParameterTypeError
+from ..errors import FileFormatError, MgkflowError, ParameterError, ParameterTypeError
 from ..graph import Graph
 
 __all__ = [
-    "GraphSet", "CategoryEncoder", "DroppedLabelWarning", "is_text_value", "parse_fields", "properties_frame",
-    "check_path", "read_text", "check_n_graphs", "check_choice",
+    "GraphSet", "CategoryEncoder", "DroppedLabelWarning", "PathNotFoundError", "is_text_value", "parse_fields",
+    "properties_frame", "check_path", "read_text", "check_n_graphs", "check_choice",
 ]
+
+
+class PathNotFoundError(MgkflowError, FileNotFoundError):
+    """A file or store to read does not exist (an mgkflow error that ``except FileNotFoundError`` also catches).
+
+    Examples
+    --------
+    >>> err = PathNotFoundError("K.zarr: no such Gram store")
+    >>> isinstance(err, FileNotFoundError), isinstance(err, MgkflowError)
+    (True, True)
+    """
 
 
 class DroppedLabelWarning(UserWarning):
