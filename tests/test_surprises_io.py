@@ -207,3 +207,75 @@ def test_molecules_registry_has_no_cap():
     info = {d.name: d for d in datasets.list_datasets()}["molecules"]
     assert info.n_graphs >= 50_000
     assert len(datasets.load("molecules", n_graphs=1500, max_atoms=10)) == 1500
+
+
+# ---------------------------------------------------------------------- more of the same, and no change for valid input
+def test_unknown_reader_option_names_the_options(tmp_path):
+    p = _graphml(tmp_path)
+    with pytest.raises(ParameterTypeError, match=r"graphml reader takes no option 'on_error'.*node_labels"):
+        read_graphs(p, on_error="skip")
+
+
+def test_named_graphml_fields_and_partial_attribute_error(tmp_path):
+    p = _graphml(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gs = read_graphs(p, node_labels="atom")
+        assert set(gs.graphs[0].node_labels) == {"atom"}
+    with pytest.raises(FileFormatError, match="mass"):
+        read_graphs(p, node_labels=["atom", "mass"])
+
+
+def test_graphml_typeless_numeric_key_reads_numbers(tmp_path):
+    p = tmp_path / "n.graphml"
+    p.write_text(GRAPHML.format(atype="").replace(">C<", ">6<").replace(">O<", ">8<").replace(">N<", ">7<"))
+    with pytest.warns(Warning, match="mass"):
+        gs = read_graphs(p)
+    assert gs.graphs[0].node_labels["atom"].tolist() == [6, 8, 7]
+
+
+def test_long_smiles_header_detection_is_bounded(tmp_path):
+    pytest.importorskip("rdkit")
+    p = tmp_path / "long.smi"
+    p.write_text("C" * 100_000 + "\nCCO\n")
+    with pytest.raises(FileFormatError, match="line 1"):
+        read_smiles(p)
+    p.write_text("C" * 30 + "\nCCO\n")
+    with pytest.raises(FileFormatError, match="line 1.*maximum 20"):
+        read_smiles(p, max_length=20)
+    assert read_smiles(p).graphs[0].n_nodes == 30
+
+
+def test_smiles_plain_files_unchanged(tmp_path):
+    pytest.importorskip("rdkit")
+    p = tmp_path / "m.smi"
+    p.write_text("CCO ethanol\nCCC propane\n")
+    assert read_smiles(p).ids == ["ethanol", "propane"]
+    p.write_text("smiles,name,logp\nCCO,ethanol,-0.31\n")
+    assert read_smiles(p).properties["logp"].tolist() == [-0.31]
+    p.write_text("CCO\nCCN\n")
+    assert read_smiles(p).ids == ["CCO", "CCN"]
+    with pytest.raises(ParameterError, match="header=True"):
+        read_smiles(p, header=False, smiles_column="smiles")
+
+
+def test_dataframe_index_ids_and_errors():
+    pytest.importorskip("rdkit")
+    import pandas as pd
+
+    df = pd.DataFrame({"smiles": ["CCO", "C1CC", "CCN"]}, index=["a", "b", "c"])
+    with pytest.raises(FileFormatError, match="line 3"):
+        read_graphs(df)
+    gs = read_graphs(df, on_error="skip")
+    assert gs.ids == ["a", "c"] and len(gs.skipped) == 1
+    with pytest.raises(ParameterError, match="format='smiles'"):
+        read_graphs(df, format="sdf")
+
+
+def test_load_gram_npz_missing_file(tmp_path):
+    from mgkflow.io import PathNotFoundError
+
+    with pytest.raises(PathNotFoundError):
+        load_gram_npz(tmp_path / "K.npz")
+    with pytest.raises(FileNotFoundError):
+        load_gram_npz(tmp_path / "K.npz")

@@ -258,7 +258,8 @@ def read_smiles(path: Any, **options: Any) -> GraphSet:
     """Read a SMILES file (one molecule per line; see :mod:`mgkflow.io.smiles`).
 
     Options: ``delimiter``, ``header``, ``smiles_column``, ``id_column``,
-    ``on_error`` ("raise"/"skip"), ``n_graphs``, ``encoder``.
+    ``on_error`` ("raise"/"skip"), ``n_graphs``, ``encoder``, ``max_length``
+    (longest SMILES, default 5,000 characters).
     """
     return _module("smiles").read(path, **options)
 
@@ -275,8 +276,10 @@ def read_graphml(paths: Any, **options: Any) -> GraphSet:
     """Read one or several GraphML files, one graph each (see :mod:`mgkflow.io.graphml`).
 
     Options: ``node_labels``, ``edge_labels`` (names or comma-separated text;
-    default: attributes present everywhere), ``weight`` (edge attribute, default
+    default: attributes present everywhere; one present on only some nodes/edges is
+    left out with a :class:`DroppedLabelWarning`), ``weight`` (edge attribute, default
     "weight"), ``directed`` ("error"/"undirected"), ``n_graphs``, ``encoder``.
+    :func:`default_kernels` builds kernels from every field read.
     """
     return _module("graphml").read(paths, **options)
 

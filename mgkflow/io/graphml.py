@@ -3,7 +3,9 @@
 Nodes are numbered in file order. Node and edge attributes become label
 fields: by default every attribute present on all nodes (edges) of all graphs
 of the call, except the edge ``weight`` attribute, which gives the edge weights
-(1.0 where missing). Text attributes are categorical: they are encoded to
+(1.0 where missing); an attribute missing on some is left out with a
+:class:`~mgkflow.io.DroppedLabelWarning`. :func:`mgkflow.io.default_kernels` (and
+``mgkflow gram``) then use every field read. Text attributes are categorical: they are encoded to
 integers by one :class:`~mgkflow.io.CategoryEncoder` shared by all graphs of
 the call; a field mixing text and numbers is an error. Graph-level attributes
 become properties; ids are the file names without extension. Directed files

@@ -56,6 +56,8 @@ EXTENSIONS = (".smi", ".smiles", ".ism", ".can", ".csv", ".tsv")
 MAX_SMILES_LENGTH = 5000
 _SMILES_NAMES = {"smiles", "smi", "canonical_smiles", "isomeric_smiles", "structure"}
 _ID_NAMES = {"name", "id", "title", "chembl_id", "mol_id", "molecule", "compound"}
+#: Longest field of a header line (a longer first field is data).
+_MAX_HEADER_FIELD = 200
 #: Data lines whose values decide which column holds SMILES when the header names none.
 _PROBE_ROWS = 5
 
@@ -110,6 +112,8 @@ def _detect_header(Chem: Any, rows: list[tuple[int, list[str]]], max_length: int
     head = rows[0][1]
     if any(_smiles_named(f) for f in head):
         return True
+    if any(len(f) > min(max_length, _MAX_HEADER_FIELD) for f in head):
+        return False  # no column name is that long: a (too long) molecule
     if len(rows) < 2 or any(_quiet_parses(Chem, f, max_length) for f in head):
         return False
     if any(_quiet_parses(Chem, f, max_length) for f in rows[1][1]):
