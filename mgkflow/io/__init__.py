@@ -385,7 +385,8 @@ def default_kernels(graphs: GraphSet | Sequence[Any]) -> tuple[BaseKernel, BaseK
     >>> g = Graph(np.array([[0, 1], [1, 0]]), node_labels={"label": [1, 2]})
     >>> default_kernels([g])
     (KroneckerDelta(0.5, 'label'), Constant(1.0))
-    >>> g = Graph(np.array([[0, 1], [1, 0]]), node_labels={"atom": [6, 8]}, edge_labels={"length": [1.2, 1.2]})
+    >>> A = np.array([[0, 1], [1, 0]])
+    >>> g = Graph(A, node_labels={"atom": [6, 8]}, edge_labels={"length": 1.2 * A})
     >>> default_kernels([g])
     (KroneckerDelta(0.5, 'atom'), SquareExponential(1.0, 'length'))
     """

@@ -30,8 +30,11 @@ class PathNotFoundError(MgkflowError, FileNotFoundError):
     """
 
 
-class DroppedLabelWarning(UserWarning):
+class DroppedLabelWarning(MgkflowError, UserWarning):
     """A node or edge attribute of a file is not read as a label field, because some nodes (edges) lack it.
+
+    A ``UserWarning`` (and an :class:`~mgkflow.errors.MgkflowError`, so that run as an error
+    with ``-W error`` it is one of mgkflow's).
 
     Label fields need a value on every node (edge) of every graph; an attribute present on only
     some is left out of the graphs when no ``node_labels`` / ``edge_labels`` are named. The
