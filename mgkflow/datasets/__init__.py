@@ -43,6 +43,7 @@ Examples
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,7 @@ from .synthetic import ba, nws
 
 __all__ = [
     "DatasetInfo",
+    "UNLIMITED",
     "nws",
     "ba",
     "drugs",
@@ -73,9 +75,18 @@ __all__ = [
 ]
 
 
+#: ``DatasetInfo.n_graphs`` of a generated set: ``n_graphs=`` may ask for any number of graphs.
+UNLIMITED = sys.maxsize
+
+
 @dataclass(frozen=True)
 class DatasetInfo:
-    """Description of a built-in dataset (as returned by :func:`list_datasets`)."""
+    """Description of a built-in dataset (as returned by :func:`list_datasets`).
+
+    ``n_graphs`` is the most graphs ``load(name, n_graphs=...)`` can give: the size of a
+    committed set, or :data:`UNLIMITED` for a generated one (``molecules``), whose
+    ``default_n_graphs`` is what ``load`` gives without ``n_graphs``.
+    """
 
     name: str
     description: str
@@ -84,6 +95,12 @@ class DatasetInfo:
     edge_labels: tuple[str, ...]
     has_coords: bool
     source: str
+    default_n_graphs: int | None = None
+
+    @property
+    def unlimited(self) -> bool:
+        """True for a generated set (any ``n_graphs``)."""
+        return self.n_graphs >= UNLIMITED
 
 
 def _n_drugs() -> int:
@@ -148,9 +165,9 @@ def list_datasets() -> list[DatasetInfo]:
         ),
         DatasetInfo(
             "molecules", "synthetic molecule-like graphs (5/6-rings, chains; element labels, bond orders and "
-            "lengths), 8-50 atoms; any number (default 1000)",
-            1000, ("element", "charge", "aromatic", "hybridization"),
-            ("bond_order", "conjugated", "in_ring", "length"), False, "mgkflow.datasets.molecules",
+            "lengths), 8-50 atoms; generated: any number (--n-graphs N; default 1000)",
+            UNLIMITED, ("element", "charge", "aromatic", "hybridization"),
+            ("bond_order", "conjugated", "in_ring", "length"), False, "mgkflow.datasets.molecules", 1000,
         ),
         DatasetInfo(
             "freesolv", "FreeSolv hydration free energies (kcal/mol), molecular graphs",

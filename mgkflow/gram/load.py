@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ParameterError
 from .store import GramStore, IncompleteStoreError
 
 __all__ = ["GramMatrix", "load_gram"]
@@ -65,6 +66,13 @@ def load_gram(
         Read a store whose run has not finished (missing blocks are NaN); by default
         that raises :class:`~mgkflow.gram.store.IncompleteStoreError`.
 
+    Raises
+    ------
+    mgkflow.io.PathNotFoundError
+        ``path`` does not exist or is not a Zarr store (a ``FileNotFoundError`` too).
+    mgkflow.errors.FileFormatError
+        ``path`` is not an mgkflow Gram store.
+
     Returns
     -------
     GramMatrix
@@ -99,7 +107,9 @@ def load_gram(
         )
     symmetric = bool(meta["symmetric"])
     if normalize and not symmetric:
-        raise ValueError(f"{path} holds a cross matrix X x Y; normalize needs K(G, G) of both sets (not stored)")
+        raise ParameterError(
+            f"normalize=True: {path} holds a cross matrix X x Y; normalizing needs K(G, G) of both sets (not stored)"
+        )
     n, m = (int(v) for v in meta["shape"])
     B = int(meta["block_size"])
     arr = store.array

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
+from ..errors import FileFormatError, MgkflowError
+from ..io._common import PathNotFoundError
 from .blocks import Block, plan_blocks
 from .digest import params_digest
 
@@ -38,15 +40,15 @@ FORMAT_VERSION = 1
 DONE_DIR = "done"
 
 
-class StoreMismatchError(ValueError):
+class StoreMismatchError(MgkflowError, ValueError):
     """An existing store was made for other graphs, another kernel or other parameters."""
 
 
-class IncompleteStoreError(ValueError):
+class IncompleteStoreError(MgkflowError, ValueError):
     """A store is read before all of its blocks were computed."""
 
 
-class StoreExistsError(ValueError):
+class StoreExistsError(MgkflowError, ValueError):
     """The output path exists and may not be resumed into or replaced."""
 
 
@@ -126,23 +128,30 @@ class GramStore:
 
     @classmethod
     def read(cls, path: str | os.PathLike, mode: str = "r") -> GramStore:
-        """Open an existing store (ValueError if ``path`` is not an mgkflow Gram store)."""
+        """Open an existing store.
+
+        Raises :class:`~mgkflow.io.PathNotFoundError` (a ``FileNotFoundError``) when ``path`` does not
+        exist or holds no ``zarr.json``, and :class:`~mgkflow.errors.FileFormatError` (a ``ValueError``)
+        when it is not an mgkflow Gram store.
+        """
         import zarr
 
         path = Path(path)
+        if not path.exists():
+            raise PathNotFoundError(f"{path}: no such Gram store (write one with mgkflow gram ... --out {path.name})")
         if not (path / "zarr.json").is_file():
-            raise FileNotFoundError(f"{path} is not a Zarr store (no zarr.json)")
+            raise PathNotFoundError(f"{path} is not a Zarr store (no zarr.json)")
         try:
             arr = zarr.open_array(store=str(path), mode=mode)
         except Exception as exc:  # noqa: BLE001 - zarr raises several types for foreign stores
-            raise ValueError(f"{path} is not a Zarr array: {exc}") from exc
+            raise FileFormatError(f"not a Zarr array: {exc}", path=path) from exc
         meta = arr.attrs.get("mgkflow")
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise ValueError(f"{path} is a Zarr array but not an mgkflow Gram store (no 'mgkflow' attribute)")
+            raise FileFormatError("a Zarr array but not an mgkflow Gram store (no 'mgkflow' attribute)", path=path)
         if int(meta.get("format_version", 0)) > FORMAT_VERSION:
-            raise ValueError(
-                f"{path} was written by a newer mgkflow (store format {meta['format_version']}, "
-                f"this version reads {FORMAT_VERSION})"
+            raise FileFormatError(
+                f"written by a newer mgkflow (store format {meta['format_version']}, "
+                f"this version reads {FORMAT_VERSION})", path=path,
             )
         return cls(path, meta, arr)
 

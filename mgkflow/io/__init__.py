@@ -48,19 +48,23 @@ Examples
 from __future__ import annotations
 
 import importlib
+import inspect
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import FileFormatError
+from ..errors import FileFormatError, ParameterError, ParameterTypeError
 from ..kernels import BaseKernel
-from ._common import CategoryEncoder, GraphSet
+from ._common import CategoryEncoder, DroppedLabelWarning, GraphSet, PathNotFoundError
 from ._files import atomic_write, check_writable, default_file_mode
 from .gram import GramFile, kernel_params, load_gram_npz, save_gram
 
 __all__ = [
     "GraphSet",
     "CategoryEncoder",
+    "DroppedLabelWarning",
+    "PathNotFoundError",
     "FORMATS",
     "MOLECULE_FORMATS",
     "available_formats",
@@ -109,8 +113,9 @@ def available_formats() -> list[str]:
 
 
 def _module(fmt: str) -> Any:
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown file format {fmt!r}; choose from {', '.join(FORMATS)}")
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        raise ParameterError(f"format must be one of {', '.join(map(repr, FORMATS))} (or None: from the name); "
+                             f"got {fmt!r}")
     return importlib.import_module(FORMATS[fmt])
 
 
@@ -157,17 +162,52 @@ def detect_format(path: Any) -> str:
     return fmt
 
 
+def _check_path_argument(path: Any) -> Path:
+    """``path`` as a Path, or a ParameterTypeError saying what ``read_graphs`` accepts."""
+    if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
+        p = os.fspath(path)
+        if isinstance(p, str):
+            if not p.strip():
+                raise ParameterError("path is empty; give a file or directory to read")
+            return Path(p)
+    what = type(path).__name__
+    hint = ""
+    if isinstance(path, (bytes, bytearray)) or (isinstance(path, os.PathLike) and not isinstance(path, str)):
+        hint = " (a bytes path: pass os.fsdecode(path); file content: write it to a file first)"
+    raise ParameterTypeError(
+        f"path must be a str or os.PathLike naming a file or directory, or a pandas DataFrame with a SMILES "
+        f"column; got {what}{hint}"
+    )
+
+
+def _check_options(fmt: str, mod: Any, options: dict[str, Any]) -> None:
+    """Refuse options the reader of ``fmt`` does not take (ParameterTypeError listing those it takes)."""
+    params = inspect.signature(mod.read).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    names = list(params)[1:]
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise ParameterTypeError(
+            f"the {fmt} reader takes no option {', '.join(map(repr, unknown))}; its options: {', '.join(names)}"
+        )
+
+
 def read_graphs(path: Any, format: str | None = None, **options: Any) -> GraphSet:
     """Read graphs from a file or directory, choosing the reader by extension or ``format``.
 
     Parameters
     ----------
-    path : str or os.PathLike
+    path : str, os.PathLike or pandas.DataFrame
         A SMILES/SDF/GraphML/GML/PDB file, a TU dataset directory or a directory of GraphML/GML/PDB files.
+        A DataFrame is read like a SMILES CSV file: its SMILES column (``smiles_column=``, else the
+        one named like ``smiles``), ids from ``id_column`` (else a ``name``/``id`` column, else the
+        index when it is not a plain range, else the SMILES) and the other columns as properties.
     format : str, optional
         One of :func:`available_formats`; default: :func:`detect_format`.
     **options
-        Passed to the reader (see each ``read_*``); all accept ``n_graphs`` and ``encoder``.
+        Passed to the reader (see each ``read_*``); all accept ``n_graphs`` (a whole number >= 1)
+        and ``encoder``.
 
     Returns
     -------
@@ -177,23 +217,49 @@ def read_graphs(path: Any, format: str | None = None, **options: Any) -> GraphSe
     ------
     mgkflow.errors.FileFormatError
         Missing or unreadable file, unknown extension, malformed content (naming file and line).
+    mgkflow.errors.ParameterError, mgkflow.errors.ParameterTypeError
+        An argument mgkflow cannot use (``path`` of another type, unknown ``format``, an option the
+        reader does not take or a value it does not accept, ``n_graphs`` not a whole number >= 1);
+        the message names the argument and what is accepted.
+
+    Examples
+    --------
+    >>> read_graphs(7)
+    Traceback (most recent call last):
+    ...
+    mgkflow.errors.ParameterTypeError: path must be a str or os.PathLike naming a file or directory, ...
     """
-    fmt = format or detect_format(path)
+    if format is not None:
+        _module(format)
+    if _is_dataframe(path):
+        if format not in (None, "smiles"):
+            raise ParameterError(f"a DataFrame is read as SMILES (format='smiles'), not format={format!r}")
+        from .smiles import read_frame
+
+        return read_frame(path, **options)
+    p = _check_path_argument(path)
+    fmt = format or detect_format(p)
     mod = _module(fmt)
-    p = Path(path)
+    _check_options(fmt, mod, options)
     if fmt in PER_FILE_FORMATS and p.is_dir():
         files = sorted(c for c in p.iterdir() if c.is_file() and _by_extension(c.name) == fmt)
         if not files:
             raise FileFormatError(f"no {fmt} files in the directory", path=p)
         return mod.read(files, **options)
-    return mod.read(path, **options)
+    return mod.read(p, **options)
+
+
+def _is_dataframe(obj: Any) -> bool:
+    mod = type(obj).__module__ or ""
+    return mod.startswith("pandas") and type(obj).__name__ == "DataFrame"
 
 
 def read_smiles(path: Any, **options: Any) -> GraphSet:
     """Read a SMILES file (one molecule per line; see :mod:`mgkflow.io.smiles`).
 
     Options: ``delimiter``, ``header``, ``smiles_column``, ``id_column``,
-    ``on_error`` ("raise"/"skip"), ``n_graphs``, ``encoder``.
+    ``on_error`` ("raise"/"skip"), ``n_graphs``, ``encoder``, ``max_length``
+    (longest SMILES, default 5,000 characters).
     """
     return _module("smiles").read(path, **options)
 
@@ -210,8 +276,10 @@ def read_graphml(paths: Any, **options: Any) -> GraphSet:
     """Read one or several GraphML files, one graph each (see :mod:`mgkflow.io.graphml`).
 
     Options: ``node_labels``, ``edge_labels`` (names or comma-separated text;
-    default: attributes present everywhere), ``weight`` (edge attribute, default
+    default: attributes present everywhere; one present on only some nodes/edges is
+    left out with a :class:`DroppedLabelWarning`), ``weight`` (edge attribute, default
     "weight"), ``directed`` ("error"/"undirected"), ``n_graphs``, ``encoder``.
+    :func:`default_kernels` builds kernels from every field read.
     """
     return _module("graphml").read(paths, **options)
 
@@ -238,8 +306,53 @@ def read_pdb(paths: Any, **options: Any) -> GraphSet:
     return _module("pdb").read(paths, **options)
 
 
+def _field_kernel(graphs: Sequence[Any], kind: str, field: str) -> BaseKernel | None:
+    """The default base kernel of one label field carried by every graph, or None (left out)."""
+    from ..kernels import KroneckerDelta, SquareExponential, VectorSquareExponential
+
+    arrays = [getattr(g, f"{kind}_labels")[field] for g in graphs]
+    kinds = {a.dtype.kind for a in arrays}
+    dims = {a.shape[1:] for a in arrays}
+    if len(dims) != 1:
+        return None
+    dim = dims.pop()
+    if dim == () and kinds <= {"i", "u", "b"}:
+        return KroneckerDelta(0.5, field)
+    if kinds <= {"i", "u", "b", "f"}:
+        if dim == ():
+            return SquareExponential(1.0, field)
+        if len(dim) == 1 and dim[0] >= 1:
+            return VectorSquareExponential(1.0, field, dim[0])
+    return None
+
+
+def _tu_kernel(graphs: Sequence[Any], kind: str) -> BaseKernel:
+    """``KroneckerDelta(0.5, "label")`` where every graph has a scalar integer ``label`` field, else Constant."""
+    from ..kernels import Constant, KroneckerDelta
+
+    fields = [getattr(g, f"{kind}_labels").get("label") for g in graphs]
+    ok = bool(fields) and all(v is not None and v.ndim == 1 and v.dtype.kind == "i" for v in fields)
+    return KroneckerDelta(0.5, "label") if ok else Constant(1.0)
+
+
+def _fields_kernel(graphs: Sequence[Any], kind: str) -> BaseKernel:
+    """The product of the default kernels of every ``kind`` label field common to all graphs (else Constant)."""
+    from ..kernels import Constant
+
+    if not graphs:
+        return Constant(1.0)
+    labels = [getattr(g, f"{kind}_labels") for g in graphs]
+    fields = [f for f in labels[0] if all(f in lab for lab in labels[1:])]
+    kernel = None
+    for f in fields:
+        k = _field_kernel(graphs, kind, f)
+        if k is not None:
+            kernel = k if kernel is None else kernel * k
+    return Constant(1.0) if kernel is None else kernel
+
+
 def default_kernels(graphs: GraphSet | Sequence[Any]) -> tuple[BaseKernel, BaseKernel]:
-    """Sensible (node_kernel, edge_kernel) for graphs read from a file.
+    """Sensible (node_kernel, edge_kernel) for graphs read from a file: every label field they carry counts.
 
     ================== ============================================ =============================================
     graphs             node kernel                                  edge kernel
@@ -247,10 +360,23 @@ def default_kernels(graphs: GraphSet | Sequence[Any]) -> tuple[BaseKernel, BaseK
     molecules          ``KroneckerDelta(0.5, "element")``           ``KroneckerDelta(0.5, "bond_order")``
     (SMILES, SDF)      (the drugs set's kernels)
     proteins (PDB)     ``KroneckerDelta(0.5, "element")``           ``SquareExponential(1.0, "distance")``
-    others             ``KroneckerDelta(0.5, "label")`` if every     ``KroneckerDelta(0.5, "label")`` likewise,
-                       graph has an integer field ``label``, else   else ``Constant(1.0)``
+    TU datasets        ``KroneckerDelta(0.5, "label")`` if every     likewise; the real ``attributes`` fields
+                       graph has an integer field ``label``, else   are left to an explicit kernel
                        ``Constant(1.0)``
+    others (GraphML,   the product, over the node label fields      the same over the edge label fields
+    GML, graphs)       every graph has, of                          (the weight attribute is not a label);
+                       ``KroneckerDelta(0.5, f)`` for an integer    ``Constant(1.0)`` where there is none
+                       field (text labels are integer codes),
+                       ``SquareExponential(1.0, f)`` for a real
+                       one, ``VectorSquareExponential(1.0, f, d)``
+                       for a vector one; ``Constant(1.0)`` if none
     ================== ============================================ =============================================
+
+    So the attributes a GraphML/GML file or TU directory carries are used when none are named
+    (``read_graphs`` reads every attribute present on all nodes, resp. edges); name the ones to
+    use with ``node_labels=`` / ``edge_labels=`` (CLI ``--node-labels``, ``--edge-labels``), or pass
+    kernels. The length scale 1.0 suits values of order one (bond lengths in Å); scale other real
+    fields or pass a kernel.
 
     Examples
     --------
@@ -259,20 +385,20 @@ def default_kernels(graphs: GraphSet | Sequence[Any]) -> tuple[BaseKernel, BaseK
     >>> g = Graph(np.array([[0, 1], [1, 0]]), node_labels={"label": [1, 2]})
     >>> default_kernels([g])
     (KroneckerDelta(0.5, 'label'), Constant(1.0))
+    >>> A = np.array([[0, 1], [1, 0]])
+    >>> g = Graph(A, node_labels={"atom": [6, 8]}, edge_labels={"length": 1.2 * A})
+    >>> default_kernels([g])
+    (KroneckerDelta(0.5, 'atom'), SquareExponential(1.0, 'length'))
     """
-    from ..kernels import Constant, KroneckerDelta, SquareExponential
+    from ..kernels import KroneckerDelta, SquareExponential
 
     if isinstance(graphs, GraphSet):
         if graphs.format in MOLECULE_FORMATS:
             return KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond_order")
         if graphs.format == "pdb":
             return KroneckerDelta(0.5, "element"), SquareExponential(1.0, "distance")
+        if graphs.format == "tu":
+            return tuple(_tu_kernel(graphs.graphs, kind) for kind in ("node", "edge"))  # type: ignore[return-value]
         graphs = graphs.graphs
-
-    def has_int(kind: str) -> bool:
-        fields = [getattr(g, f"{kind}_labels").get("label") for g in graphs]
-        return bool(fields) and all(v is not None and v.ndim == 1 and v.dtype.kind == "i" for v in fields)
-
-    nk = KroneckerDelta(0.5, "label") if has_int("node") else Constant(1.0)
-    ek = KroneckerDelta(0.5, "label") if has_int("edge") else Constant(1.0)
-    return nk, ek
+    graphs = list(graphs)
+    return _fields_kernel(graphs, "node"), _fields_kernel(graphs, "edge")

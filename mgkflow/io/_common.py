@@ -10,12 +10,77 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FileFormatError
+from ..errors import FileFormatError, MgkflowError, ParameterError, ParameterTypeError
 from ..graph import Graph
 
 __all__ = [
-    "GraphSet", "CategoryEncoder", "is_text_value", "parse_fields", "properties_frame", "check_path", "read_text",
+    "GraphSet", "CategoryEncoder", "DroppedLabelWarning", "PathNotFoundError", "is_text_value", "parse_fields",
+    "properties_frame", "check_path", "read_text", "check_n_graphs", "check_choice",
 ]
+
+
+class PathNotFoundError(MgkflowError, FileNotFoundError):
+    """A file or store to read does not exist (an mgkflow error that ``except FileNotFoundError`` also catches).
+
+    Examples
+    --------
+    >>> err = PathNotFoundError("K.zarr: no such Gram store")
+    >>> isinstance(err, FileNotFoundError), isinstance(err, MgkflowError)
+    (True, True)
+    """
+
+
+class DroppedLabelWarning(MgkflowError, UserWarning):
+    """A node or edge attribute of a file is not read as a label field, because some nodes (edges) lack it.
+
+    A ``UserWarning`` (and an :class:`~mgkflow.errors.MgkflowError`, so that run as an error
+    with ``-W error`` it is one of mgkflow's).
+
+    Label fields need a value on every node (edge) of every graph; an attribute present on only
+    some is left out of the graphs when no ``node_labels`` / ``edge_labels`` are named. The
+    message names the attribute, how many nodes (edges) lack it, and the file of the first one.
+    Name it explicitly to get an error pointing at the node that lacks it instead.
+    """
+
+
+def check_n_graphs(n_graphs: Any) -> int | None:
+    """``n_graphs`` checked: None or an integer >= 1 (a bool, float or text is refused).
+
+    Examples
+    --------
+    >>> check_n_graphs(3), check_n_graphs(None)
+    (3, None)
+    >>> check_n_graphs(1.5)
+    Traceback (most recent call last):
+    ...
+    mgkflow.errors.ParameterTypeError: n_graphs must be a whole number >= 1 (or None for all), got float 1.5
+    """
+    if n_graphs is None:
+        return None
+    if isinstance(n_graphs, bool) or not isinstance(n_graphs, (int, np.integer)):
+        raise ParameterTypeError(
+            f"n_graphs must be a whole number >= 1 (or None for all), got {type(n_graphs).__name__} {n_graphs!r}"
+        )
+    if n_graphs < 1:
+        raise ParameterError(f"n_graphs must be >= 1 (or None for all), got {int(n_graphs)}")
+    return int(n_graphs)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``, else a :class:`~mgkflow.errors.ParameterError` naming ``name``.
+
+    Examples
+    --------
+    >>> check_choice("on_error", "skip", ("raise", "skip"))
+    'skip'
+    >>> check_choice("on_error", "ignore", ("raise", "skip"))
+    Traceback (most recent call last):
+    ...
+    mgkflow.errors.ParameterError: on_error must be one of 'raise', 'skip'; got 'ignore'
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise ParameterError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
 
 
 def is_text_value(v: Any) -> bool:

@@ -8,19 +8,21 @@ from typing import Any
 
 from ..errors import FileFormatError, GraphError
 from ..graph import Graph
-from ._common import CategoryEncoder, GraphSet, check_path, properties_frame
+from ._common import CategoryEncoder, GraphSet, check_choice, check_n_graphs, check_path, properties_frame
 
 __all__ = ["open_molecule_file", "MoleculeGraphs"]
 
 
-def open_molecule_file(path: Any, what: str, on_error: str) -> tuple[Any, Path]:
-    """``(rdkit.Chem, path)`` for a molecule reader: ``on_error`` checked, RDKit imported, the file checked."""
+def open_molecule_file(path: Any, what: str, on_error: str, check: bool = True) -> tuple[Any, Path | None]:
+    """``(rdkit.Chem, path)`` for a molecule reader: ``on_error`` checked, RDKit imported, the file checked.
+
+    ``check=False`` (no file: a DataFrame) skips the path and returns None for it.
+    """
     from .rdkit import require_rdkit
 
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    check_choice("on_error", on_error, ("raise", "skip"))
     Chem = require_rdkit()
-    return Chem, check_path(path, what)
+    return Chem, (check_path(path, what) if check else None)
 
 
 @dataclass
@@ -39,6 +41,9 @@ class MoleculeGraphs:
     ids: list[str] = field(default_factory=list)
     props: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[tuple[int, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.n_graphs = check_n_graphs(self.n_graphs)
 
     def full(self) -> bool:
         """True once ``n_graphs`` molecules are read."""

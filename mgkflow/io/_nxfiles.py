@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import FileFormatError, GraphError
 from ..graph import Graph
-from ._common import CategoryEncoder, GraphSet, _text, check_path, is_text_value, parse_fields, properties_frame
+from ._common import (
+    CategoryEncoder,
+    DroppedLabelWarning,
+    GraphSet,
+    _text,
+    check_choice,
+    check_n_graphs,
+    check_path,
+    is_text_value,
+    parse_fields,
+    properties_frame,
+)
 
 __all__ = ["networkx_reader"]
 
@@ -21,15 +33,35 @@ def _stem(p: Path) -> str:
     return name or p.name
 
 
-def _common_keys(items: list[list[dict[str, Any]]], exclude: set[str]) -> list[str]:
-    keys: list[str] | None = None
+def _common_keys(
+    items: list[list[dict[str, Any]]], exclude: set[str], kind: str = "node", files: Sequence[Path] = ()
+) -> list[str]:
+    """The attributes present on every node (edge) of every graph, in first-seen order.
+
+    Attributes present on only some are left out with a :class:`DroppedLabelWarning` naming
+    them, how many nodes (edges) lack them and the first file where one does.
+    """
+    seen: dict[str, int] = {}
+    total = 0
     for attrs_list in items:
+        total += len(attrs_list)
         for attrs in attrs_list:
-            if keys is None:
-                keys = [k for k in attrs if k not in exclude]
-            else:
-                keys = [k for k in keys if k in attrs]
-    return keys or []
+            for k in attrs:
+                if k not in exclude:
+                    seen[k] = seen.get(k, 0) + 1
+    keys = [k for k, c in seen.items() if c == total]
+    for k, c in seen.items():
+        if c < total:
+            first = next(
+                (files[i] for i, attrs_list in enumerate(items) if any(k not in a for a in attrs_list)), None
+            ) if files else None
+            where = f" (first in {first})" if first is not None else ""
+            warnings.warn(
+                f"{kind} attribute '{k}' is missing on {total - c} of {total} {kind}s{where}, so it is not read "
+                f"as a label field; name it ({kind}_labels=[{k!r}], CLI --{kind}-labels {k}) to see which lack it",
+                DroppedLabelWarning, stacklevel=4,
+            )
+    return keys
 
 
 def _load_files(
@@ -122,8 +154,8 @@ def networkx_reader(fmt: str, label: str, loader: Callable[[str], Any]) -> Calla
         encoder: CategoryEncoder | None = None,
         n_graphs: int | None = None,
     ) -> GraphSet:
-        if directed not in ("error", "undirected"):
-            raise ValueError(f"directed must be 'error' or 'undirected', got {directed!r}")
+        check_choice("directed", directed, ("error", "undirected"))
+        n_graphs = check_n_graphs(n_graphs)
         files, loaded = _load_files(paths, fmt, loader, directed, n_graphs)
         encoder = encoder or CategoryEncoder()
         node_attrs = [[d for _, d in G.nodes(data=True)] for _, G in loaded]
@@ -131,9 +163,9 @@ def networkx_reader(fmt: str, label: str, loader: Callable[[str], Any]) -> Calla
         nfields = parse_fields(node_labels)
         efields = parse_fields(edge_labels)
         if nfields is None:
-            nfields = _common_keys(node_attrs, set())
+            nfields = _common_keys(node_attrs, set(), "node", files)
         if efields is None:
-            efields = _common_keys(edge_attrs, {weight} if weight else set())
+            efields = _common_keys(edge_attrs, {weight} if weight else set(), "edge", files)
         text_fields = _fit_text_fields(node_attrs, edge_attrs, nfields, efields, encoder, files[0])
         graphs, ids, props = [], [], []
         for p, G in loaded:

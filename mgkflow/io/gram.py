@@ -10,7 +10,10 @@ An ``.npz`` written by :func:`save_gram` holds the arrays
 ========== ==============================================================
 
 and is read back (without pickle) by :func:`load_gram_npz`. Files are written
-atomically with the permissions of a plain ``open()``.
+atomically with the permissions of a plain ``open()``. A bare ``.npy`` holds the
+matrix only: :func:`load_gram_npz` reads it with ``ids`` and ``col_ids`` None
+(it invents no ids). When ``params`` record ``normalize=True`` (the CLI's
+``--normalize``), the stored kernel text says so as well.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FileFormatError, MgkflowError
+from ..errors import FileFormatError, MgkflowError, ParameterError
 from ._files import atomic_write, check_writable
 
 __all__ = ["GramFile", "save_gram", "load_gram_npz", "kernel_params", "GRAM_SUFFIXES"]
@@ -45,19 +48,19 @@ class GramFile:
     ----------
     gram : ndarray
         The matrix.
-    ids : list of str
-        Row ids (graph ids).
-    col_ids : list of str
-        Column ids (equal to ``ids`` for a Gram matrix of one set).
+    ids : list of str or None
+        Row ids (graph ids); None for a bare ``.npy`` matrix (which stores none).
+    col_ids : list of str or None
+        Column ids (equal to ``ids`` for a Gram matrix of one set); None for ``.npy``.
     kernel : str
-        The kernel's repr.
+        The kernel's repr (with ``normalize=True`` when the matrix was normalized).
     params : dict
         Kernel parameters and run settings.
     """
 
     gram: np.ndarray
-    ids: list[str]
-    col_ids: list[str]
+    ids: list[str] | None
+    col_ids: list[str] | None
     kernel: str = ""
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -147,17 +150,22 @@ def save_gram(
     check_writable(p, "Gram output")
     K = np.asarray(gram, dtype=np.float64)
     if K.ndim != 2:
-        raise ValueError(f"gram must be a 2-D matrix, got shape {K.shape}")
+        raise ParameterError(f"gram must be a 2-D matrix, got shape {K.shape}")
     if p.suffix == ".npy":
         return atomic_write(p, lambda t: np.save(t, K))
     n, m = K.shape
     rows = [str(i) for i in ids] if ids is not None else [str(i) for i in range(n)]
     cols = [str(i) for i in col_ids] if col_ids is not None else (rows if n == m else [str(i) for i in range(m)])
     if len(rows) != n or len(cols) != m:
-        raise ValueError(f"{len(rows)} row ids and {len(cols)} column ids for a {n}x{m} matrix")
+        raise ParameterError(
+            f"ids: {len(rows)} row ids and {len(cols)} column ids (col_ids) for a {n}x{m} matrix; "
+            "give one id per row (and per column)"
+        )
     allp = dict(kernel_params(kernel)) if kernel is not None and not isinstance(kernel, str) else {}
     allp.update(_jsonable(dict(params or {})))
     text = repr(kernel) if kernel is not None and not isinstance(kernel, str) else (kernel or "")
+    if allp.get("normalize") is True and text.endswith(")") and "normalize=" not in text:
+        text = text[:-1] + ", normalize=True)"
     arrays = {
         "gram": K,
         "ids": np.asarray(rows, dtype=str),
@@ -174,12 +182,38 @@ def save_gram(
 
 
 def load_gram_npz(path: Any) -> GramFile:
-    """Read a file written by :func:`save_gram` (``.npz``; a ``.npy`` gives positional ids)."""
+    """Read a file written by :func:`save_gram`.
+
+    An ``.npz`` gives the matrix with its ids, kernel text and parameters; a bare ``.npy``
+    gives the matrix with ``ids`` and ``col_ids`` None (the file holds none; no ids are invented).
+
+    Raises
+    ------
+    PathNotFoundError
+        No such file (a ``FileNotFoundError`` too).
+    mgkflow.errors.FileFormatError
+        Not a Gram file of mgkflow, or unreadable.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> p = Path(tempfile.mkdtemp()) / "K.npy"
+    >>> _ = save_gram(p, np.eye(2))
+    >>> g = load_gram_npz(p)
+    >>> g.gram.shape, g.ids
+    ((2, 2), None)
+    """
+    from ._common import PathNotFoundError
+
     p = Path(path)
+    if not p.exists():
+        raise PathNotFoundError(f"{p}: no such Gram file")
     try:
         if p.suffix == ".npy":
             K = np.load(p, allow_pickle=False)
-            return GramFile(K, [str(i) for i in range(K.shape[0])], [str(i) for i in range(K.shape[1])])
+            if K.ndim != 2:
+                raise FileFormatError(f"not a Gram matrix: shape {K.shape}", path=p)
+            return GramFile(K, None, None)
         with np.load(p, allow_pickle=False) as z:
             missing = {"gram", "ids"} - set(z.files)
             if missing:

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import FileFormatError, GraphError
 from ..graph import Graph
-from ._common import CategoryEncoder, GraphSet, check_path, properties_frame
+from ._common import CategoryEncoder, GraphSet, check_n_graphs, check_path, properties_frame
 from .pdb_parser import ELEMENTS, MAX_COORD, RESIDUE_CODES, contact_edges, graph_arrays_from_pdb, parse_pdb_atoms
 
 __all__ = [
@@ -49,6 +49,7 @@ def read(
     n_graphs: int | None = None,
 ) -> GraphSet:
     """Read one or several PDB files (see the module docstring)."""
+    n_graphs = check_n_graphs(n_graphs)
     if isinstance(paths, (str, Path)) or not isinstance(paths, Sequence):
         paths = [paths]
     files = [check_path(p, "PDB file") for p in paths][: n_graphs if n_graphs is not None else None]

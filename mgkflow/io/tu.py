@@ -36,7 +36,16 @@ import numpy as np
 
 from ..errors import FileFormatError
 from ..graph import Graph
-from ._common import CategoryEncoder, GraphSet, check_path, parse_fields, properties_frame, read_text
+from ._common import (
+    CategoryEncoder,
+    GraphSet,
+    check_choice,
+    check_n_graphs,
+    check_path,
+    parse_fields,
+    properties_frame,
+    read_text,
+)
 from .csr import csr_from_edges
 
 __all__ = ["read", "find_prefix", "NAME", "EXTENSIONS"]
@@ -269,8 +278,8 @@ def read(
     -------
     GraphSet
     """
-    if self_loops not in ("error", "drop"):
-        raise ValueError(f"self_loops must be 'error' or 'drop', got {self_loops!r}")
+    check_choice("self_loops", self_loops, ("error", "drop"))
+    n_graphs = check_n_graphs(n_graphs)
     d = check_path(directory, "TU dataset directory", directory=True)
     ds = find_prefix(d, name)
     encoder = encoder or CategoryEncoder()
