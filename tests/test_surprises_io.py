@@ -279,3 +279,21 @@ def test_load_gram_npz_missing_file(tmp_path):
         load_gram_npz(tmp_path / "K.npz")
     with pytest.raises(FileNotFoundError):
         load_gram_npz(tmp_path / "K.npz")
+
+
+def test_gml_label_that_only_repeats_the_node_id_is_not_a_label_field(tmp_path):
+    """networkx writes every node's name as its GML ``label``: a kernel on it compares node numbers."""
+    import networkx as nx
+
+    from mgkflow.io import default_kernels, read_graphs
+
+    g = nx.path_graph(4)
+    nx.set_node_attributes(g, {n: n % 2 for n in g}, "atom")
+    nx.write_gml(g, tmp_path / "names.gml")
+    read = read_graphs(tmp_path / "names.gml")
+    assert list(read.graphs[0].node_labels) == ["atom"]
+    assert "label" not in repr(default_kernels(read))
+    (tmp_path / "real.gml").write_text(
+        'graph [\n node [ id 0 label "C" ]\n node [ id 1 label "O" ]\n edge [ source 0 target 1 ]\n]\n'
+    )
+    assert list(read_graphs(tmp_path / "real.gml").graphs[0].node_labels) == ["label"]
