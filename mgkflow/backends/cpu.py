@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -67,12 +68,13 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ..errors import ConvergenceError, GraphError
+from ..errors import ConvergenceError, GraphError, ProblemTooLargeError
+from ..graph import Graph
 from ..kernels import BaseKernel, Constant, KroneckerDelta, Product, SquareExponential, Sum
-from ..system import GraphSystem
+from ..system import GraphSystem, prepare_graph
 from .base import GradientSolution, NodalSolution, Pairs, Progress, Solution
 
-__all__ = ["NumbaCPUBackend", "EdgeProgram", "compile_edge_program", "DEFAULT_CACHE_BYTES", "make"]
+__all__ = ["NumbaCPUBackend", "EdgeProgram", "compile_edge_program", "DEFAULT_CACHE_BYTES", "make", "warm_up"]
 
 #: Default memory budget for cached edge-pair products (all concurrently solved pairs together).
 DEFAULT_CACHE_BYTES = 256 << 20
@@ -805,6 +807,11 @@ class NumbaCPUBackend:
         self.last_extra: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ public
+    def warm_up(self) -> bool:
+        """Compile (or load from numba's cache) the compiled kernels now, once per process (:func:`warm_up`);
+        True when a compile happened."""
+        return warm_up()
+
     def solve(
         self,
         xs: Sequence[GraphSystem],
@@ -878,7 +885,11 @@ class NumbaCPUBackend:
             grads[t] = g
         return GradientSolution(values, grads, iters, res, conv)
 
-    def _run(self, xs, ys, pairs, node_kernel, edge_kernel, progress, nodal, gradient=False, wrt_q=False):
+    def _run(self, xs, ys, pairs, node_kernel, edge_kernel, progress, nodal, gradient=False, wrt_q=False,
+             split_all=False):  # fmt: skip
+        """The work of :meth:`solve` and its siblings; ``split_all`` spreads every pair's rows over the
+        threads (as for large pairs; the warm-up uses it to compile that path on a tiny pair)."""
+        warm_up()
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         k = len(pairs)
         values = np.empty(k)
@@ -925,7 +936,7 @@ class NumbaCPUBackend:
         for t, (i, j) in enumerate(pairs.tolist()):
             ep = xs[i].graph.nnz * ys[j].graph.nnz
             nm = xs[i].n * ys[j].n
-            (big if ep > _BIG_EDGE_PAIRS or nm > _BIG_UNKNOWNS else small).append(t)
+            (big if split_all or ep > _BIG_EDGE_PAIRS or nm > _BIG_UNKNOWNS else small).append(t)
         modes = {"cached": 0, "matrix-free": 0, "constant": 0}
 
         def record(t: int, out: tuple[float, int, float, str, Any]) -> None:
@@ -1088,7 +1099,7 @@ class _Context:
         except MemoryError as exc:
             n, m = s1.n, s2.n
             need = 6 * 8 * n * m
-            raise MemoryError(
+            raise ProblemTooLargeError(
                 f"pair ({s1.name}, {s2.name}) has {n} x {m} = {n * m} unknowns: its float64 CG vectors "
                 f"need about {need / 2**30:.1f} GiB (matrix-free, the least this backend uses), "
                 "more than this machine could allocate"
@@ -1325,3 +1336,74 @@ def _sum2(parts) -> tuple[float, float]:
         a += u
         b += v
     return a, b
+
+
+# ====================================================================== warm-up
+#: Printed to stderr when the warm-up finds numba's on-disk cache cold (a compile actually happens).
+COMPILE_MESSAGE = "mgkflow: compiling the CPU kernels (once per installation, ~10\u201320 s)\u2026"
+_WARM_LOCK = threading.Lock()
+_warm_done = False
+
+
+def _cache_misses() -> int:
+    """How many compiled signatures of this module's numba functions missed numba's on-disk cache."""
+    funcs = [v for v in list(globals().values()) if hasattr(v, "stats") and hasattr(v, "py_func")]
+    return sum(sum(f.stats.cache_misses.values()) for f in funcs)
+
+
+def _warm_up_solves() -> list:
+    """Tiny solves through every compiled path (serial and row-split, cached, matrix-free and constant
+    products, compiled and generic edge kernels, gradients), as callables."""
+    A = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 2.0], [0.0, 2.0, 0.0]])
+    g = Graph(A, node_labels={"l": np.array([0, 1, 0])}, edge_labels={"e": A * 0.5}, title="warm-up")
+    nk, ek = KroneckerDelta(0.5, "l"), KroneckerDelta(0.5, "e") * SquareExponential(1.0, "e")
+    ss = [prepare_graph(g, 0, nk, ek, q=0.5)]
+    pairs = np.zeros((1, 2), dtype=np.int64)
+
+    def run(be: NumbaCPUBackend, edge_kernel: BaseKernel, gradient: bool = False, split_all: bool = False):
+        return lambda: be._run(ss, ss, pairs, nk, edge_kernel, None, False, gradient=gradient, wrt_q=gradient,
+                               split_all=split_all)  # fmt: skip
+
+    serial, free = NumbaCPUBackend(threads=1), NumbaCPUBackend(threads=1, cache_bytes=0)
+    two, generic = NumbaCPUBackend(threads=2), NumbaCPUBackend(threads=1, compiled_kernels=False)
+    return [
+        lambda: _sum_sq_rows(0, 1, np.zeros((1, 1))),  # one small function first: a cold cache shows at once
+        run(serial, ek), run(serial, Constant(1.0)), run(free, ek), run(generic, ek),
+        run(serial, ek, gradient=True), run(serial, Constant(1.0), gradient=True), run(free, ek, gradient=True),
+        run(two, ek, split_all=True), run(two, Constant(1.0), split_all=True), run(free, ek, split_all=True),
+        run(generic, ek, split_all=True),
+    ]
+
+
+def warm_up(stream: Any = None) -> bool:
+    """Compile this backend's numba kernels, or load them from numba's on-disk cache, once per process.
+
+    Called before the first solve (and by :func:`mgkflow.evaluation.backend.get_backend` before a
+    kernel call starts its clock, so compile time stays out of ``last_stats``). When numba's cache
+    misses (a fresh installation, a new numba or Python), :data:`COMPILE_MESSAGE` goes to ``stream``
+    (default ``sys.stderr``) first: the compile takes 10–20 s and would look like a hang.
+
+    Returns
+    -------
+    bool
+        True when this call compiled something (the message was printed).
+
+    Examples
+    --------
+    >>> warm_up() in (True, False) and warm_up() is False  # the second call does nothing
+    True
+    """
+    global _warm_done
+    if _warm_done:
+        return False
+    with _WARM_LOCK:
+        if _warm_done:
+            return False
+        _warm_done = True  # first: the warm-up's own solves call this again
+        compiled = False
+        for solve in _warm_up_solves():
+            solve()
+            if not compiled and _cache_misses():
+                compiled = True
+                print(COMPILE_MESSAGE, file=stream or sys.stderr, flush=True)
+    return compiled
