@@ -416,6 +416,51 @@ def _bilinear(i0, i1, p1, x, p2):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _setup_pair(d1, d2, q1, q2, p1, p2, V, diag, r):  # pragma: no cover - compiled
+    """diag = (d1 d2ᵀ) / V and r = (d1 d2ᵀ)(q1 q2ᵀ) of a whole pair in one call (what
+    :meth:`_Context._setup_rows` computes with numpy, the same operations in the same order).
+
+    Returns (flat index of the first V not > 0 or -1, whether a product overflowed (p1 p2ᵀ included),
+    max |r|, max diag, min diag)."""
+    n, m = diag.shape
+    for i in range(n):
+        for j in range(m):
+            if not V[i, j] > 0:
+                return i * m + j, False, 0.0, 0.0, 0.0
+    over = False
+    top = 0.0
+    dtop = 0.0
+    dmin = np.inf
+    for i in range(n):
+        for j in range(m):
+            dx = d1[i] * d2[j]
+            dg = dx / V[i, j]
+            rr = dx * (q1[i] * q2[j])
+            if np.isinf(dx) or np.isinf(dg) or np.isinf(rr) or np.isinf(p1[i] * p2[j]):
+                over = True
+            diag[i, j] = dg
+            r[i, j] = rr
+            top = max(top, abs(rr))
+            dtop = max(dtop, dg)
+            dmin = min(dmin, dg)
+    return -1, over, top, dtop, dmin
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _scale_pair(shift, mshift, diag, r, x):  # pragma: no cover - compiled
+    """r = 2^shift r, diag = 2^mshift diag (exact), x = r / diag; returns sum r^2 (:func:`_sum_sq_rows`)."""
+    n, m = r.shape
+    for i in range(n):
+        for j in range(m):
+            if shift:
+                r[i, j] = math.ldexp(r[i, j], shift)
+            if mshift:
+                diag[i, j] = math.ldexp(diag[i, j], mshift)
+            x[i, j] = r[i, j] / diag[i, j]
+    return _sum_sq_rows(0, n, r)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _pcg_serial(mode, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, r, x, y, p, bb,
                 rtol, max_iter):  # fmt: skip
     """Whole Jacobi PCG of one pair on the calling thread; r holds b on entry, x the start,
@@ -954,13 +999,19 @@ class NumbaCPUBackend:
                     record(t, ctx.solve_pair(xs[i], ys[j], gx[i], gy[j], self.cache_bytes, None))
             elif small:
                 budget = self.cache_bytes // max(1, min(self.threads, len(small)))
-                futs = {}
-                for t in small:
-                    i, j = pairs[t]
-                    futs[executor.submit(ctx.solve_pair, xs[i], ys[j], gx[i], gy[j], budget, None)] = t
+                plist = pairs.tolist()
+
+                def task(ts: list[int]) -> list[tuple[int, Any]]:
+                    return [(t, ctx.solve_pair(xs[plist[t][0]], ys[plist[t][1]], gx[plist[t][0]], gy[plist[t][1]],
+                                               budget, None)) for t in ts]  # fmt: skip
+
+                # tasks of several pairs (a future per pair costs the GIL more than a small pair's solve)
+                size = max(1, min(32, len(small) // (16 * self.threads)))
+                futs = [executor.submit(task, small[a : a + size]) for a in range(0, len(small), size)]
                 try:
                     for f in as_completed(futs):
-                        record(futs[f], f.result())
+                        for t, out in f.result():
+                            record(t, out)
                 except BaseException:
                     for f in futs:
                         f.cancel()
@@ -1071,6 +1122,18 @@ class _Context:
             return 0.0, 0.0
         return float(np.max(np.abs(r[i0:i1]))), float(np.max(diag[i0:i1]))
 
+    def _setup_pair(self, s1, s2, g1, g2, diag, r) -> tuple[float, float, float]:
+        """:meth:`_setup_rows` on the whole pair, its arithmetic in one compiled call
+        (:func:`_setup_pair`); returns (max |b|, max diag, min diag)."""
+        nl1 = {k: v[:, None] for k, v in g1.node_labels.items()}
+        nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
+        with np.errstate(all="ignore"):
+            V = np.broadcast_to(np.asarray(self.node_kernel(nl1, nl2), dtype=np.float64), diag.shape)
+        bad, over, top, dtop, dmin = _setup_pair(g1.d, g2.d, g1.q, g2.q, g1.p, g2.p, V, diag, r)
+        if bad >= 0 or over:  # the errors of _setup_rows, from its numpy path
+            self._setup_rows(s1, s2, g1, g2, 0, s1.n, diag, r)
+        return top, dtop, dmin
+
     @staticmethod
     def _scale_rows(i0, i1, shift, mshift, diag, r, x) -> float:
         """r = 2^shift b, diag = 2^mshift diag (exact), x = r / diag on rows i0..i1; returns sum r^2."""
@@ -1114,10 +1177,14 @@ class _Context:
         diag, r, x = (ws.take((n, m)) for _ in range(3))
         prog = self.program
         chunks = [(0, n)] if pool is None else _row_chunks(g1.ip, 4 * self.threads)
-        tops = _map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, r), chunks)
-        top = max((t[0] for t in tops), default=0.0)
-        dtop = max((t[1] for t in tops), default=0.0)
-        if n * m and not diag.min() > 0:
+        if pool is None:  # one compiled call (small pairs: Python between the calls holds the GIL)
+            top, dtop, dmin = self._setup_pair(s1, s2, g1, g2, diag, r)
+        else:
+            tops = _map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, r), chunks)
+            top = max((t[0] for t in tops), default=0.0)
+            dtop = max((t[1] for t in tops), default=0.0)
+            dmin = diag.min() if n * m else 1.0
+        if n * m and not dmin > 0:
             # d_i d'_i' / v underflowed: weights within one graph span more than float64 can
             # multiply (K is invariant under scaling a whole graph's weights, not one edge's)
             raise ConvergenceError(
@@ -1135,7 +1202,10 @@ class _Context:
             mshift = 1 - int(np.frexp(dtop)[1])
             g1 = replace(g1, w=np.ldexp(g1.w, mshift // 2))
             g2 = replace(g2, w=np.ldexp(g2.w, mshift - mshift // 2))
-        bb = sum(_map(pool, lambda c: self._scale_rows(c[0], c[1], shift, mshift, diag, r, x), chunks))
+        if pool is None:
+            bb = _scale_pair(shift, mshift, diag, r, x)
+        else:
+            bb = sum(_map(pool, lambda c: self._scale_rows(c[0], c[1], shift, mshift, diag, r, x), chunks))
         C, X2, cconst = _EMPTY2, _EMPTY2, 0.0
         code, par, depth = (prog.code, prog.par, prog.depth) if prog is not None else (_EMPTY_PROG, _EMPTY1, 1)
         F1, F2 = g1.feat, g2.feat
@@ -1360,15 +1430,17 @@ def _warm_up_solves() -> list:
     ss = [prepare_graph(g, 0, nk, ek, q=0.5)]
     pairs = np.zeros((1, 2), dtype=np.int64)
 
-    def run(be: NumbaCPUBackend, edge_kernel: BaseKernel, gradient: bool = False, split_all: bool = False):
-        return lambda: be._run(ss, ss, pairs, nk, edge_kernel, None, False, gradient=gradient, wrt_q=gradient,
-                               split_all=split_all)  # fmt: skip
+    def run(be: NumbaCPUBackend, edge_kernel: BaseKernel, gradient: bool = False, split_all: bool = False,
+            node_kernel: BaseKernel = nk):  # fmt: skip
+        return lambda: be._run(ss, ss, pairs, node_kernel, edge_kernel, None, False, gradient=gradient,
+                               wrt_q=gradient, split_all=split_all)  # fmt: skip
 
     serial, free = NumbaCPUBackend(threads=1), NumbaCPUBackend(threads=1, cache_bytes=0)
     two, generic = NumbaCPUBackend(threads=2), NumbaCPUBackend(threads=1, compiled_kernels=False)
     return [
         lambda: _sum_sq_rows(0, 1, np.zeros((1, 1))),  # one small function first: a cold cache shows at once
         run(serial, ek), run(serial, Constant(1.0)), run(free, ek), run(generic, ek),
+        run(serial, ek, node_kernel=Constant(1.0)),
         run(serial, ek, gradient=True), run(serial, Constant(1.0), gradient=True), run(free, ek, gradient=True),
         run(two, ek, split_all=True), run(two, Constant(1.0), split_all=True), run(free, ek, split_all=True),
         run(generic, ek, split_all=True),
