@@ -38,11 +38,15 @@ docs/gradients.md: a second PCG solve M y = p_x with the same operator (and the 
 edge-pair products), then dK/dh = yᵀ (db/dh − (dM/dh) x), the edge-kernel derivatives
 evaluated through the kernel's numpy ``gradient`` on blocks of edge pairs.
 
-Parallelism: small pairs are spread over ``threads`` worker threads, one pair per
-task (the compiled solver releases the GIL); a large pair is solved one at a time with
-its rows split over the threads. The threads come from :mod:`concurrent.futures`.
-Compiled code is cached on disk (numba ``cache=True``): only the first process on a
-machine pays the compile time.
+Parallelism: small pairs are spread over ``threads`` worker threads, a few pairs per
+task, each pair set up and solved in compiled calls that release the GIL (the Python
+between them holds it, and is what keeps the threads from scaling: keep it short); a
+large pair is solved one at a time with its rows split over the threads. The threads come
+from :mod:`concurrent.futures`. Compiled code is cached on disk (numba ``cache=True``): only
+the first process on a machine pays the compile time (10–20 s). :func:`warm_up` compiles
+or loads every kernel once per process before the first solve (a kernel call does it before
+its clock starts, so ``last_stats`` never counts it) and says so on stderr when numba
+actually compiles.
 
 Examples
 --------
