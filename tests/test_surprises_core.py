@@ -115,7 +115,7 @@ def test_label_field_mixing_ints_and_tuples_is_a_graph_error(what):
     else:
         nx.set_edge_attributes(G, dict(zip(G.edges, values)), "m")
     kw = {"node_labels": ["m"]} if what == "node" else {"edge_labels": ["m"]}
-    with pytest.raises(GraphError, match=rf"graph 'mixed': {what} label field 'm'"):
+    with pytest.raises(GraphError, match=rf"graph 'mixed': {what} label field 'm' mixes numbers and sequences"):
         Graph.from_networkx(G, **kw)
 
 
