@@ -68,6 +68,13 @@ def _as_label_array(values: Any, name: str, kind: str, size: int, who: str) -> n
     try:
         arr = np.asarray(values)
     except (ValueError, TypeError) as exc:
+        seq = [isinstance(v, list | tuple | np.ndarray) for v in values] if isinstance(values, list | tuple) else []
+        if any(seq) and not all(seq):
+            k, j = seq.index(False), seq.index(True)
+            raise GraphError(
+                f"{who}: {kind} label field '{name}' mixes numbers and sequences (entry {k} is "
+                f"{values[k]!r}, entry {j} is {values[j]!r}); a field holds scalars or vectors of one length"
+            ) from exc
         raise GraphError(
             f"{who}: {kind} label field '{name}' is ragged or not array-like "
             f"(vector labels need the same length d for every entry): {exc}"

@@ -20,6 +20,8 @@ __all__ = [
     "KernelRangeError",
     "ConvergenceError",
     "ConvergenceWarning",
+    "BackendUnavailableError",
+    "ProblemTooLargeError",
     "describe_graph",
 ]
 
@@ -84,6 +86,14 @@ class ConvergenceError(MgkflowError, RuntimeError):
 class BackendUnavailableError(MgkflowError, RuntimeError):
     """A backend was asked for that this machine cannot run (e.g. ``backend="gpu"`` without
     PyCUDA or a CUDA device); the message says what to install or which backend to use."""
+
+
+class ProblemTooLargeError(MgkflowError, MemoryError):
+    """A pair is too large for the chosen backend (the exact backend's edge-pair cap, or memory the
+    CPU backend could not allocate); the message names the pair and what to do (e.g. ``backend="cpu"``).
+
+    A ``MemoryError`` too, so ``except MemoryError`` keeps working.
+    """
 
 
 class ConvergenceWarning(RuntimeWarning):

@@ -7,7 +7,7 @@ probabilities and returns a :class:`GraphSystem` with p, q and d; every backend
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Union
 
@@ -21,7 +21,16 @@ from .kernels import BaseKernel, vector_dims
 #: callable ``f(graph) -> array of length n``, or one vector (graphs of its length only).
 NodeProbability = Union[float, str, Callable[[Graph], Any]]
 
-__all__ = ["GraphSystem", "prepare_graph", "scale_weights", "scale_start", "NodeProbability"]
+__all__ = [
+    "GraphSystem",
+    "prepare_graph",
+    "scale_weights",
+    "scale_start",
+    "check_label_kinds",
+    "NodeProbability",
+]
+
+_EXACT_FLOAT_INT = 2**53  # integers beyond ±2**53 are not all representable as float64
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,10 @@ class GraphSystem:
     d: np.ndarray
     weight_exponent: int = 0
     p_exponent: int = 0
+    #: ``(("node" or "edge", field), kind, value)`` for each scalar label field the kernels read: kind
+    #: ``"f"`` (float64), ``"i"`` (int64, all within ±2**53) or ``"I"`` (int64 holding ``value``, an
+    #: integer beyond ±2**53 that float64 cannot hold); see :func:`check_label_kinds`.
+    label_kinds: tuple[tuple[tuple[str, str], str, int], ...] = ()
 
     @property
     def n(self) -> int:
@@ -189,7 +202,94 @@ def prepare_graph(
         raise GraphError(f"{who}: the weights of a node's edges sum beyond the float64 range")
     rowsum = np.where(rowsum > 0, rowsum, 1.0)
     d = rowsum / (1.0 - qv)
-    return GraphSystem(graph=graph, index=index, p=pv, q=qv, d=d, weight_exponent=shift)
+    _check_weight_span(d * qv, graph, who)
+    kinds = _label_kinds(graph, node_kernel, edge_kernel)
+    return GraphSystem(graph=graph, index=index, p=pv, q=qv, d=d, weight_exponent=shift, label_kinds=kinds)
+
+
+def _label_kinds(graph: Graph, node_kernel: BaseKernel, edge_kernel: BaseKernel) -> tuple:
+    """The :attr:`GraphSystem.label_kinds` of ``graph``'s scalar label fields read by the kernels."""
+    out = []
+    for what, kernel, labels in (("node", node_kernel, graph.node_labels), ("edge", edge_kernel, graph.edge_labels)):
+        for field in kernel.fields:
+            arr = labels[field]
+            if arr.ndim != 1:
+                continue  # vector labels are always float64
+            if arr.dtype.kind == "f":
+                out.append(((what, field), "f", 0))
+                continue
+            big = np.flatnonzero((arr > _EXACT_FLOAT_INT) | (arr < -_EXACT_FLOAT_INT))
+            out.append(((what, field), "I", int(arr[big[0]])) if big.size else ((what, field), "i", 0))
+    return tuple(out)
+
+
+def check_label_kinds(groups: Sequence[tuple[str, Sequence[GraphSystem]]]) -> None:
+    """Refuse label fields that a call's graphs hold as floats in one graph and as integers beyond ±2**53
+    in another (docs/design.md §1.3).
+
+    Kernels compare labels of two graphs in float64 when one graph holds a field as floats: an
+    integer beyond ±2**53 would be rounded (2**53 + 1 would equal 2.0**53), so distinct labels would
+    merge. One graph alone already refuses that mix (:class:`~mgkflow.graph.Graph`); this applies the
+    same rule to all the graphs of a call. ``groups`` is ``[("X", xs), ("Y", ys)]`` (or X alone).
+
+    Raises
+    ------
+    GraphError
+        Naming the field and the two graphs.
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant, KroneckerDelta
+    >>> A = np.array([[0, 1.0], [1.0, 0]])
+    >>> nk = KroneckerDelta(0.5, "l")
+    >>> a = prepare_graph(Graph(A, node_labels={"l": np.array([2**53 + 1, 0])}), 0, nk, Constant(1.0))
+    >>> b = prepare_graph(Graph(A, node_labels={"l": [2.0**53, 0.0]}), 1, nk, Constant(1.0))
+    >>> try:
+    ...     check_label_kinds([("X", [a, b])])
+    ... except GraphError as exc:
+    ...     print(str(exc)[:94])
+    node label field 'l' holds floats in graph 1 of X but integer 9007199254740993 in graph 0 of X
+    """
+    first_float: dict[tuple[str, str], str] = {}
+    first_big: dict[tuple[str, str], tuple[str, int]] = {}
+    for arg, systems in groups:
+        for s in systems:
+            for key, kind, value in s.label_kinds:
+                if kind == "f":
+                    first_float.setdefault(key, f"{s.name} of {arg}")
+                elif kind == "I":
+                    first_big.setdefault(key, (f"{s.name} of {arg}", value))
+    for key, (who_i, value) in first_big.items():
+        if key not in first_float:
+            continue
+        raise GraphError(
+            f"{key[0]} label field '{key[1]}' holds floats in {first_float[key]} but integer {value} in "
+            f"{who_i}, beyond ±2**53 where float64 cannot hold every integer: comparing them would merge "
+            "distinct labels; use integers in every graph (or floats in every graph)"
+        )
+
+
+#: Smallest d_i q_i of a node once the largest weight lies in [1, 2): a product of two is >= 2**-1022,
+#: a normal float64 (docs/design.md §1.3).
+DQ_MIN = 2.0**-511
+
+
+def _check_weight_span(dq: np.ndarray, graph: Graph, who: str) -> None:
+    """:class:`~mgkflow.errors.GraphError` when a node's d_i q_i (``graph``: the weights scaled so that the
+    largest lies in [1, 2)) is below :data:`DQ_MIN`: the product system of this graph with any graph
+    (itself included) would hold subnormal diagonal or right-hand-side entries, numerically singular to
+    float64 (docs/design.md §1.3)."""
+    if dq.size == 0 or dq.min() >= DQ_MIN:
+        return
+    i = int(np.argmin(dq))
+    ratio = float(dq[i] / graph.adjacency.data.max())
+    raise GraphError(
+        f"{who}: edge weights span more than float64 can resolve: node {i}'s weighted degree times q is "
+        f"{ratio:.3g} of the graph's largest edge weight (at least ~1e-154 is needed: the kernel multiplies "
+        "such quantities of two graphs, and their product would fall below the float64 range, making the "
+        "system singular). Bring the graph's weights within about 1e150 of each other (e.g. drop or clip "
+        "negligible weights, or use log-scaled weights)"
+    )
 
 
 def scale_weights(graph: Graph) -> tuple[Graph, int]:

@@ -290,18 +290,20 @@ def _dense(g, field):
 
 
 def test_degree_products_underflowing_are_a_clear_error():
-    """Weights 1e-300 and 9.3 in one graph: d_i d_j underflows; an mgkflow error, no warning."""
+    """Weights 1e-300 and 9.3 in one graph: d_i d_j would underflow; an mgkflow error naming the graph
+    (at preparation, the same for every backend: docs/design.md §1.3), no warning."""
     import warnings
 
-    from mgkflow import ConvergenceError, Graph, MarginalizedGraphKernel
+    from mgkflow import Graph, GraphError, MarginalizedGraphKernel
 
     A = np.zeros((6, 6))
     A[3, 4] = A[4, 3] = 9.323598234705845
     A[1, 5] = A[5, 1] = 1e-300
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(ConvergenceError, match="underflows"):
-            MarginalizedGraphKernel(q=0.1, backend="cpu")([Graph(A)])
+        for backend in ("cpu", "exact"):
+            with pytest.raises(GraphError, match=r"graph 0: edge weights span more than float64 .* node 1"):
+                MarginalizedGraphKernel(q=0.1, backend=backend)([Graph(A)])
 
 
 # ---------------------------------------------------------------------- gradients

@@ -38,11 +38,15 @@ docs/gradients.md: a second PCG solve M y = p_x with the same operator (and the 
 edge-pair products), then dK/dh = yᵀ (db/dh − (dM/dh) x), the edge-kernel derivatives
 evaluated through the kernel's numpy ``gradient`` on blocks of edge pairs.
 
-Parallelism: small pairs are spread over ``threads`` worker threads, one pair per
-task (the compiled solver releases the GIL); a large pair is solved one at a time with
-its rows split over the threads. The threads come from :mod:`concurrent.futures`.
-Compiled code is cached on disk (numba ``cache=True``): only the first process on a
-machine pays the compile time.
+Parallelism: small pairs are spread over ``threads`` worker threads, a few pairs per
+task, each pair set up and solved in compiled calls that release the GIL (the Python
+between them holds it, and is what keeps the threads from scaling: keep it short); a
+large pair is solved one at a time with its rows split over the threads. The threads come
+from :mod:`concurrent.futures`. Compiled code is cached on disk (numba ``cache=True``): only
+the first process on a machine pays the compile time (10–20 s). :func:`warm_up` compiles
+or loads every kernel once per process before the first solve (a kernel call does it before
+its clock starts, so ``last_stats`` never counts it) and says so on stderr when numba
+actually compiles.
 
 Examples
 --------
@@ -57,6 +61,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -67,12 +72,13 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ..errors import ConvergenceError, GraphError
+from ..errors import ConvergenceError, GraphError, ProblemTooLargeError
+from ..graph import Graph
 from ..kernels import BaseKernel, Constant, KroneckerDelta, Product, SquareExponential, Sum
-from ..system import GraphSystem
+from ..system import GraphSystem, prepare_graph
 from .base import GradientSolution, NodalSolution, Pairs, Progress, Solution
 
-__all__ = ["NumbaCPUBackend", "EdgeProgram", "compile_edge_program", "DEFAULT_CACHE_BYTES", "make"]
+__all__ = ["NumbaCPUBackend", "EdgeProgram", "compile_edge_program", "DEFAULT_CACHE_BYTES", "make", "warm_up"]
 
 #: Default memory budget for cached edge-pair products (all concurrently solved pairs together).
 DEFAULT_CACHE_BYTES = 256 << 20
@@ -411,6 +417,51 @@ def _bilinear(i0, i1, p1, x, p2):  # pragma: no cover - compiled
             s += xi[a] * p2[a]
         out += p1[i] * s
     return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _setup_pair(d1, d2, q1, q2, p1, p2, V, diag, r):  # pragma: no cover - compiled
+    """diag = (d1 d2ᵀ) / V and r = (d1 d2ᵀ)(q1 q2ᵀ) of a whole pair in one call (what
+    :meth:`_Context._setup_rows` computes with numpy, the same operations in the same order).
+
+    Returns (flat index of the first V not > 0 or -1, whether a product overflowed (p1 p2ᵀ included),
+    max |r|, max diag, min diag)."""
+    n, m = diag.shape
+    for i in range(n):
+        for j in range(m):
+            if not V[i, j] > 0:
+                return i * m + j, False, 0.0, 0.0, 0.0
+    over = False
+    top = 0.0
+    dtop = 0.0
+    dmin = np.inf
+    for i in range(n):
+        for j in range(m):
+            dx = d1[i] * d2[j]
+            dg = dx / V[i, j]
+            rr = dx * (q1[i] * q2[j])
+            if np.isinf(dx) or np.isinf(dg) or np.isinf(rr) or np.isinf(p1[i] * p2[j]):
+                over = True
+            diag[i, j] = dg
+            r[i, j] = rr
+            top = max(top, abs(rr))
+            dtop = max(dtop, dg)
+            dmin = min(dmin, dg)
+    return -1, over, top, dtop, dmin
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _scale_pair(shift, mshift, diag, r, x):  # pragma: no cover - compiled
+    """r = 2^shift r, diag = 2^mshift diag (exact), x = r / diag; returns sum r^2 (:func:`_sum_sq_rows`)."""
+    n, m = r.shape
+    for i in range(n):
+        for j in range(m):
+            if shift:
+                r[i, j] = math.ldexp(r[i, j], shift)
+            if mshift:
+                diag[i, j] = math.ldexp(diag[i, j], mshift)
+            x[i, j] = r[i, j] / diag[i, j]
+    return _sum_sq_rows(0, n, r)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -805,6 +856,11 @@ class NumbaCPUBackend:
         self.last_extra: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ public
+    def warm_up(self) -> bool:
+        """Compile (or load from numba's cache) the compiled kernels now, once per process (:func:`warm_up`);
+        True when a compile happened."""
+        return warm_up()
+
     def solve(
         self,
         xs: Sequence[GraphSystem],
@@ -878,7 +934,11 @@ class NumbaCPUBackend:
             grads[t] = g
         return GradientSolution(values, grads, iters, res, conv)
 
-    def _run(self, xs, ys, pairs, node_kernel, edge_kernel, progress, nodal, gradient=False, wrt_q=False):
+    def _run(self, xs, ys, pairs, node_kernel, edge_kernel, progress, nodal, gradient=False, wrt_q=False,
+             split_all=False):  # fmt: skip
+        """The work of :meth:`solve` and its siblings; ``split_all`` spreads every pair's rows over the
+        threads (as for large pairs; the warm-up uses it to compile that path on a tiny pair)."""
+        warm_up()
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         k = len(pairs)
         values = np.empty(k)
@@ -925,7 +985,7 @@ class NumbaCPUBackend:
         for t, (i, j) in enumerate(pairs.tolist()):
             ep = xs[i].graph.nnz * ys[j].graph.nnz
             nm = xs[i].n * ys[j].n
-            (big if ep > _BIG_EDGE_PAIRS or nm > _BIG_UNKNOWNS else small).append(t)
+            (big if split_all or ep > _BIG_EDGE_PAIRS or nm > _BIG_UNKNOWNS else small).append(t)
         modes = {"cached": 0, "matrix-free": 0, "constant": 0}
 
         def record(t: int, out: tuple[float, int, float, str, Any]) -> None:
@@ -943,13 +1003,19 @@ class NumbaCPUBackend:
                     record(t, ctx.solve_pair(xs[i], ys[j], gx[i], gy[j], self.cache_bytes, None))
             elif small:
                 budget = self.cache_bytes // max(1, min(self.threads, len(small)))
-                futs = {}
-                for t in small:
-                    i, j = pairs[t]
-                    futs[executor.submit(ctx.solve_pair, xs[i], ys[j], gx[i], gy[j], budget, None)] = t
+                plist = pairs.tolist()
+
+                def task(ts: list[int]) -> list[tuple[int, Any]]:
+                    return [(t, ctx.solve_pair(xs[plist[t][0]], ys[plist[t][1]], gx[plist[t][0]], gy[plist[t][1]],
+                                               budget, None)) for t in ts]  # fmt: skip
+
+                # tasks of several pairs (a future per pair costs the GIL more than a small pair's solve)
+                size = max(1, min(32, len(small) // (16 * self.threads)))
+                futs = [executor.submit(task, small[a : a + size]) for a in range(0, len(small), size)]
                 try:
                     for f in as_completed(futs):
-                        record(futs[f], f.result())
+                        for t, out in f.result():
+                            record(t, out)
                 except BaseException:
                     for f in futs:
                         f.cancel()
@@ -1060,6 +1126,18 @@ class _Context:
             return 0.0, 0.0
         return float(np.max(np.abs(r[i0:i1]))), float(np.max(diag[i0:i1]))
 
+    def _setup_pair(self, s1, s2, g1, g2, diag, r) -> tuple[float, float, float]:
+        """:meth:`_setup_rows` on the whole pair, its arithmetic in one compiled call
+        (:func:`_setup_pair`); returns (max |b|, max diag, min diag)."""
+        nl1 = {k: v[:, None] for k, v in g1.node_labels.items()}
+        nl2 = {k: v[None, :] for k, v in g2.node_labels.items()}
+        with np.errstate(all="ignore"):
+            V = np.broadcast_to(np.asarray(self.node_kernel(nl1, nl2), dtype=np.float64), diag.shape)
+        bad, over, top, dtop, dmin = _setup_pair(g1.d, g2.d, g1.q, g2.q, g1.p, g2.p, V, diag, r)
+        if bad >= 0 or over:  # the errors of _setup_rows, from its numpy path
+            self._setup_rows(s1, s2, g1, g2, 0, s1.n, diag, r)
+        return top, dtop, dmin
+
     @staticmethod
     def _scale_rows(i0, i1, shift, mshift, diag, r, x) -> float:
         """r = 2^shift b, diag = 2^mshift diag (exact), x = r / diag on rows i0..i1; returns sum r^2."""
@@ -1088,7 +1166,7 @@ class _Context:
         except MemoryError as exc:
             n, m = s1.n, s2.n
             need = 6 * 8 * n * m
-            raise MemoryError(
+            raise ProblemTooLargeError(
                 f"pair ({s1.name}, {s2.name}) has {n} x {m} = {n * m} unknowns: its float64 CG vectors "
                 f"need about {need / 2**30:.1f} GiB (matrix-free, the least this backend uses), "
                 "more than this machine could allocate"
@@ -1103,10 +1181,14 @@ class _Context:
         diag, r, x = (ws.take((n, m)) for _ in range(3))
         prog = self.program
         chunks = [(0, n)] if pool is None else _row_chunks(g1.ip, 4 * self.threads)
-        tops = _map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, r), chunks)
-        top = max((t[0] for t in tops), default=0.0)
-        dtop = max((t[1] for t in tops), default=0.0)
-        if n * m and not diag.min() > 0:
+        if pool is None:  # one compiled call (small pairs: Python between the calls holds the GIL)
+            top, dtop, dmin = self._setup_pair(s1, s2, g1, g2, diag, r)
+        else:
+            tops = _map(pool, lambda c: self._setup_rows(s1, s2, g1, g2, c[0], c[1], diag, r), chunks)
+            top = max((t[0] for t in tops), default=0.0)
+            dtop = max((t[1] for t in tops), default=0.0)
+            dmin = diag.min() if n * m else 1.0
+        if n * m and not dmin > 0:
             # d_i d'_i' / v underflowed: weights within one graph span more than float64 can
             # multiply (K is invariant under scaling a whole graph's weights, not one edge's)
             raise ConvergenceError(
@@ -1124,7 +1206,10 @@ class _Context:
             mshift = 1 - int(np.frexp(dtop)[1])
             g1 = replace(g1, w=np.ldexp(g1.w, mshift // 2))
             g2 = replace(g2, w=np.ldexp(g2.w, mshift - mshift // 2))
-        bb = sum(_map(pool, lambda c: self._scale_rows(c[0], c[1], shift, mshift, diag, r, x), chunks))
+        if pool is None:
+            bb = _scale_pair(shift, mshift, diag, r, x)
+        else:
+            bb = sum(_map(pool, lambda c: self._scale_rows(c[0], c[1], shift, mshift, diag, r, x), chunks))
         C, X2, cconst = _EMPTY2, _EMPTY2, 0.0
         code, par, depth = (prog.code, prog.par, prog.depth) if prog is not None else (_EMPTY_PROG, _EMPTY1, 1)
         F1, F2 = g1.feat, g2.feat
@@ -1325,3 +1410,76 @@ def _sum2(parts) -> tuple[float, float]:
         a += u
         b += v
     return a, b
+
+
+# ====================================================================== warm-up
+#: Printed to stderr when the warm-up finds numba's on-disk cache cold (a compile actually happens).
+COMPILE_MESSAGE = "mgkflow: compiling the CPU kernels (once per installation, ~10\u201320 s)\u2026"
+_WARM_LOCK = threading.Lock()
+_warm_done = False
+
+
+def _cache_misses() -> int:
+    """How many compiled signatures of this module's numba functions missed numba's on-disk cache."""
+    funcs = [v for v in list(globals().values()) if hasattr(v, "stats") and hasattr(v, "py_func")]
+    return sum(sum(f.stats.cache_misses.values()) for f in funcs)
+
+
+def _warm_up_solves() -> list:
+    """Tiny solves through every compiled path (serial and row-split, cached, matrix-free and constant
+    products, compiled and generic edge kernels, gradients), as callables."""
+    A = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 2.0], [0.0, 2.0, 0.0]])
+    g = Graph(A, node_labels={"l": np.array([0, 1, 0])}, edge_labels={"e": A * 0.5}, title="warm-up")
+    nk, ek = KroneckerDelta(0.5, "l"), KroneckerDelta(0.5, "e") * SquareExponential(1.0, "e")
+    ss = [prepare_graph(g, 0, nk, ek, q=0.5)]
+    pairs = np.zeros((1, 2), dtype=np.int64)
+
+    def run(be: NumbaCPUBackend, edge_kernel: BaseKernel, gradient: bool = False, split_all: bool = False,
+            node_kernel: BaseKernel = nk):  # fmt: skip
+        return lambda: be._run(ss, ss, pairs, node_kernel, edge_kernel, None, False, gradient=gradient,
+                               wrt_q=gradient, split_all=split_all)  # fmt: skip
+
+    serial, free = NumbaCPUBackend(threads=1), NumbaCPUBackend(threads=1, cache_bytes=0)
+    two, generic = NumbaCPUBackend(threads=2), NumbaCPUBackend(threads=1, compiled_kernels=False)
+    return [
+        lambda: _sum_sq_rows(0, 1, np.zeros((1, 1))),  # one small function first: a cold cache shows at once
+        run(serial, ek), run(serial, Constant(1.0)), run(free, ek), run(generic, ek),
+        run(serial, ek, node_kernel=Constant(1.0)),
+        run(serial, ek, gradient=True), run(serial, Constant(1.0), gradient=True), run(free, ek, gradient=True),
+        run(two, ek, split_all=True), run(two, Constant(1.0), split_all=True), run(free, ek, split_all=True),
+        run(generic, ek, split_all=True),
+    ]
+
+
+def warm_up(stream: Any = None) -> bool:
+    """Compile this backend's numba kernels, or load them from numba's on-disk cache, once per process.
+
+    Called before the first solve (and by :func:`mgkflow.evaluation.backend.get_backend` before a
+    kernel call starts its clock, so compile time stays out of ``last_stats``). When numba's cache
+    misses (a fresh installation, a new numba or Python), :data:`COMPILE_MESSAGE` goes to ``stream``
+    (default ``sys.stderr``) first: the compile takes 10–20 s and would look like a hang.
+
+    Returns
+    -------
+    bool
+        True when this call compiled something (the message was printed).
+
+    Examples
+    --------
+    >>> warm_up() in (True, False) and warm_up() is False  # the second call does nothing
+    True
+    """
+    global _warm_done
+    if _warm_done:
+        return False
+    with _WARM_LOCK:
+        if _warm_done:
+            return False
+        _warm_done = True  # first: the warm-up's own solves call this again
+        compiled = False
+        for solve in _warm_up_solves():
+            solve()
+            if not compiled and _cache_misses():
+                compiled = True
+                print(COMPILE_MESSAGE, file=stream or sys.stderr, flush=True)
+    return compiled

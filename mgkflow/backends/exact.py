@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ..errors import ConvergenceError, GraphError
+from ..errors import ConvergenceError, GraphError, ProblemTooLargeError
 from ..kernels import BaseKernel, Constant
 from ..system import GraphSystem
 from .base import GradientSolution, NodalSolution, Pairs, Progress, Solution
@@ -58,13 +58,14 @@ def _labels(arrays, index):
     return {k: v[index] for k, v in arrays.items()}
 
 
-def _edge_pairs(s1: GraphSystem, s2: GraphSystem, hint: str = "") -> tuple:
+def _edge_pairs(s1: GraphSystem, s2: GraphSystem) -> tuple:
     """(rows, cols of G's edges, rows, cols of G''s edges, G's edge labels as a column, G''s as a row)
-    for the edge-pair products; MemoryError (``hint`` appended) beyond :data:`MAX_EDGE_PAIRS`."""
+    for the edge-pair products; :class:`~mgkflow.errors.ProblemTooLargeError` beyond :data:`MAX_EDGE_PAIRS`."""
     if s1.graph.nnz * s2.graph.nnz > MAX_EDGE_PAIRS:
-        raise MemoryError(
+        raise ProblemTooLargeError(
             f"pair ({s1.name}, {s2.name}) has {s1.graph.nnz} x {s2.graph.nnz} edge pairs, "
-            f"beyond the CPU backend's limit of {MAX_EDGE_PAIRS}{hint}"
+            f"beyond the exact backend's limit of {MAX_EDGE_PAIRS:.0e}; use backend='cpu' (no size cap: "
+            "it recomputes the edge-pair products when they do not fit in memory) or backend='gpu'"
         )
     r1, c1 = s1.graph.coo()
     r2, c2 = s2.graph.coo()
@@ -86,7 +87,7 @@ def _offdiag_operator(s1: GraphSystem, s2: GraphSystem, edge_kernel: BaseKernel,
 
         mat = c * sp.kron(A1, A2, format="csr") if need_matrix else None
         return matvec, mat
-    r1, c1, r2, c2, e1, e2 = _edge_pairs(s1, s2, "; use backend='gpu'")
+    r1, c1, r2, c2, e1, e2 = _edge_pairs(s1, s2)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         ke = np.broadcast_to(edge_kernel(e1, e2), (len(r1), len(r2)))
     data = (A1.data[:, None] * A2.data[None, :]) * ke

@@ -38,7 +38,8 @@ def gpu_available() -> bool:
 
 def get_backend(kern: KernelSpec) -> Backend:
     """The backend of ``kern``: the kept one while ``backend``, ``rtol``, ``max_iter`` and
-    ``gpu_options`` are unchanged (or one set from outside), else a new one."""
+    ``gpu_options`` are unchanged (or one set from outside), else a new one, warmed up (its
+    ``warm_up()``, where it has one: the CPU backend compiles its kernels once per process)."""
     key = (kern.backend, kern.rtol, int(kern.max_iter), repr(kern.gpu_options))
     if kern._backend_obj is not None and kern._backend_key in (None, key):
         return kern._backend_obj  # (None: set from outside, e.g. by the benchmarks)
@@ -49,6 +50,9 @@ def get_backend(kern: KernelSpec) -> Backend:
         options = kern.gpu_options if name == "gpu" else None
         kern._backend_obj = make_backend(name, rtol=kern.rtol, max_iter=int(kern.max_iter), options=options)
     kern._backend_key = key
+    warm = getattr(kern._backend_obj, "warm_up", None)
+    if warm is not None:  # compile (numba) now, not inside the first call's timed solve
+        warm()
     return kern._backend_obj
 
 

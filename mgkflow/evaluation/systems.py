@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import GraphError, ParameterError, ParameterTypeError
 from ..graph import Graph
-from ..system import GraphSystem, prepare_graph, scale_start
+from ..system import GraphSystem, check_label_kinds, prepare_graph, scale_start
 from .checks import is_scalar
 from .spec import KernelSpec
 
@@ -48,9 +48,15 @@ def self_pairs(n: int) -> np.ndarray:
     return np.repeat(np.arange(n)[:, None], 2, axis=1)
 
 
-def prepare(kern: KernelSpec, graphs: Sequence[Graph], what: str) -> list[GraphSystem]:
+def prepare(
+    kern: KernelSpec, graphs: Sequence[Graph], what: str, others: Sequence[GraphSystem] | None = None
+) -> list[GraphSystem]:
     """The prepared systems of ``graphs`` (argument ``what``: "X" or "Y"), reusing those of the
-    previous call where the graph, the kernels' label fields, p and q are the same."""
+    previous call where the graph, the kernels' label fields, p and q are the same.
+
+    ``others``: the prepared X of a call whose ``graphs`` are its Y. A label field held as floats in
+    one graph and as integers beyond ±2**53 in another (of ``graphs``, or of ``graphs`` and ``others``)
+    is refused (:func:`~mgkflow.system.check_label_kinds`)."""
     if isinstance(graphs, Graph):
         raise ParameterTypeError(f"{what} must be a sequence of Graph objects, not a single Graph")
     if graphs is None or isinstance(graphs, str | bytes) or not hasattr(graphs, "__iter__"):
@@ -81,6 +87,7 @@ def prepare(kern: KernelSpec, graphs: Sequence[Graph], what: str) -> list[GraphS
         out.append(sys_)
     if cacheable:
         kern._systems[what] = new
+    check_label_kinds(([("X", others)] if others is not None else []) + [(what, out)])
     return out
 
 
