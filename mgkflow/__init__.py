@@ -11,6 +11,7 @@ kernel on graphs (Gaussian processes, kernel ridge, SVMs), with analytic gradien
 
 from ._version import __version__ as __version__
 from .errors import (
+    BackendUnavailableError,
     ConvergenceError,
     ConvergenceWarning,
     FileFormatError,
@@ -20,6 +21,7 @@ from .errors import (
     OutputPathError,
     ParameterError,
     ParameterTypeError,
+    ProblemTooLargeError,
 )
 from .gram import load_gram
 from .graph import Graph
@@ -37,6 +39,8 @@ __all__ = [
     "ParameterTypeError",
     "OutputPathError",
     "ConvergenceError",
+    "BackendUnavailableError",
+    "ProblemTooLargeError",
     "ConvergenceWarning",
     "DegenerateKernelWarning",
     "gpu_available",

@@ -98,14 +98,7 @@ def test_exact_backend_over_its_cap_raises_an_mgkflow_error(monkeypatch):
 
 
 # ---------------------------------------------------------------------- 4. ints mixed with tuples
-_NEEDS_IO = pytest.mark.xfail(
-    raises=ValueError,
-    strict=True,
-    reason="needs mgkflow/io/networkx.py to hand the edge label lists to Graph.from_csr unconverted (core report)",
-)
-
-
-@pytest.mark.parametrize("what", ["node", pytest.param("edge", marks=_NEEDS_IO)])
+@pytest.mark.parametrize("what", ["node", "edge"])
 def test_label_field_mixing_ints_and_tuples_is_a_graph_error(what):
     G = nx.path_graph(4)
     G.graph["name"] = "mixed"

@@ -158,7 +158,7 @@ def _thread_systems(job: GramJob, kern: MarginalizedGraphKernel) -> tuple[list, 
             _SYSTEMS.clear()  # one job at a time per process: drop an earlier job's systems
             _PACKS.clear()
             xs = prepare(kern, job.X, "X")
-            ys = xs if job.Y is None else prepare(kern, job.Y, "Y")
+            ys = xs if job.Y is None else prepare(kern, job.Y, "Y", xs)
             cached = _SYSTEMS[job.run] = (xs, ys)
     return cached
 

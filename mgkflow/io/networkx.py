@@ -100,7 +100,7 @@ def graph_arrays_from_networkx(
         "data": w[order],
         "n_nodes": n,
         "node_labels": nl,
-        "edge_labels": {f: np.asarray(v)[order] for f, v in el.items()},
+        "edge_labels": {f: [v[k] for k in order.tolist()] for f, v in el.items()},
         "coords": xyz,
         "title": title,
     }
