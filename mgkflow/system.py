@@ -213,8 +213,8 @@ def _label_kinds(graph: Graph, node_kernel: BaseKernel, edge_kernel: BaseKernel)
     for what, kernel, labels in (("node", node_kernel, graph.node_labels), ("edge", edge_kernel, graph.edge_labels)):
         for field in kernel.fields:
             arr = labels[field]
-            if arr.ndim != 1:
-                continue  # vector labels are always float64
+            if arr.ndim != 1 or arr.size == 0:
+                continue  # vector labels are always float64; an empty array holds no label of any kind
             if arr.dtype.kind == "f":
                 out.append(((what, field), "f", 0))
                 continue

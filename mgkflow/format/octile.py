@@ -22,9 +22,35 @@ import numpy as np
 
 from .count import TILE
 
-__all__ = ["OctileGraph", "OctileBatch", "pack_graph", "pack_batch", "label_dtype"]
+__all__ = ["OctileGraph", "OctileBatch", "pack_graph", "pack_batch", "label_dtype", "held_dtype", "concat_labels"]
 
 _T2 = TILE * TILE
+
+
+def held_dtype(arrays: Sequence[np.ndarray]) -> np.dtype:
+    """The dtype of one label field over several graphs: numpy's promotion of the dtypes of the
+    arrays that hold entries (an integer field stays integer only where every graph holds it as
+    integers; an edgeless graph's empty array, whatever its dtype, does not count).
+
+    Examples
+    --------
+    >>> held_dtype([np.zeros(0), np.array([1, 2])]), held_dtype([np.array([1]), np.array([0.5])])
+    (dtype('int64'), dtype('float64'))
+    """
+    arrays = [np.asarray(a) for a in arrays]
+    held = [a.dtype for a in arrays if a.size]
+    if held:
+        return np.result_type(*held)
+    return arrays[0].dtype if arrays else np.dtype(np.float64)
+
+
+def concat_labels(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """The label arrays of several graphs as one array of dtype :func:`held_dtype` (empty arrays left out)."""
+    arrays = [np.asarray(a) for a in arrays]
+    held = [a for a in arrays if a.size]
+    if held:
+        return np.concatenate(held)
+    return arrays[0] if arrays else np.zeros(0)
 
 
 def label_dtype(values: np.ndarray) -> np.dtype:
@@ -363,7 +389,7 @@ def _node_arrays(
             if f not in g.node_labels:
                 raise ValueError(f"graph {k}: node label field '{f}' missing")
             vals.append(np.asarray(g.node_labels[f]))
-        allv = np.concatenate(vals)
+        allv = concat_labels(vals)
         dt = label_dtype(allv)
         arr = np.zeros((total, *allv.shape[1:]), dtype=dt)
         if len({v.dtype.kind in "iub" for v in vals}) == 1:  # one kind: one cast (the same values)
@@ -433,7 +459,7 @@ def pack_batch(
     edge_labels = {}
     for f in edge_fields:
         lab_l = tiles["labels"][f]
-        allv = np.concatenate(lab_l) if lab_l else np.zeros(0)
+        allv = concat_labels(lab_l)
         edge_labels[f] = _cast_labels(allv, f)[tiles["order"]] if allv.size else allv.astype(label_dtype(allv))
     return OctileBatch(
         n_nodes=n_nodes.astype(np.int32),

@@ -355,13 +355,13 @@ class GPUBackend:
         """The value-free :class:`KernelConfig` of a call (kernel structure, dtypes, settings);
         ``gradient`` / ``nodal`` solves use the row-pair XMV whatever ``xmv``."""
         special = gradient or nodal
-        first = systems[0].graph
         weight_double = self.batches.weights_double(systems)
+        node_dtypes, edge_dtypes = self.batches.label_dtypes(systems, node_kernel.fields, edge_kernel.fields)
         return make_config(
             node_kernel,
             edge_kernel,
-            {f: np.asarray(first.node_labels[f]).dtype for f in node_kernel.fields},
-            {f: np.asarray(first.edge_labels[f]).dtype for f in edge_kernel.fields},
+            node_dtypes,
+            edge_dtypes,
             block=self.block,
             a_double=self.a_double,
             weight_double=weight_double,

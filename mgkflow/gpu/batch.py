@@ -18,7 +18,7 @@ import numpy as np
 from ..system import GraphSystem
 from . import device, strategies
 from .core import DeviceBatch
-from .pack import HostBatch, layout_key, pack_host, vector_digest, weights_need_double
+from .pack import HostBatch, label_dtypes, layout_key, pack_host, vector_digest, weights_need_double
 from .source import KernelConfig
 
 __all__ = ["BatchCache", "tile_sort"]
@@ -50,6 +50,7 @@ class BatchCache:
         self.pack_source = ""
         self._wd: tuple | None = None
         self._vd: tuple | None = None
+        self._ld: tuple | None = None
 
     def device_batch(
         self, systems: Sequence[GraphSystem], config: KernelConfig, sort: bool, digest: int | None = None
@@ -98,6 +99,17 @@ class BatchCache:
         """:func:`weights_need_double` of the systems' graphs, remembered while the same graph
         objects come back (the cache holds them, so their ids stay theirs)."""
         return self._remembered("_wd", tuple(s.graph for s in systems), lambda: weights_need_double(systems))
+
+    def label_dtypes(
+        self, systems: Sequence[GraphSystem], node_fields: Sequence[str], edge_fields: Sequence[str]
+    ) -> tuple[dict, dict]:
+        """:func:`label_dtypes` of the systems' graphs, remembered (per set of fields) while the same
+        graph objects come back."""
+        known = self._remembered("_ld", tuple(s.graph for s in systems), dict)
+        key = (tuple(node_fields), tuple(edge_fields))
+        if key not in known:
+            known[key] = label_dtypes(systems, node_fields, edge_fields)
+        return known[key]
 
     def vector_digest(self, systems: Sequence[GraphSystem]) -> int:
         """:func:`vector_digest` of the systems' p, q, d, remembered while the very same arrays come

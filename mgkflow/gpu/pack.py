@@ -30,13 +30,21 @@ from typing import Any
 
 import numpy as np
 
-from ..format.octile import OctileBatch, pack_batch
+from ..format.octile import OctileBatch, held_dtype, pack_batch
 from ..kernels import BaseKernel
 from ..system import GraphSystem
 from .solvers.compact import degree_classes
 from .strategies.row_pair import label_words, permute_system, row_arrays, tile_degree_order
 
-__all__ = ["HostBatch", "pack_host", "pack_for_kernels", "layout_key", "vector_digest", "weights_need_double"]
+__all__ = [
+    "HostBatch",
+    "pack_host",
+    "pack_for_kernels",
+    "layout_key",
+    "vector_digest",
+    "weights_need_double",
+    "label_dtypes",
+]
 
 
 @dataclass
@@ -95,6 +103,17 @@ def weights_need_double(systems: Sequence[GraphSystem]) -> bool:
     )
 
 
+def label_dtypes(
+    systems: Sequence[GraphSystem], node_fields: Sequence[str], edge_fields: Sequence[str]
+) -> tuple[dict[str, np.dtype], dict[str, np.dtype]]:
+    """The dtype of each label field over all the systems' graphs (:func:`~mgkflow.format.octile.held_dtype`):
+    the dtype the packed arrays hold, so the generated code reads every graph's labels as what they are
+    (an integer field in one graph beside floats in another is read as floats, never the floats as integers)."""
+    node = {f: held_dtype([s.graph.node_labels[f] for s in systems]) for f in node_fields}
+    edge = {f: held_dtype([s.graph.edge_labels[f] for s in systems]) for f in edge_fields}
+    return node, edge
+
+
 def pack_host(systems: Sequence[GraphSystem], config: Any, sort: bool) -> HostBatch:
     """Pack ``systems`` for the device with the label fields and weight storage of ``config``
     (a :class:`mgkflow.gpu.source.KernelConfig`), nodes of each tile sorted by degree if ``sort``."""
@@ -148,12 +167,12 @@ def pack_for_kernels(
     from . import strategies
     from .source import make_config
 
-    first = systems[0].graph
+    node_dtypes, edge_dtypes = label_dtypes(systems, node_kernel.fields, edge_kernel.fields)
     config = make_config(
         node_kernel,
         edge_kernel,
-        {f: np.asarray(first.node_labels[f]).dtype for f in node_kernel.fields},
-        {f: np.asarray(first.edge_labels[f]).dtype for f in edge_kernel.fields},
+        node_dtypes,
+        edge_dtypes,
         weight_double=weights_need_double(systems),
         xmv=xmv,
     )

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ...format.octile import concat_labels
 from ...system import GraphSystem
 from . import register
 from ._block import BlockStrategy
@@ -86,7 +87,7 @@ def row_arrays(systems: Sequence[GraphSystem], edge_fields: Sequence[str], wdt: 
     ptr[at] = indptr + np.repeat(base, n1)
     cols = np.concatenate([A.indices for A in adjs] + [np.zeros(0, np.int64)]).astype(np.int64)
     weight = np.concatenate([A.data for A in adjs] + [np.zeros(0)])
-    labels = [np.concatenate([np.asarray(s.graph.edge_labels[f]) for s in systems]) for f in edge_fields]
+    labels = [concat_labels([s.graph.edge_labels[f] for s in systems]) for f in edge_fields]
     total = int(nnz.sum())
     grow = np.repeat(np.arange(int(n.sum())), np.concatenate([np.diff(A.indptr) for A in adjs] + [np.zeros(0, int)]))
     if total > 1 and np.any((cols[1:] <= cols[:-1]) & (grow[1:] == grow[:-1])):  # not canonical: sort rows
