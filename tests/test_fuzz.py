@@ -70,6 +70,20 @@ def test_fuzz_files(case):
     _assert_ok(fuzz.run_file_case(*case), f"run_file_case({fuzz._py(case[0])}, {fuzz._py(case[1])})")
 
 
+@seed(17)
+@_settings(300)
+@given(S["readers"])
+def test_fuzz_readers(case):
+    _assert_ok(fuzz.run_reader_case(*case), f"run_reader_case({', '.join(fuzz._py(c) for c in case)})")
+
+
+@seed(18)
+@_settings(60)
+@given(S["sklearn"])
+def test_fuzz_sklearn(case):
+    _assert_ok(fuzz.run_sklearn_case(case), f"run_sklearn_case({fuzz._py(case)})")
+
+
 @seed(15)
 @_settings(100)
 @given(S["cli"])
@@ -136,11 +150,11 @@ def test_the_fuzz_driver_is_not_blamed():
 def test_targets_and_properties():
     from mgkflow.fuzz import targets
 
-    assert [p.name for p in targets.properties()] == ["api", "api-valid", "scale", "file", "cli"]
+    assert [p.name for p in targets.properties()] == ["api", "api-valid", "scale", "file", "readers", "sklearn", "cli"]
     for t in targets.TARGETS:
         assert t.PROPERTIES and callable(t.strategies)
     assert {p.inputs for p in targets.properties()} <= set(S)
-    assert set(S) == {"api", "valid_api", "valid_wide", "file", "cli"}
+    assert set(S) == {"api", "valid_api", "valid_wide", "file", "readers", "sklearn", "cli"}
 
 
 def test_old_module_name_and_bench_suite(tmp_path, capsys):
@@ -182,4 +196,4 @@ def test_long_run_driver(tmp_path, capsys, monkeypatch):
 
     df = pd.read_csv(out)
     assert list(df.columns) == ["suite", "outcome", "category", "count"]
-    assert {"api", "api-valid", "scale", "file", "cli", "known"} <= set(df["suite"])
+    assert {"api", "api-valid", "scale", "file", "readers", "sklearn", "cli", "known"} <= set(df["suite"])
