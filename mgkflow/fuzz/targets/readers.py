@@ -109,7 +109,8 @@ def run_reader_case(fmt: str | None, files: dict[str, bytes], options: dict[str,
 
 
 # ---------------------------------------------------------------------------- generated files
-_SMILES = ["CCO", "CCO", "c1ccccc1", "CC(=O)O", "CCN", "C1CC", "[Na+].[Cl-]", "[H][H]", "C(", "xyz", "CC(=O)O", "N#N", "[2H]O", "[Fe]",
+_SMILES = ["CCO", "CCO", "c1ccccc1", "CC(=O)O", "CCN", "C1CC", "[Na+].[Cl-]", "[H][H]", "C(", "xyz", "CC(=O)O",
+           "N#N", "[2H]O", "[Fe]",
            "C" * 300, "c1ccc2ccccc2c1", "[C@@H](F)(Cl)Br", "*C", "C.C", "[U+7]", "smiles", "O=C=O", "[Xe]"]
 
 
@@ -197,7 +198,8 @@ def _sdf_cases(st: Any) -> Any:
                  for i in range(max(0, n - 1)) if draw(st.integers(0, 5))]
         counts_atoms = n + draw(st.sampled_from([0] * 10 + [1, -1]))
         lines = [draw(st.sampled_from(["mol", "mol", "mol", "", "x" * 300, "$$$$", "é"])), "  fuzz", "",
-                 f"{counts_atoms:>3}{len(bonds):>3}  0  0  0  0  0  0  0  0999 {draw(st.sampled_from(['V2000'] * 9 + ['V3000']))}"]
+                 f"{counts_atoms:>3}{len(bonds):>3}  0  0  0  0  0  0  0  0999 "
+                 + draw(st.sampled_from(["V2000"] * 9 + ["V3000"]))]
         lines += atoms + bonds
         if draw(st.integers(0, 6)):
             lines.append("M  END")
@@ -240,7 +242,8 @@ def _graphml_text(draw: Any, st: Any) -> str:
             if draw(st.integers(0, 4)):  # partial attributes: some nodes lack a field
                 data += f'<data key="d0">{draw(st.sampled_from(["C", "O", "N", "", "1", "é"]))}</data>'
             if draw(st.integers(0, 2)):
-                data += f'<data key="d1">{draw(st.sampled_from(["0", "1", "-1", "x", "1.5", "99999999999999999999"]))}</data>'
+                v = draw(st.sampled_from(["0", "1", "-1", "x", "1.5", "99999999999999999999"]))
+                data += f'<data key="d1">{v}</data>'
             if draw(st.integers(0, 3)) == 0:
                 data += f'<data key="d5">{draw(st.sampled_from(["true", "false", "1", "yes"]))}</data>'
             body.append(f'<node id="n{i}">{data}</node>')
@@ -248,7 +251,8 @@ def _graphml_text(draw: Any, st: Any) -> str:
             j = draw(st.sampled_from([i + 1, i + 1, i + 1, i, n + 3]))
             data = ""
             if draw(st.integers(0, 3)):
-                data += f'<data key="d2">{draw(st.sampled_from(["1.0", "2.5", "0", "-1", "nan", "inf", "x", ""]))}</data>'
+                v = draw(st.sampled_from(["1.0", "2.5", "0", "-1", "nan", "inf", "x", ""]))
+                data += f'<data key="d2">{v}</data>'
             if draw(st.booleans()):
                 data += f'<data key="d3">{draw(st.sampled_from(["1", "1.5", "a"]))}</data>'
             body.append(f'<edge source="n{i}" target="n{j}">{data}</edge>')
@@ -321,9 +325,9 @@ def _tu_cases(st: Any) -> Any:
                 st.sampled_from([0, 0, 0, 1, -1])))) + "\n"
         if draw(st.booleans()):
             d = draw(st.integers(1, 3))
-            out["T_node_attributes.txt"] = "\n".join(", ".join(draw(st.sampled_from(
-                ["0.5", "1", "-2.25", "nan", "x", "1e999"])) for _ in range(d + (i == 0 and draw(st.integers(0, 4)) == 0)))
-                for i in range(node)) + "\n"
+            attr = st.sampled_from(["0.5", "1", "-2.25", "nan", "x", "1e999"])
+            widths = [d + (i == 0 and draw(st.integers(0, 4)) == 0) for i in range(node)]  # a ragged first row
+            out["T_node_attributes.txt"] = "\n".join(", ".join(draw(attr) for _ in range(w)) for w in widths) + "\n"
         if draw(st.booleans()):
             out["T_edge_labels.txt"] = "\n".join(draw(st.sampled_from(["1", "2", "a", ""])) for _ in range(
                 len(rows) + draw(st.sampled_from([0, 0, 1])))) + "\n"
@@ -352,7 +356,8 @@ def _tu_cases(st: Any) -> Any:
         "self_loops": st.sampled_from(["error", "drop", "drop", "keep"]),
         "n_graphs": st.sampled_from([None, None, 1, 0]),
     })
-    return st.tuples(st.sampled_from(["tu", "tu", None]), files(), options).map(lambda c: (c[0], c[1][0], c[2], c[1][1]))
+    return st.tuples(st.sampled_from(["tu", "tu", None]), files(), options).map(
+        lambda c: (c[0], c[1][0], c[2], c[1][1]))
 
 
 def _pdb_cases(st: Any) -> Any:
