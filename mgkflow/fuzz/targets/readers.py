@@ -9,7 +9,9 @@ attributes on some nodes only, directed graphs, several graphs per file; GML wit
 missing and list attributes; TU directories with inconsistent files; PDB with HETATM, chains,
 alternate locations and models. Each file may also be damaged afterwards
 (:func:`~mgkflow.fuzz.inputs._mutate`), and reader options are drawn too (``on_error``,
-``n_graphs``, ``delimiter``, ``cutoff``, ``self_loops``, ...).
+``n_graphs``, ``delimiter``, ``cutoff``, ``self_loops``, ...). Half the cases are drawn *tame* (no damage, no
+options, plain UTF-8, only the valid choice of each odd alternative), so that the success paths are reached
+as often as the error paths.
 
 Property ``readers``: every case ends in a consistent :class:`~mgkflow.io.GraphSet` (graphs,
 ids and properties of one length; ids text; every graph a :class:`~mgkflow.Graph` with at least
@@ -114,11 +116,53 @@ _SMILES = ["CCO", "CCO", "c1ccccc1", "CC(=O)O", "CCN", "C1CC", "[Na+].[Cl-]", "[
            "C" * 300, "c1ccc2ccccc2c1", "[C@@H](F)(Cl)Br", "*C", "C.C", "[U+7]", "smiles", "O=C=O", "[Xe]"]
 
 
+#: Set while a *tame* case is drawn (half the cases): no damage, no options, only the first (valid)
+#: choice of every odd alternative, so that the readers' success paths are fuzzed too.
+_TAME = [False]
+
+
+def _pick(draw: Any, st: Any, values: list) -> Any:
+    """One of ``values`` (the first, which is valid, in a tame case)."""
+    return values[0] if _TAME[0] else draw(st.sampled_from(values))
+
+
+def _odd(draw: Any, st: Any, k: int) -> bool:
+    """True one time in ``k + 1`` (never in a tame case): whether to add an odd feature."""
+    return not _TAME[0] and draw(st.integers(0, k)) == 0
+
+
+def _tamed(st: Any, inner: Any) -> Any:
+    """Strategy: ``inner`` drawn tame or rough (half and half)."""
+
+    @st.composite
+    def tamed(draw):
+        _TAME[0] = draw(st.booleans())
+        try:
+            return draw(inner)
+        finally:
+            _TAME[0] = False
+
+    return tamed()
+
+
+def _options(st: Any, optional: dict[str, Any]) -> Any:
+    """Strategy: reader options (none in a tame case)."""
+    rough = st.fixed_dictionaries({}, optional=optional)
+
+    @st.composite
+    def options(draw):
+        return {} if _TAME[0] else draw(rough)
+
+    return options()
+
+
 def _encode(st: Any, text: str, gz: bool = True) -> Any:
     """Strategy: ``text`` in one of several encodings (or, with ``gz``, gzipped UTF-8)."""
 
     @st.composite
     def enc(draw):
+        if _TAME[0]:
+            return text.encode()
         how = draw(st.sampled_from(["utf-8"] * 6 + ["utf-8-sig", "utf-16", "latin-1", "crlf", "cr"]
                                    + ["gzip"] * gz))
         if how == "crlf":
@@ -138,7 +182,7 @@ def _maybe_damage(st: Any, data: Any) -> Any:
     @st.composite
     def damaged(draw):
         raw = draw(data)
-        if draw(st.integers(0, 5)) == 0 and raw[:2] != b"\x1f\x8b":
+        if _odd(draw, st, 5) and raw[:2] != b"\x1f\x8b":
             return draw(_mutate(st, raw.decode("utf-8", errors="replace")))
         return raw
 
@@ -151,10 +195,10 @@ def _smiles_cases(st: Any) -> Any:
 
     @st.composite
     def text(draw):
-        sep = draw(st.sampled_from([",", "\t", " ", ";", "  "]))
+        sep = _pick(draw, st, [",", "\t", " ", ";", "  "])
         ncol = draw(st.integers(1, 4))
-        header = draw(st.sampled_from([None, "smiles", "SMILES", "smi", "canonical_smiles", "structure", "name",
-                                       "", "#comment"]))
+        header = _pick(draw, st, [None, "smiles", "SMILES", "smi", "canonical_smiles", "structure", "name",
+                                       "", "#comment"])
         lines = []
         if header is not None:
             cols = [header] + draw(st.lists(st.sampled_from(["name", "id", "logp", "y", "smiles", "", "a b"]),
@@ -163,14 +207,18 @@ def _smiles_cases(st: Any) -> Any:
                 cols = cols[::-1]
             lines.append(sep.join(cols))
         for _ in range(draw(st.integers(0, 5))):
-            k = ncol + draw(st.sampled_from([0, 0, 0, 0, -1, 1]))
-            row = [draw(st.sampled_from(_SMILES))] + [draw(st.one_of(name, prop)) for _ in range(max(0, k - 1))]
+            k = ncol + _pick(draw, st, [0, 0, 0, 0, -1, 1])
+            if _TAME[0]:
+                row = [draw(st.sampled_from(_SMILES[:5]))] + [f"m{len(lines)}"] * min(1, k - 1)
+                row += ["1.5"] * max(0, k - 2)
+            else:
+                row = [draw(st.sampled_from(_SMILES))] + [draw(st.one_of(name, prop)) for _ in range(max(0, k - 1))]
             lines.append(sep.join(row))
-            if draw(st.integers(0, 5)) == 0:
-                lines.append(draw(st.sampled_from(["", "# comment", "   ", "\t"])))
-        return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\n\n"]))
+            if _odd(draw, st, 5):
+                lines.append(_pick(draw, st, ["", "# comment", "   ", "\t"]))
+        return "\n".join(lines) + _pick(draw, st, ["", "\n", "\n\n"])
 
-    options = st.fixed_dictionaries({}, optional={
+    options = _options(st, {
         "delimiter": st.sampled_from(["auto", "auto", ",", "\t", None, ";", "", 5]),
         "header": st.sampled_from([None, True, False, "yes"]),
         "smiles_column": st.sampled_from([None, 0, 1, 7, -1, "smiles", "nope"]),
@@ -187,31 +235,33 @@ _ATOM_LINE = "{x:10.4f}{y:10.4f}{z:10.4f} {el:<3} 0{ch:>3}  0  0  0  0  0  0  0 
 
 
 def _sdf_cases(st: Any) -> Any:
-    elements = st.sampled_from(["C"] * 6 + ["O", "N", "Cl", "Xx", "H", "*", "Na"])
+    rough_elements = st.sampled_from(["C"] * 6 + ["O", "N", "Cl", "Xx", "H", "*", "Na"])
+    tame_elements = st.sampled_from(["C", "C", "O", "N"])
 
     @st.composite
     def record(draw):
         n = draw(st.integers(0, 4))
+        elements = tame_elements if _TAME[0] else rough_elements
         atoms = [_ATOM_LINE.format(x=1.5 * i, y=draw(st.floats(-3, 3)), z=0.0, el=draw(elements),
-                                   ch=draw(st.sampled_from([0] * 8 + [3, 4]))) for i in range(n)]
-        bonds = [f"{i + 1:>3}{i + 2:>3}{draw(st.sampled_from([1] * 8 + [2, 3, 4, 8])):>3}  0"
+                                   ch=_pick(draw, st, [0] * 8 + [3, 4])) for i in range(n)]
+        bonds = [f"{i + 1:>3}{i + 2:>3}{_pick(draw, st, [1] * 8 + [2, 3, 4, 8]):>3}  0"
                  for i in range(max(0, n - 1)) if draw(st.integers(0, 5))]
-        counts_atoms = n + draw(st.sampled_from([0] * 10 + [1, -1]))
-        lines = [draw(st.sampled_from(["mol", "mol", "mol", "", "x" * 300, "$$$$", "é"])), "  fuzz", "",
+        counts_atoms = n + _pick(draw, st, [0] * 10 + [1, -1])
+        lines = [_pick(draw, st, ["mol", "mol", "mol", "", "x" * 300, "$$$$", "é"]), "  fuzz", "",
                  f"{counts_atoms:>3}{len(bonds):>3}  0  0  0  0  0  0  0  0999 "
-                 + draw(st.sampled_from(["V2000"] * 9 + ["V3000"]))]
+                 + _pick(draw, st, ["V2000"] * 9 + ["V3000"])]
         lines += atoms + bonds
         if draw(st.integers(0, 6)):
             lines.append("M  END")
         for _ in range(draw(st.integers(0, 2))):
-            lines += [f">  <{draw(st.sampled_from(['act', 'act', 'name', '', 'a b']))}>",
-                      draw(st.sampled_from(["1.5", "x", "", "nan", "1e999"])), ""]
+            lines += [f">  <{_pick(draw, st, ['act', 'act', 'name', '', 'a b'])}>",
+                      _pick(draw, st, ["1.5", "x", "", "nan", "1e999"]), ""]
         if draw(st.integers(0, 6)):
             lines.append("$$$$")
         return "\n".join(lines) + "\n"
 
     text = st.lists(record(), min_size=0, max_size=3).map("".join)
-    options = st.fixed_dictionaries({}, optional={
+    options = _options(st, {
         "conformer": st.sampled_from([None, True, False]),
         "on_error": st.sampled_from(["raise", "skip", "skip", "bogus"]),
         "n_graphs": st.sampled_from([None, None, 1, 0, -1]),
@@ -222,7 +272,7 @@ def _sdf_cases(st: Any) -> Any:
 
 
 def _graphml_text(draw: Any, st: Any) -> str:
-    typed = draw(st.sampled_from(["all", "none", "some"]))
+    typed = _pick(draw, st, ["all", "none", "some"])
     keys = [("d0", "node", "element", "string"), ("d1", "node", "charge", "int"), ("d2", "edge", "weight", "double"),
             ("d3", "edge", "order", "double"), ("d4", "graph", "y", "double"), ("d5", "node", "flag", "boolean")]
     head = ['<?xml version="1.0" encoding="UTF-8"?>',
@@ -231,48 +281,49 @@ def _graphml_text(draw: Any, st: Any) -> str:
         t = f' attr.type="{typ}"' if typed == "all" or (typed == "some" and i % 2) else ""
         head.append(f'<key id="{k}" for="{dom}" attr.name="{name}"{t}/>')
     body = []
-    for gi in range(draw(st.sampled_from([1, 1, 1, 2, 0]))):
-        directed = draw(st.sampled_from(["undirected", "undirected", "directed"]))
+    for gi in range(_pick(draw, st, [1, 1, 1, 2, 0])):
+        directed = _pick(draw, st, ["undirected", "undirected", "directed"])
         body.append(f'<graph id="G{gi}" edgedefault="{directed}">')
         if draw(st.booleans()):
-            body.append(f'<data key="d4">{draw(st.sampled_from(["1.5", "x", ""]))}</data>')
+            body.append(f'<data key="d4">{_pick(draw, st, ["1.5", "x", ""])}</data>')
         n = draw(st.integers(0, 4))
         for i in range(n):
             data = ""
             if draw(st.integers(0, 4)):  # partial attributes: some nodes lack a field
-                data += f'<data key="d0">{draw(st.sampled_from(["C", "O", "N", "", "1", "é"]))}</data>'
+                data += f'<data key="d0">{_pick(draw, st, ["C", "O", "N", "", "1", "é"])}</data>'
             if draw(st.integers(0, 2)):
-                v = draw(st.sampled_from(["0", "1", "-1", "x", "1.5", "99999999999999999999"]))
+                v = _pick(draw, st, ["0", "1", "-1", "x", "1.5", "99999999999999999999"])
                 data += f'<data key="d1">{v}</data>'
-            if draw(st.integers(0, 3)) == 0:
-                data += f'<data key="d5">{draw(st.sampled_from(["true", "false", "1", "yes"]))}</data>'
+            if _odd(draw, st, 3):
+                data += f'<data key="d5">{_pick(draw, st, ["true", "false", "1", "yes"])}</data>'
             body.append(f'<node id="n{i}">{data}</node>')
         for i in range(max(0, n - 1)):
-            j = draw(st.sampled_from([i + 1, i + 1, i + 1, i, n + 3]))
+            j = _pick(draw, st, [i + 1, i + 1, i + 1, i, n + 3])
             data = ""
             if draw(st.integers(0, 3)):
-                v = draw(st.sampled_from(["1.0", "2.5", "0", "-1", "nan", "inf", "x", ""]))
+                v = _pick(draw, st, ["1.0", "2.5", "0", "-1", "nan", "inf", "x", ""])
                 data += f'<data key="d2">{v}</data>'
             if draw(st.booleans()):
-                data += f'<data key="d3">{draw(st.sampled_from(["1", "1.5", "a"]))}</data>'
+                data += f'<data key="d3">{_pick(draw, st, ["1", "1.5", "a"])}</data>'
             body.append(f'<edge source="n{i}" target="n{j}">{data}</edge>')
         body.append("</graph>")
     return "\n".join(head + body + ["</graphml>"]) + "\n"
 
 
 def _gml_text(draw: Any, st: Any) -> str:
-    value = st.sampled_from(['"C"', '"O"', "1", "2", "1.5", '""', "-3", "[ x 1 ]"] * 4 + ['"é"', "nan"])
-    lines = ["graph [", f"  directed {draw(st.sampled_from([0, 0, 0, 1]))}"]
-    if draw(st.integers(0, 5)) == 0:
+    odd = ['"é"', "nan"] * (not _TAME[0])
+    value = st.sampled_from(['"C"', '"O"', "1", "2", "1.5", '""', "-3", "[ x 1 ]"] * 4 + odd)
+    lines = ["graph [", f"  directed {_pick(draw, st, [0, 0, 0, 1])}"]
+    if _odd(draw, st, 5):
         lines.append("  multigraph 1")
     if draw(st.booleans()):
         lines.append(f"  y {draw(value)}")
     n = draw(st.integers(0, 4))
     for i in range(n):
         attrs = "".join(f" {k} {draw(value)}" for k in ("element", "charge") if draw(st.integers(0, 3)))
-        lines.append(f'  node [ id {i} label "{draw(st.sampled_from(["n" + str(i), "n0", "a b"]))}"{attrs} ]')
+        lines.append(f'  node [ id {i} label "{_pick(draw, st, ["n" + str(i), "n0", "a b"])}"{attrs} ]')
     for i in range(max(0, n - 1)):
-        j = draw(st.sampled_from([i + 1, i + 1, i, n + 2]))
+        j = _pick(draw, st, [i + 1, i + 1, i, n + 2])
         attrs = "".join(f" {k} {draw(value)}" for k in ("weight", "order") if draw(st.integers(0, 2)))
         lines.append(f"  edge [ source {i} target {j}{attrs} ]")
     return "\n".join(lines + ["]"]) + "\n"
@@ -283,14 +334,14 @@ def _nx_cases(st: Any, fmt: str) -> Any:
 
     @st.composite
     def files(draw):
-        k = draw(st.sampled_from([1, 1, 2]))
+        k = _pick(draw, st, [1, 1, 2])
         out = {}
         for i in range(k):
             raw = draw(_maybe_damage(st, _encode(st, make(draw, st), gz=False)))  # networkx reads no gzip
             out[f"g{i}.{fmt}"] = raw
         return out
 
-    options = st.fixed_dictionaries({}, optional={
+    options = _options(st, {
         "node_labels": st.sampled_from([None, "element", ["element", "charge"], "missing", [], "flag"]),
         "edge_labels": st.sampled_from([None, "order", "weight", "missing"]),
         "weight": st.sampled_from(["weight", None, "order", "missing"]),
@@ -309,47 +360,47 @@ def _tu_cases(st: Any) -> Any:
         for g, s in enumerate(sizes):
             ind += [g + 1] * s
             edges += [(node + i + 1, node + i + 2) for i in range(s - 1)]
-            if draw(st.integers(0, 4)) == 0:
+            if _odd(draw, st, 4):
                 edges.append((node + 1, node + 1))  # a self loop
             node += s
         both = draw(st.booleans())
         rows = [e for a, b in edges for e in ([(a, b), (b, a)] if both else [(a, b)])]
-        if draw(st.integers(0, 5)) == 0:
+        if _odd(draw, st, 5):
             rows.append((node + 2, 1))  # a node out of range
-        sep = draw(st.sampled_from([", ", ",", " , ", "\t"]))
+        sep = _pick(draw, st, [", ", ",", " , ", "\t"])
         out = {"T_A.txt": "\n".join(f"{a}{sep}{b}" for a, b in rows) + "\n",
                "T_graph_indicator.txt": "\n".join(map(str, ind)) + "\n"}
-        nodeval = st.sampled_from(["0", "1", "2", "C", "-1", "1.5", "", "1, 2"])
+        nodeval = st.sampled_from(["0", "1", "2", "C"] + ["-1", "1.5", "", "1, 2"] * (not _TAME[0]))
         if draw(st.booleans()):
             out["T_node_labels.txt"] = "\n".join(draw(nodeval) for _ in range(node + draw(
                 st.sampled_from([0, 0, 0, 1, -1])))) + "\n"
         if draw(st.booleans()):
             d = draw(st.integers(1, 3))
-            attr = st.sampled_from(["0.5", "1", "-2.25", "nan", "x", "1e999"])
-            widths = [d + (i == 0 and draw(st.integers(0, 4)) == 0) for i in range(node)]  # a ragged first row
+            attr = st.sampled_from(["0.5", "1", "-2.25"] + ["nan", "x", "1e999"] * (not _TAME[0]))
+            widths = [d + (i == 0 and _odd(draw, st, 4)) for i in range(node)]  # a ragged first row
             out["T_node_attributes.txt"] = "\n".join(", ".join(draw(attr) for _ in range(w)) for w in widths) + "\n"
         if draw(st.booleans()):
-            out["T_edge_labels.txt"] = "\n".join(draw(st.sampled_from(["1", "2", "a", ""])) for _ in range(
-                len(rows) + draw(st.sampled_from([0, 0, 1])))) + "\n"
+            out["T_edge_labels.txt"] = "\n".join(_pick(draw, st, ["1", "2", "a", ""]) for _ in range(
+                len(rows) + _pick(draw, st, [0, 0, 1]))) + "\n"
         if draw(st.booleans()):
-            out["T_edge_attributes.txt"] = "\n".join(draw(st.sampled_from(["0.5", "1.5, 2", "nan"]))
+            out["T_edge_attributes.txt"] = "\n".join(_pick(draw, st, ["0.5", "1.5, 2", "nan"])
                                                      for _ in rows) + "\n"
         if draw(st.booleans()):
-            out["T_graph_labels.txt"] = "\n".join(draw(st.sampled_from(["1", "-1", "0", "a", "2.5"]))
+            out["T_graph_labels.txt"] = "\n".join(_pick(draw, st, ["1", "-1", "0", "a", "2.5"])
                                                   for _ in sizes) + "\n"
-        if draw(st.integers(0, 3)) == 0:
+        if _odd(draw, st, 3):
             out["T_graph_attributes.txt"] = "\n".join("0.5, 1" for _ in sizes) + "\n"
         raw = {k: v.encode() for k, v in out.items()}
-        if draw(st.integers(0, 3)) == 0:
+        if _odd(draw, st, 3):
             k = draw(st.sampled_from(sorted(raw)))
             raw[k] = draw(_mutate(st, out[k]))
-        if draw(st.integers(0, 8)) == 0:
+        if _odd(draw, st, 8):
             raw["U_A.txt"] = b"1, 2\n"  # a second dataset prefix
-        sub = draw(st.sampled_from(["", "", "T/"]))
+        sub = _pick(draw, st, ["", "", "T/"])
         target = draw(st.sampled_from(["T", "T", "T/T_A.txt", "."] if sub else [".", ".", ".", "T_A.txt"]))
         return {sub + k: v for k, v in raw.items()}, target
 
-    options = st.fixed_dictionaries({}, optional={
+    options = _options(st, {
         "name": st.sampled_from([None, "T", "U", "nope"]),
         "node_labels": st.sampled_from([None, "label", "attributes", ["label", "attributes"], "nope"]),
         "edge_labels": st.sampled_from([None, "label", "attributes", "nope"]),
@@ -366,23 +417,23 @@ def _pdb_cases(st: Any) -> Any:
         lines = []
         n = draw(st.integers(0, 6))
         for i in range(n):
-            rec = draw(st.sampled_from(["ATOM  ", "ATOM  ", "HETATM"]))
-            name = draw(st.sampled_from([" CA ", " N  ", " C  ", " O  ", " FE ", " H  ", "XX  "]))
-            alt = draw(st.sampled_from([" ", " ", "A", "B"]))
-            res = draw(st.sampled_from(["GLY", "ALA", "HOH", "XYZ", "FE "]))
-            chain = draw(st.sampled_from(["A", "A", "B", " "]))
+            rec = _pick(draw, st, ["ATOM  ", "ATOM  ", "HETATM"])
+            name = _pick(draw, st, [" CA ", " N  ", " C  ", " O  ", " FE ", " H  ", "XX  "])
+            alt = _pick(draw, st, [" ", " ", "A", "B"])
+            res = _pick(draw, st, ["GLY", "ALA", "HOH", "XYZ", "FE "])
+            chain = _pick(draw, st, ["A", "A", "B", " "])
             xyz = [draw(st.one_of(st.floats(-20, 20), st.sampled_from([0.0, 9999.0, -999.0]))) for _ in range(3)]
-            el = draw(st.sampled_from([" C", " N", " O", "FE", "  ", " H", "XX"]))
+            el = _pick(draw, st, [" C", " N", " O", "FE", "  ", " H", "XX"])
             line = (f"{rec}{i + 1:>5} {name}{alt}{res} {chain}{i + 1:>4}    "
                     + "".join(f"{v:8.3f}"[:8] for v in xyz) + "  1.00  0.00          " + el)
-            if draw(st.integers(0, 8)) == 0:
+            if _odd(draw, st, 8):
                 line = line[: draw(st.integers(0, len(line)))]
             lines.append(line)
-            if draw(st.integers(0, 9)) == 0:
-                lines.append(draw(st.sampled_from(["TER", "ENDMDL", "MODEL        2", "END", "REMARK x"])))
+            if _odd(draw, st, 9):
+                lines.append(_pick(draw, st, ["TER", "ENDMDL", "MODEL        2", "END", "REMARK x"]))
         return "\n".join(lines) + "\n"
 
-    options = st.fixed_dictionaries({}, optional={
+    options = _options(st, {
         "cutoff": st.sampled_from([6.0, 6.0, 4.0, 1.0, 0.0, -1.0, float("nan"), float("inf"), 1e6, "6"]),
         "chain": st.sampled_from([None, None, "A", "B", "Z", ""]),
         "n_graphs": st.sampled_from([None, None, 1, 0]),
@@ -399,8 +450,9 @@ def _pdb_cases(st: Any) -> Any:
 
 def strategies(st: Any) -> dict[str, Any]:
     """``readers`` cases: (format or None, {file name: content}, options[, target])."""
-    return {"readers": st.one_of(_smiles_cases(st), _sdf_cases(st), _nx_cases(st, "graphml"), _nx_cases(st, "gml"),
-                                 _tu_cases(st), _pdb_cases(st))}
+    gens = (_smiles_cases(st), _sdf_cases(st), _nx_cases(st, "graphml"), _nx_cases(st, "gml"), _tu_cases(st),
+            _pdb_cases(st))
+    return {"readers": st.one_of(*(_tamed(st, g) for g in gens))}
 
 
 def _run(case: tuple) -> Outcome:
