@@ -608,10 +608,8 @@ XFAIL_TABLE: list[tuple[str, str, str]] = [
      'issue 22: io: TypeError@io/_files.py: expected str, bytes or os.PathLike object, not int'),
     ('io.CategoryEncoder-tables', 'int negative nan huge str bytes none emptylist frame missing',
      "issue 22: io: AttributeError@io/_common.py: 'int' object has no attribute 'setdefault'"),
-    ('gram.tiled_gram-out', 'str',
-     'issue 22: io: StoreExistsError@gram/store.py: /tmp/mgkflow-public-errors-b3ec5mjo/cwd/abc exists and is no'),
     ('gram.tiled_gram-out', 'missing',
-     "issue 22: io: NotADirectoryError@gram/store.py: [Errno 20] Not a directory: '/tmp/mgkflow-public-errors-b3ec"),
+     "issue 22: io: NotADirectoryError@gram/store.py: [Errno 20] Not a directory: '/tmp/mgkflow-public-errors-mdky"),
     ('gram.load_gram-path', 'int negative nan huge bytes none emptylist frame',
      'issue 22: io: TypeError@gram/store.py: expected str, bytes or os.PathLike object, not int'),
     ('gram.load_gram-path', 'str missing',
@@ -792,6 +790,7 @@ def test_the_valid_call_works(name: str) -> None:
 def test_bad_argument_raises_an_mgkflow_error(entry: str, param: str, bad: str) -> None:
     e = ENTRIES[entry]
     kwargs = {**e.base, param: BAD[bad]}
+    os.chdir(tempfile.mkdtemp(dir=_ROOT / "cwd"))  # a fresh directory: what one case writes ("abc") is not the next's
     try:
         with _time_limit(5):
             e.fn(**kwargs)
@@ -801,19 +800,44 @@ def test_bad_argument_raises_an_mgkflow_error(entry: str, param: str, bad: str) 
         pytest.fail(f"{entry}({param}={BAD[bad]!r:.40}) raised {_blame(exc)}: {exc!s:.200}", pytrace=False)
 
 
+def _public_exceptions() -> list[Any]:
+    import importlib
+
+    out = []
+    for mod in ("mgkflow", "mgkflow.io", "mgkflow.gram", "mgkflow.datasets", "mgkflow.reorder", "mgkflow.learn",
+                "mgkflow.pipeline", "mgkflow.kernels", "mgkflow.backends", "mgkflow.errors"):
+        m = importlib.import_module(mod)
+        for n in m.__all__:
+            obj = getattr(m, n)
+            if isinstance(obj, type) and issubclass(obj, BaseException) and not issubclass(obj, Warning):
+                reason = _EXCEPTION_XFAIL.get(f"{mod}.{n}")
+                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                out.append(pytest.param(obj, id=f"{mod}.{n}", marks=marks))
+    return out
+
+
+_EXCEPTION_XFAIL = {f"mgkflow.gram.{n}": "issue 22: io: gram/store.py: derives from ValueError only"
+                    for n in ("StoreMismatchError", "IncompleteStoreError", "StoreExistsError")}
+
+
+@pytest.mark.parametrize("cls", _public_exceptions())
+def test_every_public_exception_derives_from_mgkflow_error(cls: type) -> None:
+    from mgkflow.errors import MgkflowError
+
+    assert issubclass(cls, MgkflowError), [c.__name__ for c in cls.__mro__]
+
+
 def test_every_public_name_is_covered() -> None:
     import importlib
 
-    covered = set(UNTESTED)
-    for name in ENTRIES:
-        covered.add(f"mgkflow.{name}" if "." in name else f"mgkflow.{name}")
+    covered = set(UNTESTED) | {f"mgkflow.{name}" for name in ENTRIES}
     missing = []
     for mod in ("mgkflow", "mgkflow.io", "mgkflow.gram", "mgkflow.datasets", "mgkflow.reorder", "mgkflow.learn",
                 "mgkflow.pipeline", "mgkflow.kernels", "mgkflow.backends"):
         m = importlib.import_module(mod)
         for n in m.__all__:
             full = f"{mod}.{n}"
-            if full not in covered and n not in UNTESTED and not any(c.endswith("." + n) for c in covered):
+            if full not in covered and n not in UNTESTED:
                 missing.append(full)
     assert not missing, f"public names with no entry in ENTRIES or UNTESTED: {missing}"
     assert len(_cases()) > 1000  # generated from the signatures, not picked

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import MgkflowError
 from ..graph import Graph
 
 __all__ = ["ResourceEstimate", "ResourceError", "estimate_resources", "host_available_bytes"]
@@ -24,7 +25,7 @@ DEVICE_BYTES_PER_UNKNOWN = 8 * 6
 HOST_FRACTION = 0.8
 
 
-class ResourceError(MemoryError, ValueError):
+class ResourceError(MgkflowError, MemoryError, ValueError):
     """The computation needs more memory or disk than is available (the message says what would fit)."""
 
 
