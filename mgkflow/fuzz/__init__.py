@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the public API, the file readers and the CLI (needs hypothesis).
+"""Property-based fuzzing of the public API, the file readers, scikit-learn use and the CLI (needs hypothesis).
 
 Every input must end in one of two ways:
 
