@@ -185,7 +185,18 @@ class Property:
 
 
 def _py(obj: Any) -> str:
-    """repr() that stays valid Python for nan/inf floats."""
-    text = repr(obj)
-    return text.replace("nan", "float('nan')").replace("inf", "float('inf')")
+    """repr() that stays valid Python for nan/inf floats (inside containers too; text and bytes are left alone).
+
+    >>> _py({"q": float("nan"), "data": b"nan inf", "w": [float("-inf"), 1.5]})
+    "{'q': float('nan'), 'data': b'nan inf', 'w': [float('-inf'), 1.5]}"
+    """
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return f"float('{obj}')"
+    if isinstance(obj, dict):
+        return "{" + ", ".join(f"{_py(k)}: {_py(v)}" for k, v in obj.items()) + "}"
+    if isinstance(obj, list):
+        return "[" + ", ".join(_py(v) for v in obj) + "]"
+    if isinstance(obj, tuple):
+        return "(" + ", ".join(_py(v) for v in obj) + ("," if len(obj) == 1 else "") + ")"
+    return repr(obj)
 
