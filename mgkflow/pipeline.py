@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ParameterError, ParameterTypeError
 from .format.count import TILE, octile_keys
 from .graph import Graph
 from .kernels import BaseKernel
@@ -144,12 +145,16 @@ class Load(Stage):
             graphs = datasets.load(self.dataset, **self.kwargs)
             name = self.dataset
         else:
+            if isinstance(self.dataset, bytes) or not hasattr(self.dataset, "__iter__") or hasattr(
+                    self.dataset, "columns"):
+                raise ParameterTypeError(f"Load: expected a dataset name or a sequence of mgkflow.Graph, "
+                                         f"got {type(self.dataset).__name__}")
             graphs = list(self.dataset)
             name = state.dataset
             if not all(isinstance(g, Graph) for g in graphs):
-                raise TypeError("Load: expected a dataset name or a sequence of mgkflow.Graph")
+                raise ParameterTypeError("Load: expected a dataset name or a sequence of mgkflow.Graph")
         if not graphs:
-            raise ValueError(f"Load: dataset {name!r} gave no graphs")
+            raise ParameterError(f"Load: dataset {name!r} gave no graphs")
         sec = time.perf_counter() - t0
         nodes = np.array([g.n_nodes for g in graphs])
         figures = {
@@ -187,8 +192,12 @@ class Reorder(Stage):
     def __init__(self, method: str = "pbr", progress: Callable[[int], Any] | None = None, **options: Any):
         from .reorder import available_methods
 
+        if not isinstance(method, str):
+            raise ParameterTypeError(f"Reorder: method must be an ordering name, got {type(method).__name__}")
         if method not in available_methods():
-            raise ValueError(f"unknown ordering {method!r}; available: {available_methods()}")
+            raise ParameterError(f"unknown ordering {method!r}; available: {available_methods()}")
+        if progress is not None and not callable(progress):
+            raise ParameterTypeError(f"Reorder: progress must be callable or None, got {type(progress).__name__}")
         self.method = method
         self.options = options
         self.progress = progress
@@ -239,6 +248,8 @@ class Pack(Stage):
     name = "pack"
 
     def __init__(self, build: bool = True) -> None:
+        if not isinstance(build, (bool, np.bool_)):
+            raise ParameterTypeError(f"Pack: build must be True or False, got {type(build).__name__}")
         self.build = build
         #: the Solve stage this batch is packed for (set by :class:`Pipeline`)
         self.consumer: Solve | None = None
@@ -294,6 +305,13 @@ class Solve(Stage):
         progress: bool = False,
         gpu_options: dict | None = None,
     ) -> None:
+        if gpu_options is not None and not isinstance(gpu_options, dict):
+            raise ParameterTypeError(f"Solve: gpu_options must be a dict or None, got {type(gpu_options).__name__}")
+        if not isinstance(backend, str):
+            raise ParameterTypeError(f"Solve: backend must be a backend name, got {type(backend).__name__}")
+        for name, value in (("normalize", normalize), ("progress", progress)):
+            if not isinstance(value, (bool, np.bool_)):
+                raise ParameterTypeError(f"Solve: {name} must be True or False, got {type(value).__name__}")
         self.node_kernel = node_kernel
         self.edge_kernel = edge_kernel
         self.kwargs = dict(
@@ -341,7 +359,7 @@ class Solve(Stage):
 
     def run(self, state: PipelineState) -> tuple[PipelineState, StageStats]:
         if not state.graphs:
-            raise ValueError("Solve: no graphs (put a Load stage first)")
+            raise ParameterError("Solve: no graphs (put a Load stage first)")
         nk, ek = self._kernels(state)
         kern = MarginalizedGraphKernel(node_kernel=nk, edge_kernel=ek, **self.kwargs)
         graphs = list(state.graphs)
@@ -392,12 +410,14 @@ class Pipeline:
     """
 
     def __init__(self, stages: Sequence[Stage]) -> None:
+        if isinstance(stages, (str, bytes)) or not hasattr(stages, "__iter__") or hasattr(stages, "columns"):
+            raise ParameterTypeError(f"Pipeline needs a sequence of stages, got {type(stages).__name__}")
         stages = list(stages)
         if not stages:
-            raise ValueError("Pipeline needs at least one stage")
+            raise ParameterError("Pipeline needs at least one stage")
         for s in stages:
             if not hasattr(s, "run") or not hasattr(s, "name"):
-                raise TypeError(f"{s!r} is not a pipeline stage (needs .name and .run(state))")
+                raise ParameterTypeError(f"{s!r:.60} is not a pipeline stage (needs .name and .run(state))")
         # a Pack stage packs for the next Solve stage (no Load or Reorder in between)
         for k, s in enumerate(stages):
             if isinstance(s, Pack):

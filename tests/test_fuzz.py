@@ -70,6 +70,20 @@ def test_fuzz_files(case):
     _assert_ok(fuzz.run_file_case(*case), f"run_file_case({fuzz._py(case[0])}, {fuzz._py(case[1])})")
 
 
+@seed(17)
+@_settings(300)
+@given(S["readers"])
+def test_fuzz_readers(case):
+    _assert_ok(fuzz.run_reader_case(*case), f"run_reader_case({', '.join(fuzz._py(c) for c in case)})")
+
+
+@seed(18)
+@_settings(60)
+@given(S["sklearn"])
+def test_fuzz_sklearn(case):
+    _assert_ok(fuzz.run_sklearn_case(case), f"run_sklearn_case({fuzz._py(case)})")
+
+
 @seed(15)
 @_settings(100)
 @given(S["cli"])
@@ -118,12 +132,66 @@ def test_guard_classifies_exceptions_warnings_and_hangs(monkeypatch):
 
 
 def test_exclusions_only_excuse_other_owners(monkeypatch):
-    own = fuzz.Outcome("bad", "foreign:ValueError@graph.py")
+    own = fuzz.Outcome("bad", "foreign:ValueError@pipeline.py")  # a file of this work package
     other = fuzz.Outcome("bad", "foreign:ValueError@system.py")
     assert not own.excused and not other.excused  # nothing is excused today
     monkeypatch.setattr(fuzz.checks, "KNOWN_ELSEWHERE", {"foreign:": "a category under repair elsewhere"})
     assert not own.excused and other.excused
     assert not fuzz.Outcome("bad", "half-written@io/_files.py").excused
+    monkeypatch.setattr(fuzz.checks, "KNOWN_ELSEWHERE", {"plain:ValueError@io/": "a reader's option check"})
+    assert fuzz.Outcome("bad", "plain:ValueError@io/tu.py").excused
+    assert not fuzz.Outcome("bad", "plain:ValueError@gram/tiled.py").excused
+
+
+def test_sklearn_checks_flag_a_wrong_gradient_and_diag(monkeypatch):
+    import numpy as np
+
+    # the sklearn target's checks are not vacuous: a kernel whose gradient or diagonal is off is caught
+    from mgkflow import MarginalizedGraphKernel
+    from mgkflow.fuzz.targets import sklearn as target
+
+    g3 = {"n": 3, "edges": [(0, 1, 1.0), (1, 2, 2.0)], "node_labels": {"a": [0, 1, 0]},
+          "edge_labels": {"e": [1.0, 1.5]}}
+    g2 = {"n": 2, "edges": [(0, 1, 1.0)], "node_labels": {"a": [1, 1]}, "edge_labels": {"e": [2.0]}}
+    case = {"graphs": [g3, g2],
+            "node_kernel": ("delta", "a", 0.5), "edge_kernel": ("sqexp", "e", 1.0), "q": 0.1}
+    assert fuzz.run_sklearn_case({**case, "action": "gradient"}).kind == "result"
+    call = MarginalizedGraphKernel.__call__
+
+    def wrong_gradient(self, X, Y=None, eval_gradient=False, **kw):
+        out = call(self, X, Y, eval_gradient=eval_gradient, **kw)
+        return (out[0], out[1] * 1.01) if eval_gradient else out
+
+    monkeypatch.setattr(MarginalizedGraphKernel, "__call__", wrong_gradient)
+    assert fuzz.run_sklearn_case({**case, "action": "gradient"}).category == "gradient-mismatch@evaluation"
+    monkeypatch.setattr(MarginalizedGraphKernel, "__call__", call)
+    monkeypatch.setattr(MarginalizedGraphKernel, "diag", lambda self, X, nodal=False: np.ones(len(X)))
+    assert fuzz.run_sklearn_case({**case, "action": "diag"}).category == "diag-mismatch@evaluation"
+    assert target.ACTIONS and {"gpr", "gradient", "compose"} <= set(target.ACTIONS)
+
+
+def test_reader_checks_flag_stray_files_and_leaked_warnings(monkeypatch):
+    import warnings
+
+    import mgkflow.io as mio
+
+    ok = {"m.smi": b"CCO ethanol\n"}
+    assert fuzz.run_reader_case("smiles", ok).kind == "result"
+    read = mio.read_graphs
+
+    def leaky(path, format=None, **options):
+        warnings.warn("a library's note", UserWarning, stacklevel=1)
+        return read(path, format=format, **options)
+
+    monkeypatch.setattr(mio, "read_graphs", leaky)
+    assert fuzz.run_reader_case("smiles", ok).category == "warning:UserWarning@io/smiles.py"
+
+    def littering(path, format=None, **options):
+        (path.parent / ".tmp-left").write_text("x")
+        return read(path, format=format, **options)
+
+    monkeypatch.setattr(mio, "read_graphs", littering)
+    assert fuzz.run_reader_case("smiles", ok).category == "half-written@io/smiles.py"
 
 
 def test_the_fuzz_driver_is_not_blamed():
@@ -136,11 +204,11 @@ def test_the_fuzz_driver_is_not_blamed():
 def test_targets_and_properties():
     from mgkflow.fuzz import targets
 
-    assert [p.name for p in targets.properties()] == ["api", "api-valid", "scale", "file", "cli"]
+    assert [p.name for p in targets.properties()] == ["api", "api-valid", "scale", "file", "readers", "sklearn", "cli"]
     for t in targets.TARGETS:
         assert t.PROPERTIES and callable(t.strategies)
     assert {p.inputs for p in targets.properties()} <= set(S)
-    assert set(S) == {"api", "valid_api", "valid_wide", "file", "cli"}
+    assert set(S) == {"api", "valid_api", "valid_wide", "file", "readers", "sklearn", "cli"}
 
 
 def test_old_module_name_and_bench_suite(tmp_path, capsys):
@@ -182,4 +250,4 @@ def test_long_run_driver(tmp_path, capsys, monkeypatch):
 
     df = pd.read_csv(out)
     assert list(df.columns) == ["suite", "outcome", "category", "count"]
-    assert {"api", "api-valid", "scale", "file", "cli", "known"} <= set(df["suite"])
+    assert {"api", "api-valid", "scale", "file", "readers", "sklearn", "cli", "known"} <= set(df["suite"])

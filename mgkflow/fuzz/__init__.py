@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the public API, the file readers and the CLI (needs hypothesis).
+"""Property-based fuzzing of the public API, the file readers, scikit-learn use and the CLI (needs hypothesis).
 
 Every input must end in one of two ways:
 
@@ -62,6 +62,8 @@ from .targets.api import SCALES as SCALES
 from .targets.api import run_api_case, run_scale_case
 from .targets.cli import run_cli_case
 from .targets.files import run_file_case
+from .targets.readers import run_reader_case
+from .targets.sklearn import run_sklearn_case
 
 __all__ = [
     "KNOWN_ELSEWHERE",
@@ -73,6 +75,8 @@ __all__ = [
     "run_scale_case",
     "run_file_case",
     "run_cli_case",
+    "run_reader_case",
+    "run_sklearn_case",
     "strategies",
     "main",
 ]

@@ -40,12 +40,20 @@ __all__ = [
 ]
 
 #: Bad-outcome categories caused by code outside this work package's files
-#: (mgk.py, evaluation/, system.py, the backends, kernels.py: error classes and numeric
-#: robustness are being fixed there). Matched as prefixes of the category.
+#: (mgk.py, evaluation/, system.py, the backends, kernels.py, graph.py, io/: being fixed
+#: there). Matched as prefixes of the category.
 #: Remove an entry to make the test suite fail on it again.
-KNOWN_ELSEWHERE: dict[str, str] = {}
-#: The mgkflow files whose bad outcomes :data:`KNOWN_ELSEWHERE` may excuse.
-OTHER_OWNERS = ("mgk.py", "system.py", "exact.py", "cpu.py", "kernels.py", "solver", "pipeline.py")
+KNOWN_ELSEWHERE: dict[str, str] = {
+    # issue 22, helper "io" (found by the readers target; reproducers in the long run's report)
+    "plain:ValueError@io/": "a reader option with a bad value (on_error='bogus', directed='bogus', "
+                            "self_loops='keep', delimiter='') raises ValueError, not ParameterError",
+    "plain:TypeError@io/smiles.py": "read_smiles(delimiter=5) raises TypeError, not ParameterTypeError",
+    "warning:UserWarning@io/graphml.py": "networkx's UserWarning 'No key type for id d0. Using string' leaks "
+                                         "from a GraphML file without attr.type",
+}
+#: The mgkflow files whose bad outcomes :data:`KNOWN_ELSEWHERE` may excuse (a name, or a folder ending in "/").
+OTHER_OWNERS = ("mgk.py", "system.py", "exact.py", "cpu.py", "kernels.py", "solver", "graph.py", "_graph_checks.py",
+                "io/")
 
 CASE_SECONDS = float(os.environ.get("MGKFLOW_FUZZ_CASE_SECONDS", "20"))
 
@@ -70,7 +78,7 @@ class Outcome:
         for prefix in KNOWN_ELSEWHERE:
             if self.category.startswith(prefix):
                 owner = self.category.rsplit("@", 1)[-1] if "@" in self.category else "solver"
-                if owner in OTHER_OWNERS:
+                if owner in OTHER_OWNERS or owner.startswith(tuple(o for o in OTHER_OWNERS if o.endswith("/"))):
                     return True
         return False
 
@@ -177,7 +185,18 @@ class Property:
 
 
 def _py(obj: Any) -> str:
-    """repr() that stays valid Python for nan/inf floats."""
-    text = repr(obj)
-    return text.replace("nan", "float('nan')").replace("inf", "float('inf')")
+    """repr() that stays valid Python for nan/inf floats (inside containers too; text and bytes are left alone).
+
+    >>> _py({"q": float("nan"), "data": b"nan inf", "w": [float("-inf"), 1.5]})
+    "{'q': float('nan'), 'data': b'nan inf', 'w': [float('-inf'), 1.5]}"
+    """
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return f"float('{obj}')"
+    if isinstance(obj, dict):
+        return "{" + ", ".join(f"{_py(k)}: {_py(v)}" for k, v in obj.items()) + "}"
+    if isinstance(obj, list):
+        return "[" + ", ".join(_py(v) for v in obj) + "]"
+    if isinstance(obj, tuple):
+        return "(" + ", ".join(_py(v) for v in obj) + ("," if len(obj) == 1 else "") + ")"
+    return repr(obj)
 

@@ -75,9 +75,15 @@ def plan_blocks(n_rows: int, n_cols: int | None, block_size: int) -> list[Block]
     >>> sum(b.n_pairs for b in plan_blocks(5, None, 2)) == 5 * 6 // 2
     True
     """
-    if block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size}")
+    from ..errors import ParameterError
+    from . import _args
+
+    n_rows = _args.count(n_rows, "n_rows")
+    n_cols = _args.count(n_cols, "n_cols", none=True)
+    block_size = _args.count(block_size, "block_size", lo=1)
     symmetric = n_cols is None
+    if -(-n_rows // block_size) * -(-(n_rows if symmetric else n_cols) // block_size) > 10**8:
+        raise ParameterError(f"{n_rows} x {n_cols or n_rows} graphs in blocks of {block_size}: more than 10^8 blocks")
     m = n_rows if symmetric else n_cols
     nbr = -(-n_rows // block_size)
     nbc = -(-m // block_size)
@@ -110,5 +116,9 @@ def default_block_size(n_rows: int, n_cols: int | None, backend: str) -> int:
     >>> default_block_size(100_000, None, "gpu"), default_block_size(50, None, "cpu")
     (2048, 50)
     """
-    side = 2048 if backend == "gpu" else 128
+    from . import _args
+
+    n_rows = _args.count(n_rows, "n_rows")
+    n_cols = _args.count(n_cols, "n_cols", none=True)
+    side = 2048 if _args.text(backend, "backend") == "gpu" else 128
     return max(1, min(side, max(n_rows, n_rows if n_cols is None else n_cols)))

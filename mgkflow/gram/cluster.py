@@ -6,6 +6,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from ..errors import ParameterError, ParameterTypeError
+
 __all__ = ["client_from_spec", "backend_for_spec", "parse_spec"]
 
 
@@ -17,13 +19,19 @@ def parse_spec(spec: str) -> tuple[str, int | None]:
     >>> parse_spec("local:4"), parse_spec("cuda"), parse_spec("tcp://10.0.0.1:8786")
     (('local', 4), ('cuda', None), ('address', None))
     """
-    text = str(spec).strip()
+    if not isinstance(spec, str):
+        raise ParameterTypeError(
+            f"a cluster spec must be a string (local:N, cuda or tcp://HOST:PORT), got {spec!r:.40}"
+        )
+    text = spec.strip()
     if "://" in text:
         return "address", None
     kind, _, count = text.partition(":")
     kind = kind.lower()
     if kind not in ("local", "cuda"):
-        raise ValueError(f"--dask must be local:N, cuda or a scheduler address such as tcp://HOST:PORT, got {spec!r}")
+        raise ParameterError(
+            f"--dask must be local:N, cuda or a scheduler address such as tcp://HOST:PORT, got {spec!r}"
+        )
     if not count:
         return kind, None
     try:
@@ -31,7 +39,7 @@ def parse_spec(spec: str) -> tuple[str, int | None]:
     except ValueError:
         n = 0
     if n < 1:
-        raise ValueError(f"--dask {spec!r}: the worker count must be a positive integer")
+        raise ParameterError(f"--dask {spec!r}: the worker count must be a positive integer")
     return kind, n
 
 

@@ -34,6 +34,12 @@ def graph_digest(graph: Graph, coords: bool = False) -> str:
     >>> graph_digest(a) == graph_digest(b), graph_digest(a) == graph_digest(a.permute([1, 0]))
     (True, False)
     """
+    from ..errors import ParameterTypeError
+    from . import _args
+
+    if not isinstance(graph, Graph):
+        raise ParameterTypeError(f"graph_digest needs an mgkflow.Graph, got {type(graph).__name__}")
+    coords = _args.flag(coords, "coords")
     h = hashlib.blake2b(digest_size=16)
     adj = graph.adjacency
     h.update(b"n%d" % adj.shape[0])
@@ -59,9 +65,11 @@ def graphs_digest(graphs: Iterable[Graph]) -> str:
     >>> graphs_digest([g, h]) == graphs_digest([h, g])
     False
     """
+    from . import _args
+
     h = hashlib.blake2b(digest_size=16)
     count = 0
-    for g in graphs:
+    for g in _args.graph_list(graphs, "graphs", empty=True):
         h.update(graph_digest(g).encode())
         count += 1
     h.update(b"#%d" % count)

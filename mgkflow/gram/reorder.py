@@ -13,11 +13,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..errors import ParameterTypeError
 from ..graph import Graph
 from ..reorder import is_identity, resolve_method
 from .digest import graph_digest, params_digest
@@ -46,9 +46,16 @@ class PermutationCache:
     """
 
     def __init__(self, directory: str | os.PathLike | None = None) -> None:
-        self.directory = None if directory is None else Path(directory)
+        from ..errors import OutputPathError
+        from . import _args
+
+        self.directory = _args.path(directory, "PermutationCache directory", none=True)
         if self.directory is not None:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise OutputPathError(f"PermutationCache: cannot create {self.directory}: {exc.strerror or exc}"
+                                      ) from None
         self._mem: dict[str, np.ndarray] = {}
 
     @staticmethod
@@ -201,8 +208,17 @@ def reorder_graphs(
     >>> n.identity, n.computed, n.cached, n.graphs[0] is gs[0], n.perms[0].tolist() == list(range(gs[0].n_nodes))
     (4, 0, 0, True, True)
     """
+    from . import _args
+
     t0 = time.perf_counter()
-    graphs = list(graphs)
+    graphs = _args.graph_list(graphs, "graphs", empty=True)
+    if not callable(method):
+        _args.text(method, "method")
+    seed = _args.count(seed, "seed", lo=-(2**63), hi=2**63 - 1)
+    workers = _args.count(workers, "workers", lo=1, hi=4096, none=True)
+    chunk = _args.count(chunk, "chunk", lo=1)
+    if client is not None and not (hasattr(client, "map") and hasattr(client, "gather")):
+        raise ParameterTypeError(f"client must be a distributed.Client or None, got {type(client).__name__}")
     if not isinstance(cache, PermutationCache):
         cache = PermutationCache(cache)
     methods = [method(g) if callable(method) else method for g in graphs]

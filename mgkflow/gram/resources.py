@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import MgkflowError
 from ..graph import Graph
 
 __all__ = ["ResourceEstimate", "ResourceError", "estimate_resources", "host_available_bytes"]
@@ -24,7 +25,7 @@ DEVICE_BYTES_PER_UNKNOWN = 8 * 6
 HOST_FRACTION = 0.8
 
 
-class ResourceError(MemoryError, ValueError):
+class ResourceError(MgkflowError, MemoryError, ValueError):
     """The computation needs more memory or disk than is available (the message says what would fit)."""
 
 
@@ -142,11 +143,17 @@ def estimate_resources(
     >>> est.pairs, est.result_bytes, est.store_bytes
     (500500, 8000000, 4400000)
     """
+    from . import _args
     from .blocks import plan_blocks
 
+    X = _args.graph_list(X, "X")
+    Y = None if Y is None else _args.graph_list(Y, "Y")
+    backend = _args.text(backend, "backend")
+    out = _args.path(out, "out", none=True)
+    device = _args.flag(device, "device")
     n = len(X)
     m = n if Y is None else len(Y)
-    item = np.dtype(dtype).itemsize
+    item = np.dtype(_args.text(dtype, "dtype", ("float64", "float32"))).itemsize
     blocks = plan_blocks(n, None if Y is None else m, block_size)
     pairs = sum(b.n_pairs for b in blocks)
     stored = sum(b.shape[0] * b.shape[1] for b in blocks)

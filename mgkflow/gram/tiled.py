@@ -23,12 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ParameterTypeError
 from ..evaluation.backend import get_backend
 from ..evaluation.checks import check_convergence, check_finite
 from ..evaluation.solve import record, solve
 from ..evaluation.systems import prepare
 from ..graph import Graph
 from ..mgk import MarginalizedGraphKernel, gpu_available
+from . import _args
 from .blocks import Block, default_block_size, plan_blocks
 from .digest import graphs_digest, kernel_params, params_digest
 from .resources import ResourceEstimate, check_resources, estimate_resources
@@ -382,15 +384,7 @@ def _ids(graphs: Sequence[Graph]) -> list[str]:
 
 
 def _check_graphs(graphs: Any, what: str) -> tuple[Graph, ...]:
-    if isinstance(graphs, Graph):
-        raise TypeError(f"{what} must be a sequence of Graph objects, not a single Graph")
-    out = tuple(graphs)
-    if not out:
-        raise ValueError(f"{what} is empty")
-    for i, g in enumerate(out):
-        if not isinstance(g, Graph):
-            raise TypeError(f"{what}[{i}] is a {type(g).__name__}, not a mgkflow.Graph")
-    return out
+    return tuple(_args.graph_list(graphs, what))
 
 
 def _resolved_backend(kernel: MarginalizedGraphKernel, client: Any) -> str:
@@ -597,17 +591,14 @@ def _plan(
     Yt = None if Y is None else _check_graphs(Y, "Y")
     kernel = MarginalizedGraphKernel() if kernel is None else kernel
     if not isinstance(kernel, MarginalizedGraphKernel):
-        raise TypeError(f"kernel must be a MarginalizedGraphKernel, got {type(kernel).__name__}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        raise ParameterTypeError(f"kernel must be a MarginalizedGraphKernel, got {type(kernel).__name__}")
+    _args.text(dtype, "dtype", tuple(DTYPES))
     n = len(X)
     m = n if Yt is None else len(Yt)
     backend = _resolved_backend(kernel, client)
     if block_size is None:
         block_size = default_block_size(n, None if Yt is None else m, backend)
-    if isinstance(block_size, bool) or not isinstance(block_size, int | np.integer) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
-    block_size = int(block_size)
+    block_size = _args.count(block_size, "block_size", lo=1)
 
     est = estimate_resources(
         X, Yt, block_size=block_size, dtype=dtype, backend=backend, out=out, device=backend == "gpu" and client is None
@@ -817,7 +808,14 @@ def tiled_gram(
     >>> bool(np.array_equal(res.matrix, kern(gs)))
     True
     """
-    say = log or (lambda _msg: None)
+    for name, value in (("resume", resume), ("overwrite", overwrite), ("progress", progress),
+                        ("check_memory", check_memory)):
+        _args.flag(value, name)
+    overlap = _args.flag(overlap, "overlap", none=True)
+    out = _args.path(out, "out", none=True)
+    if client is not None and not (hasattr(client, "scatter") and hasattr(client, "submit")):
+        raise ParameterTypeError(f"client must be a distributed.Client or None, got {type(client).__name__}")
+    say = _args.callable_or_none(log, "log") or (lambda _msg: None)
     plan = _plan(
         X, Y, kernel, block_size=block_size, dtype=dtype, client=client, out=out, check_memory=check_memory, say=say
     )

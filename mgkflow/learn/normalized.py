@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 
+from ..errors import ParameterError, ParameterTypeError
+
 __all__ = ["Normalized"]
 
 
@@ -39,6 +41,8 @@ class Normalized(Kernel):
     """
 
     def __init__(self, kernel: Any) -> None:
+        if not callable(kernel) or not hasattr(kernel, "diag"):
+            raise ParameterTypeError(f"Normalized needs a kernel (callable, with diag), got {type(kernel).__name__}")
         self.kernel = kernel
 
     def get_params(self, deep: bool = True) -> dict:
@@ -76,7 +80,7 @@ class Normalized(Kernel):
     def __call__(self, X, Y=None, eval_gradient=False):
         if eval_gradient:
             if Y is not None:
-                raise ValueError("Normalized: the gradient is only available when Y is None")
+                raise ParameterError("Normalized: the gradient is only available when Y is None")
             K, dK = self.kernel(X, eval_gradient=True)
             d = np.diag(K).copy()
             _check_diag(d)
@@ -109,4 +113,4 @@ class Normalized(Kernel):
 
 def _check_diag(d: np.ndarray) -> None:
     if not np.all(d > 0):
-        raise ValueError(f"Normalized: k(x, x) must be positive, got {d[~(d > 0)][:3]} (first entries)")
+        raise ParameterError(f"Normalized: k(x, x) must be positive, got {d[~(d > 0)][:3]} (first entries)")

@@ -5,7 +5,22 @@ from __future__ import annotations
 import numpy as np
 from sklearn.gaussian_process.kernels import Kernel
 
+from ..errors import ParameterError, ParameterTypeError
+
 __all__ = ["Tanimoto"]
+
+
+def _fingerprints(values: object, what: str) -> np.ndarray:
+    """A 2-D float matrix of fingerprints (one row per sample); mgkflow errors otherwise."""
+    if values is None or isinstance(values, (str, bytes)):
+        raise ParameterTypeError(f"Tanimoto: {what} must be a 2-D array of fingerprints, got {type(values).__name__}")
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ParameterTypeError(f"Tanimoto: {what} must be a 2-D array of numbers: {exc}") from None
+    if arr.ndim != 2 or not np.all(np.isfinite(arr)):
+        raise ParameterError(f"Tanimoto: {what} must be a 2-D array of finite numbers, got shape {arr.shape}")
+    return arr
 
 
 class Tanimoto(Kernel):
@@ -30,19 +45,21 @@ class Tanimoto(Kernel):
         pass
 
     def __call__(self, X, Y=None, eval_gradient=False):
-        X = np.asarray(X, dtype=np.float64)
-        Yv = X if Y is None else np.asarray(Y, dtype=np.float64)
+        X = _fingerprints(X, "X")
+        Yv = X if Y is None else _fingerprints(Y, "Y")
+        if Yv.shape[1] != X.shape[1]:
+            raise ParameterError(f"Tanimoto: X and Y have {X.shape[1]} and {Yv.shape[1]} bits")
         dot = X @ Yv.T
         den = (X * X).sum(1)[:, None] + (Yv * Yv).sum(1)[None, :] - dot
         K = np.where(den > 0, dot / np.where(den > 0, den, 1.0), 1.0)
         if eval_gradient:
             if Y is not None:
-                raise ValueError("Tanimoto: the gradient is only available when Y is None")
+                raise ParameterError("Tanimoto: the gradient is only available when Y is None")
             return K, np.empty((X.shape[0], X.shape[0], 0))
         return K
 
     def diag(self, X):
-        return np.ones(np.asarray(X).shape[0])
+        return np.ones(_fingerprints(X, "X").shape[0])
 
     def is_stationary(self) -> bool:
         return False

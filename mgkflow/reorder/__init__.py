@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import GraphError, ParameterError, ParameterTypeError
 from . import hilbert, morton, natural, pbr, random_order, rcm, tsp
-from ._common import check_perm, pattern
+from ._common import _matrix, check_perm, pattern
 from .pbr import pbr_groups
 
 __all__ = [
@@ -96,12 +97,18 @@ def register(
     >>> unregister("reverse")
     """
 
+    key = _key(name)
+    for flag, value in (("overwrite", overwrite), ("identity", identity)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ParameterTypeError(f"register: {flag} must be True or False, got {type(value).__name__}")
+    if not key:
+        raise ParameterError("register: an ordering needs a non-empty name")
+
     def deco(f: Ordering) -> Ordering:
-        key = name.lower()
         if key in _REGISTRY and not overwrite:
-            raise ValueError(f"ordering {name!r} is already registered (pass overwrite=True to replace it)")
+            raise ParameterError(f"ordering {name!r} is already registered (pass overwrite=True to replace it)")
         if not callable(f):
-            raise TypeError(f"ordering {name!r}: {f!r} is not callable")
+            raise ParameterTypeError(f"ordering {name!r}: {f!r} is not callable")
         _REGISTRY[key] = f
         if identity:
             _IDENTITY.add(key)
@@ -112,10 +119,28 @@ def register(
     return deco if fn is None else deco(fn)
 
 
+class UnknownOrderingError(ParameterError, KeyError):
+    """An ordering name that is not registered (a :class:`~mgkflow.errors.ParameterError`, and a ``KeyError``
+    as :func:`unregister` always raised)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def _key(name: Any) -> str:
+    """The registry key of an ordering name; :class:`~mgkflow.errors.ParameterTypeError` if it is not text."""
+    if not isinstance(name, str):
+        raise ParameterTypeError(f"an ordering name must be a string, got {type(name).__name__} {name!r:.40}")
+    return name.lower()
+
+
 def unregister(name: str) -> None:
-    """Remove a registered ordering (KeyError if unknown)."""
-    del _REGISTRY[name.lower()]
-    _IDENTITY.discard(name.lower())
+    """Remove a registered ordering (:class:`UnknownOrderingError`, a KeyError, if unknown)."""
+    key = _key(name)
+    if key not in _REGISTRY:
+        raise UnknownOrderingError(f"unknown ordering {name!r}; available: {', '.join(available_methods())}")
+    del _REGISTRY[key]
+    _IDENTITY.discard(key)
 
 
 def available_methods() -> list[str]:
@@ -132,9 +157,9 @@ def available_methods() -> list[str]:
 def get_method(name: str) -> Ordering:
     """The ordering function registered as ``name``."""
     try:
-        return _REGISTRY[name.lower()]
+        return _REGISTRY[_key(name)]
     except KeyError:
-        raise ValueError(
+        raise UnknownOrderingError(
             f"unknown ordering {name!r}; available: {', '.join(available_methods())}"
         ) from None
 
@@ -151,7 +176,7 @@ def is_identity(name: str) -> bool:
     >>> is_identity("natural"), is_identity("NATURAL"), is_identity("rcm"), is_identity("auto")
     (True, True, False, False)
     """
-    return name.lower() in _IDENTITY
+    return _key(name) in _IDENTITY
 
 
 def resolve_method(name: str, graph: Any) -> str:
@@ -173,7 +198,7 @@ def resolve_method(name: str, graph: Any) -> str:
     >>> resolve_method("auto", np.eye(20)), resolve_method("auto", np.eye(2000)), resolve_method("RCM", np.eye(2))
     ('natural', 'pbr', 'rcm')
     """
-    key = name.lower()
+    key = _key(name)
     if key == "auto" and _REGISTRY.get(key) is _auto:
         return default_method(graph)
     return key
@@ -248,10 +273,12 @@ def _n_nodes(graph: Any) -> int:
     symmetrized pattern, ~0.1 ms a molecule); the same ValueErrors as :func:`pattern`."""
     adj = getattr(graph, "adjacency", graph)
     shape = adj.shape if sp.issparse(adj) else np.shape(adj)
+    if not sp.issparse(adj):
+        shape = _matrix(adj).shape
     if len(shape) != 2:
-        raise ValueError(f"adjacency must be a 2-D matrix, got shape {tuple(shape)}")
+        raise GraphError(f"adjacency must be a 2-D matrix, got shape {tuple(shape)}")
     if shape[0] != shape[1]:
-        raise ValueError(f"adjacency matrix must be square, got {tuple(shape)}")
+        raise GraphError(f"adjacency matrix must be square, got {tuple(shape)}")
     return int(shape[0])
 
 

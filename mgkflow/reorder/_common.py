@@ -7,10 +7,26 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import GraphError, ParameterError, ParameterTypeError
+
 __all__ = ["pattern", "coords_of", "check_perm", "TILE"]
 
 #: Tile edge length (octiles are 8x8).
 TILE = 8
+
+
+def _matrix(adj: Any) -> np.ndarray:
+    """``adj`` as a numeric array; :class:`~mgkflow.errors.ParameterTypeError` for anything else (text, None,
+    objects, a DataFrame of text)."""
+    if adj is None or isinstance(adj, (str, bytes)):
+        raise ParameterTypeError(f"expected a Graph or an adjacency matrix, got {type(adj).__name__}")
+    try:
+        arr = np.asarray(adj)
+    except Exception as exc:  # noqa: BLE001 - ragged or odd input: the caller's error
+        raise ParameterTypeError(f"expected a Graph or an adjacency matrix: {exc}") from None
+    if arr.dtype.kind not in "biuf":
+        raise ParameterTypeError(f"expected a Graph or a numeric adjacency matrix, got dtype {arr.dtype}")
+    return arr
 
 
 def pattern(graph: Any) -> sp.csr_array:
@@ -33,13 +49,13 @@ def pattern(graph: Any) -> sp.csr_array:
     if sp.issparse(adj):
         coo = sp.coo_array(adj)
     else:
-        arr = np.asarray(adj)
+        arr = _matrix(adj)
         if arr.ndim != 2:
-            raise ValueError(f"adjacency must be a 2-D matrix, got shape {arr.shape}")
+            raise GraphError(f"adjacency must be a 2-D matrix, got shape {arr.shape}")
         coo = sp.coo_array(arr)
     n = coo.shape[0]
     if coo.shape[0] != coo.shape[1]:
-        raise ValueError(f"adjacency matrix must be square, got {coo.shape}")
+        raise GraphError(f"adjacency matrix must be square, got {coo.shape}")
     keep = (coo.data != 0) & (coo.row != coo.col)
     r, c = coo.row[keep].astype(np.int64), coo.col[keep].astype(np.int64)
     rr, cc = np.concatenate([r, c]), np.concatenate([c, r])
@@ -66,12 +82,12 @@ def check_perm(perm: Any, n: int, method: str = "ordering") -> np.ndarray:
     """
     p = np.asarray(perm)
     if p.shape != (n,) or (n and p.dtype.kind not in "iu"):
-        raise ValueError(f"{method}: expected {n} integer indices, got shape {p.shape} dtype {p.dtype}")
+        raise ParameterError(f"{method}: expected {n} integer indices, got shape {p.shape} dtype {p.dtype}")
     p = p.astype(np.int64)
     seen = np.zeros(n, dtype=bool)
     if n and (p.min() < 0 or p.max() >= n):
-        raise ValueError(f"{method}: index out of range 0..{n - 1}")
+        raise ParameterError(f"{method}: index out of range 0..{n - 1}")
     seen[p] = True
     if not seen.all():
-        raise ValueError(f"{method}: not a permutation of 0..{n - 1}")
+        raise ParameterError(f"{method}: not a permutation of 0..{n - 1}")
     return p

@@ -14,19 +14,19 @@ Adding a target is adding its module here and to :data:`TARGETS`.
 Examples
 --------
 >>> [p.name for p in properties()]
-['api', 'api-valid', 'scale', 'file', 'cli']
+['api', 'api-valid', 'scale', 'file', 'readers', 'sklearn', 'cli']
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import api, cli, files
+from . import api, cli, files, readers, sklearn
 
 __all__ = ["TARGETS", "properties", "strategies"]
 
 #: The target modules, in the order the long run fuzzes them.
-TARGETS = (api, files, cli)
+TARGETS = (api, files, readers, sklearn, cli)
 
 
 def properties() -> list:
@@ -35,7 +35,8 @@ def properties() -> list:
 
 
 def strategies() -> dict[str, Any]:
-    """Hypothesis strategies of every target by name: ``api``, ``valid_api``, ``valid_wide``, ``file``, ``cli``."""
+    """Hypothesis strategies of every target by name: ``api``, ``valid_api``, ``valid_wide``, ``file``,
+    ``readers``, ``sklearn``, ``cli``."""
     from hypothesis import strategies as st
 
     out: dict[str, Any] = {}
