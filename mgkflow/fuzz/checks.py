@@ -43,14 +43,7 @@ __all__ = [
 #: (mgk.py, evaluation/, system.py, the backends, kernels.py, graph.py, io/: being fixed
 #: there). Matched as prefixes of the category.
 #: Remove an entry to make the test suite fail on it again.
-KNOWN_ELSEWHERE: dict[str, str] = {
-    # issue 22, helper "io" (found by the readers target; reproducers in the long run's report)
-    "plain:ValueError@io/": "a reader option with a bad value (on_error='bogus', directed='bogus', "
-                            "self_loops='keep', delimiter='') raises ValueError, not ParameterError",
-    "plain:TypeError@io/smiles.py": "read_smiles(delimiter=5) raises TypeError, not ParameterTypeError",
-    "warning:UserWarning@io/graphml.py": "networkx's UserWarning 'No key type for id d0. Using string' leaks "
-                                         "from a GraphML file without attr.type",
-}
+KNOWN_ELSEWHERE: dict[str, str] = {}
 #: The mgkflow files whose bad outcomes :data:`KNOWN_ELSEWHERE` may excuse (a name, or a folder ending in "/").
 OTHER_OWNERS = ("mgk.py", "system.py", "exact.py", "cpu.py", "kernels.py", "solver", "graph.py", "_graph_checks.py",
                 "io/")
