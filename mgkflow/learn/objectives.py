@@ -93,9 +93,14 @@ def _loo_parts(K: np.ndarray, dK: np.ndarray, y: np.ndarray):
     Kinv = _inverse(L)
     a = Kinv @ y
     c = np.diag(Kinv).copy()
-    # Z_j = K⁻¹ ∂K_j: [Z_j a] and diag(Z_j K⁻¹) for every j, without storing every Z_j
-    Za = np.einsum("il,ljk,j->ik", Kinv, dK, a)  # (n, H)
-    ZKd = np.einsum("il,ljk,ji->ik", Kinv, dK, Kinv)  # (n, H): diag(K⁻¹ ∂K_j K⁻¹)
+    # Z_j = K⁻¹ ∂K_j (one BLAS product per hyperparameter): [Z_j a] and diag(Z_j K⁻¹)
+    n, H = K.shape[0], dK.shape[2]
+    Za = np.empty((n, H))
+    ZKd = np.empty((n, H))
+    for j in range(H):
+        Z = Kinv @ dK[:, :, j]
+        Za[:, j] = Z @ a
+        ZKd[:, j] = np.einsum("ij,ji->i", Z, Kinv)
     return a, c, Za, ZKd
 
 
