@@ -297,3 +297,17 @@ def test_gml_label_that_only_repeats_the_node_id_is_not_a_label_field(tmp_path):
         'graph [\n node [ id 0 label "C" ]\n node [ id 1 label "O" ]\n edge [ source 0 target 1 ]\n]\n'
     )
     assert list(read_graphs(tmp_path / "real.gml").graphs[0].node_labels) == ["label"]
+
+
+def test_bad_smiles_line_prints_no_rdkit_log_line(tmp_path, capfd):
+    """RDKit's own "SMILES Parse Error" line used to print before mgkflow's error (header detection
+    switched RDKit's log back on)."""
+    pytest.importorskip("rdkit")
+    from mgkflow.errors import FileFormatError
+    from mgkflow.io import read_graphs
+
+    path = tmp_path / "bad.smi"
+    path.write_text("CCO\nC1CC\nc1ccccc1\n")
+    with pytest.raises(FileFormatError, match="line 2"):
+        read_graphs(path)
+    assert "SMILES Parse Error" not in capfd.readouterr().err

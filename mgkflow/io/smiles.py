@@ -76,14 +76,13 @@ def _parses(Chem: Any, text: str, max_length: int = MAX_SMILES_LENGTH) -> bool:
 
 
 def _quiet_parses(Chem: Any, text: str, max_length: int = MAX_SMILES_LENGTH) -> bool:
-    """:func:`_parses` without RDKit's error lines (header and column detection try non-SMILES text)."""
+    """:func:`_parses` without RDKit's error lines (header and column detection try non-SMILES text).
+    RDKit's log stays off, as :func:`~mgkflow.io.rdkit.require_rdkit` leaves it: a bad line is
+    reported once, by an mgkflow error or warning naming the file and line."""
     from rdkit import RDLogger
 
     RDLogger.DisableLog("rdApp.*")
-    try:
-        return _parses(Chem, text, max_length)
-    finally:
-        RDLogger.EnableLog("rdApp.*")
+    return _parses(Chem, text, max_length)
 
 
 def _smiles_named(name: str) -> bool:
