@@ -170,3 +170,19 @@ def test_imports_run_one_way(folder, forbidden):
         names = _imports(path, f"mgkflow.{folder}.{path.stem}")
         bad = {n for n in names for f in forbidden if n == f"mgkflow.{f}" or n.startswith(f"mgkflow.{f}.")}
         assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def test_register_and_unregister_a_backend():
+    from mgkflow.backends import available_backends, make_backend, register, unregister
+    from mgkflow.errors import ParameterError
+
+    register("echo-test", lambda rtol, max_iter, options: make_backend("exact", rtol=rtol, max_iter=max_iter))
+    try:
+        assert "echo-test" in available_backends() and make_backend("echo-test").name == "exact"
+        with pytest.raises(ParameterError):
+            register("echo-test", lambda *a: None)
+    finally:
+        unregister("echo-test")
+    assert "echo-test" not in available_backends()
+    with pytest.raises(ParameterError):
+        unregister("cpu")

@@ -354,7 +354,7 @@ def _entries() -> list[Entry]:  # noqa: PLR0915 - one table
         Entry("kernels.check_edge_kernel", mk.check_edge_kernel, {"kernel": mk.Constant(1.0)}),
         # mgkflow.backends
         Entry("backends.make_backend", mb.make_backend, {"name": "cpu"}),
-        Entry("backends.register", _registering(mb.register, mb.available_backends, None),
+        Entry("backends.register", _registering(mb.register, mb.available_backends, mb.unregister),
               {"name": "fuzz-backend", "factory": lambda **kw: None}, params=("factory",)),
         Entry("backends.resolve_backend", mb.resolve_backend, {"name": "cpu"}),
     ]
@@ -384,6 +384,7 @@ UNTESTED: dict[str, str] = {
     "mgkflow.backends.Backend": "a protocol", "mgkflow.backends.Solution": "a record",
     "mgkflow.backends.GradientSolution": "a record", "mgkflow.backends.NodalSolution": "a record",
     "mgkflow.backends.available_backends": "no parameters",
+    "mgkflow.backends.unregister": "undoes backends.register (called by that entry)",
     "mgkflow.io.DroppedLabelWarning": "a warning class", "mgkflow.io.PathNotFoundError": "an exception class",
     "mgkflow.datasets.UNLIMITED": "a constant",
     "mgkflow.learn.GraphGPR": "an estimator: bad parameters are checked in tests/test_learn_gpr.py",

@@ -49,6 +49,7 @@ __all__ = [
     "available_backends",
     "make_backend",
     "register",
+    "unregister",
     "resolve_backend",
 ]
 
@@ -71,6 +72,14 @@ def register(name: str, factory: Factory, *, overwrite: bool = False) -> Factory
         raise ParameterError(f"backend {name!r} is already registered (pass overwrite=True to replace it)")
     _REGISTRY[key] = factory
     return factory
+
+
+def unregister(name: str) -> None:
+    """Remove a backend added with :func:`register` (the package's own entries stay)."""
+    key = str(name).lower()
+    if key in _ENTRIES or key not in _REGISTRY:
+        raise ParameterError(f"backend {name!r} was not added with register()")
+    del _REGISTRY[key]
 
 
 def available_backends() -> list[str]:
