@@ -43,13 +43,17 @@ Examples
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ParameterError, ParameterTypeError
 from ..graph import Graph
 from ..kernels import BaseKernel, Constant, KroneckerDelta, SquareExponential
+from . import _args
 from ._common import data_dir
 from .drug_set import _drug_arrays, drugs
 from .molecule_like import molecules
@@ -117,14 +121,24 @@ def _n_proteins() -> int:
         return 0
 
 
+def _graphs_of(loader: Callable[..., MoleculeSet]) -> Callable[..., list[Graph]]:
+    """``loader`` returning its graphs only (with ``loader``'s signature, for the argument check of :func:`load`)."""
+
+    @functools.wraps(loader)
+    def graphs(**kwargs: Any) -> list[Graph]:
+        return loader(**kwargs).graphs
+
+    return graphs
+
+
 _LOADERS: dict[str, Callable[..., list[Graph]]] = {
     "nws": nws,
     "ba": ba,
     "drugs": drugs,
     "proteins": proteins,
     "molecules": molecules,
-    "freesolv": lambda **kw: freesolv(**kw).graphs,
-    "solubility": lambda **kw: solubility(**kw).graphs,
+    "freesolv": _graphs_of(freesolv),
+    "solubility": _graphs_of(solubility),
 }
 #: Datasets that are always labeled (``labeled=`` is ignored for them).
 _ALWAYS_LABELED = ("drugs", "proteins", "molecules", "freesolv", "solubility")
@@ -182,9 +196,14 @@ def list_datasets() -> list[DatasetInfo]:
     ]
 
 
-def _check_name(name: str) -> str:
-    if not isinstance(name, str) or name.strip().lower() not in _LOADERS:
-        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(_LOADERS)}")
+def _check_name(name: Any) -> str:
+    """The registry key of ``name``; ParameterTypeError for a non-text name, ParameterError for an unknown one."""
+    if not isinstance(name, str):
+        raise ParameterTypeError(
+            f"dataset name must be text, got {type(name).__name__} {name!r:.60}; valid names: {', '.join(_LOADERS)}"
+        )
+    if name.strip().lower() not in _LOADERS:
+        raise ParameterError(f"unknown dataset {name!r:.60}; valid names: {', '.join(_LOADERS)}")
     return name.strip().lower()
 
 
@@ -196,25 +215,30 @@ def load(name: str, **kwargs: Any) -> list[Graph]:
 
     Raises
     ------
-    ValueError
-        For an unknown name (the message lists the valid ones) or bad arguments.
+    mgkflow.errors.ParameterError
+        For an unknown name (the message lists the valid ones), unknown keyword arguments
+        or bad argument values (a ``ValueError`` too).
+    mgkflow.errors.ParameterTypeError
+        For a name that is not text, or arguments of the wrong type (a ``TypeError`` too).
 
     Examples
     --------
     >>> len(load("ba", n_graphs=4))
     4
-    >>> load("nope")
+    >>> load("nope")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown dataset 'nope'; valid names: nws, ba, drugs, proteins, molecules, freesolv, solubility
+    mgkflow.errors.ParameterError: unknown dataset 'nope'; valid names: nws, ba, drugs, proteins, molecules, ...
     """
     key = _check_name(name)
     if key in _ALWAYS_LABELED:
         kwargs.pop("labeled", None)
+    loader = _LOADERS[key]
     try:
-        return _LOADERS[key](**kwargs)
+        inspect.signature(loader).bind(**kwargs)
     except TypeError as exc:
-        raise ValueError(f"dataset {key!r}: bad arguments {sorted(kwargs)}: {exc}") from exc
+        raise ParameterError(f"dataset {key!r}: bad arguments {sorted(kwargs)}: {exc}") from exc
+    return loader(**kwargs)
 
 
 def default_kernels(name: str, labeled: bool = True) -> tuple[BaseKernel, BaseKernel]:
@@ -248,6 +272,7 @@ def default_kernels(name: str, labeled: bool = True) -> tuple[BaseKernel, BaseKe
     (KroneckerDelta(0.5, 'element'), KroneckerDelta(0.5, 'bond_order'))
     """
     key = _check_name(name)
+    labeled = _args.flag("default_kernels", "labeled", labeled)
     if key in ("nws", "ba"):
         if labeled:
             return KroneckerDelta(0.5, "label"), SquareExponential(1.0, "length")

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..graph import Graph
 from ..io.csr import csr_from_edges
+from ._args import count
 
 __all__ = ["data_dir"]
 
@@ -35,16 +36,11 @@ def data_dir() -> Path:
     )
 
 
-def _check_count(n_graphs: int, name: str) -> int:
-    if isinstance(n_graphs, bool) or not isinstance(n_graphs, (int, np.integer)) or n_graphs < 0:
-        raise ValueError(f"{name}: n_graphs must be a non-negative integer, got {n_graphs!r}")
-    return int(n_graphs)
-
-
-def _select(total: int, n_graphs: int | None, name: str) -> int:
+def _select(total: int, n_graphs: Any, name: str) -> int:
+    """How many graphs of a committed set of ``total`` to load: all for None, else ``n_graphs`` (>= 0) at most."""
     if n_graphs is None:
         return total
-    return min(_check_count(n_graphs, name), total)
+    return min(count(name, "n_graphs", n_graphs, minimum=0), total)
 
 
 def _molecule_graphs(

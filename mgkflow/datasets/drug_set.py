@@ -11,6 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..graph import Graph
+from . import _args
 from ._common import _molecule_graphs, _select, data_dir
 
 __all__ = ["drugs"]
@@ -59,6 +60,7 @@ def drugs(n_graphs: int | None = None, coords: bool = True) -> list[Graph]:
     >>> sorted(gs[0].edge_labels)
     ['bond_order', 'conjugated', 'in_ring']
     """
+    coords = _args.flag("drugs", "coords", coords)
     z = _drug_arrays()
     count = _select(len(z["n_nodes"]), n_graphs, "drugs")
     titles = [f"{z['name'][k]} ({z['chembl_id'][k]})" for k in range(count)]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ParameterError
 from ..graph import Graph
 from ..io.csr import csr_from_edges
-from ._common import _check_count
+from . import _args
+from ._args import MAX_GRAPHS, MAX_NODES
 
 __all__ = ["molecules"]
 
@@ -193,10 +195,13 @@ def molecules(
     >>> molecules(n_graphs=2, seed=1)[1].n_edges == gs[1].n_edges
     True
     """
-    n_graphs = _check_count(n_graphs, "molecules")
-    if not (3 <= int(min_atoms) <= int(max_atoms)):
-        raise ValueError(f"molecules: need 3 <= min_atoms <= max_atoms, got {min_atoms}, {max_atoms}")
-    min_atoms, max_atoms = int(min_atoms), int(max_atoms)
+    n_graphs = _args.count("molecules", "n_graphs", n_graphs, minimum=0, maximum=MAX_GRAPHS)
+    seed = _args.seed("molecules", seed)
+    min_atoms = _args.count("molecules", "min_atoms", min_atoms, minimum=3, maximum=MAX_NODES)
+    max_atoms = _args.count("molecules", "max_atoms", max_atoms, minimum=3, maximum=MAX_NODES)
+    if min_atoms > max_atoms:
+        raise ParameterError(f"molecules: need 3 <= min_atoms <= max_atoms, got {min_atoms}, {max_atoms}")
+    mean_atoms = _args.real("molecules", "mean_atoms", mean_atoms, minimum=0.0)
     graphs = []
     for i in range(n_graphs):
         rng = np.random.default_rng([seed, i])

@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..graph import Graph
+from . import _args
 from ._common import _molecule_graphs, _select, data_dir
 
 __all__ = ["MoleculeSet", "freesolv", "solubility"]
@@ -123,8 +124,8 @@ def freesolv(
         "expt": "expt: experimental hydration free energy (kcal/mol)",
         "calc": "calc: calculated hydration free energy, GAFF/TIP3P (kcal/mol)",
     }
-    if target not in targets:
-        raise ValueError(f"freesolv: target must be one of {sorted(targets)}, got {target!r}")
+    target = _args.choice("freesolv", "target", target, sorted(targets))
+    return_X_y = _args.flag("freesolv", "return_X_y", return_X_y)
     rows, _ = _property_files("freesolv")
     keep = np.arange(_select(len(rows), n_graphs, "freesolv"))
     data = _molecule_set("freesolv", keep, target, targets[target])
@@ -160,8 +161,8 @@ def solubility(
     >>> train.names[0], float(train.y[0]), test.split[0]
     ('n-pentane', -3.18, 'test')
     """
-    if split not in ("all", "train", "test"):
-        raise ValueError(f"solubility: split must be 'all', 'train' or 'test', got {split!r}")
+    split = _args.choice("solubility", "split", split, ("all", "train", "test"))
+    return_X_y = _args.flag("solubility", "return_X_y", return_X_y)
     rows, _ = _property_files("solubility")
     idx = np.array([i for i, r in enumerate(rows) if split in ("all", r["split"])], dtype=np.int64)
     keep = idx[: _select(len(idx), n_graphs, "solubility")]

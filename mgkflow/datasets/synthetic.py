@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GraphError
+from ..errors import GraphError, ParameterError
 from ..graph import Graph
 from ..io.csr import csr_from_edges
-from ._common import _check_count
+from . import _args
 
 __all__ = ["nws", "ba"]
 
@@ -35,10 +35,21 @@ def _from_nx(G: Any, i: int, seed: int, labeled: bool, title: str) -> Graph:
 
 
 def _synthetic(
-    prefix: str, make: Callable[[int], Any], n_graphs: int, seed: int, labeled: bool
+    prefix: str, make: Callable[[int], Any], n_graphs: Any, seed: Any, labeled: Any
 ) -> list[Graph]:
-    n_graphs = _check_count(n_graphs, prefix)
-    return [_from_nx(make(seed + i), i, seed, labeled, f"{prefix}-{i}") for i in range(n_graphs)]
+    import networkx as nx
+
+    n_graphs = _args.count(prefix, "n_graphs", n_graphs, minimum=0, maximum=_args.MAX_GRAPHS)
+    seed = _args.seed(prefix, seed)
+    labeled = _args.flag(prefix, "labeled", labeled)
+    graphs = []
+    for i in range(n_graphs):
+        try:
+            G = make(seed + i)
+        except nx.NetworkXError as exc:  # a combination of sizes networkx refuses
+            raise ParameterError(f"{prefix}: {exc}") from exc
+        graphs.append(_from_nx(G, i, seed, labeled, f"{prefix}-{i}"))
+    return graphs
 
 
 def nws(
@@ -76,6 +87,12 @@ def nws(
     """
     import networkx as nx
 
+    n = _args.count("nws", "n", n, minimum=1, maximum=_args.MAX_NODES)
+    k = _args.count("nws", "k", k, minimum=0)
+    if k > n:
+        raise ParameterError(f"nws: k (ring neighbours) must be <= n, got k={k}, n={n}")
+    p = _args.probability("nws", "p", p)
+
     def make(s: int) -> Any:
         return nx.newman_watts_strogatz_graph(n, k, p, seed=s)
 
@@ -110,5 +127,10 @@ def ba(n_graphs: int = 160, n: int = 96, m: int = 6, seed: int = 0, labeled: boo
     ('ba-0', 96, 540)
     """
     import networkx as nx
+
+    n = _args.count("ba", "n", n, minimum=2, maximum=_args.MAX_NODES)
+    m = _args.count("ba", "m", m, minimum=1)
+    if m >= n:
+        raise ParameterError(f"ba: need 1 <= m < n, got m={m}, n={n}")
 
     return _synthetic("ba", lambda s: nx.barabasi_albert_graph(n, m, seed=s), n_graphs, seed, labeled)

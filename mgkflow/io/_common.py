@@ -15,7 +15,7 @@ from ..graph import Graph
 
 __all__ = [
     "GraphSet", "CategoryEncoder", "DroppedLabelWarning", "PathNotFoundError", "is_text_value", "parse_fields",
-    "properties_frame", "check_path", "read_text", "check_n_graphs", "check_choice",
+    "properties_frame", "check_path", "read_text", "check_n_graphs", "check_choice", "as_path",
 ]
 
 
@@ -64,6 +64,35 @@ def check_n_graphs(n_graphs: Any) -> int | None:
     if n_graphs < 1:
         raise ParameterError(f"n_graphs must be >= 1 (or None for all), got {int(n_graphs)}")
     return int(n_graphs)
+
+
+def as_path(value: Any, name: str = "path") -> Path:
+    """``value`` (text, bytes or an ``os.PathLike``) as a Path; anything else is a
+    :class:`~mgkflow.errors.ParameterTypeError` naming ``name``, a NUL character a
+    :class:`~mgkflow.errors.ParameterError`.
+
+    Examples
+    --------
+    >>> as_path("K.npz").name
+    'K.npz'
+    >>> as_path(7, "out")
+    Traceback (most recent call last):
+    ...
+    mgkflow.errors.ParameterTypeError: out must be a path (str or os.PathLike), got int 7
+    """
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise ParameterTypeError(
+            f"{name} must be a path (str or os.PathLike), got {type(value).__name__} {value!r:.60}"
+        )
+    try:
+        text = os.fspath(value)
+    except TypeError as exc:  # an os.PathLike whose __fspath__ returns something else
+        raise ParameterTypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}") from exc
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if "\x00" in text:
+        raise ParameterError(f"{name}: a path cannot contain a NUL character, got {text!r:.60}")
+    return Path(text)
 
 
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:

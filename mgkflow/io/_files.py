@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import OutputPathError
+from ..errors import OutputPathError, ParameterTypeError
+from ._common import as_path
 
 __all__ = ["atomic_write", "check_writable", "default_file_mode"]
 
@@ -50,7 +51,8 @@ def check_writable(path: Any, what: str = "output file") -> Path:
     message when ``path`` is a directory, lies under an existing file, has a
     name too long for the file system, or its directory cannot be written.
     Missing parent directories are fine (they are created on writing) when the
-    nearest existing one is writable. Nothing is left behind.
+    nearest existing one is writable. Nothing is left behind. A ``path`` that is
+    not text, bytes or an ``os.PathLike`` is a :class:`~mgkflow.errors.ParameterTypeError`.
 
     Examples
     --------
@@ -63,7 +65,7 @@ def check_writable(path: Any, what: str = "output file") -> Path:
     ...
     mgkflow.errors.OutputPathError: output file ... is a directory
     """
-    p = Path(os.fspath(path))
+    p = as_path(path, "path")
     if p.name in ("", ".", ".."):
         raise OutputPathError(f"{what} {str(p)!r} names no file")
     limit = 255
@@ -111,6 +113,8 @@ def atomic_write(path: Any, write: Callable[[str], Any]) -> Path:
     ('hi', True)
     """
     p = check_writable(path)
+    if not callable(write):
+        raise ParameterTypeError(f"write must be a function of the temporary path, got {type(write).__name__}")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         # a short temporary name (the final one may be near the length limit), same suffix

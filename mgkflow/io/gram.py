@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FileFormatError, MgkflowError, ParameterError
+from ..errors import FileFormatError, MgkflowError, ParameterError, ParameterTypeError
+from ._common import as_path
 from ._files import atomic_write, check_writable
 
 __all__ = ["GramFile", "save_gram", "load_gram_npz", "kernel_params", "GRAM_SUFFIXES"]
@@ -108,6 +109,14 @@ def kernel_params(kernel: Any) -> dict[str, Any]:
     return _jsonable(out)
 
 
+def _id_list(ids: Any, name: str) -> list[str]:
+    """``ids`` (an iterable of ids) as text; ParameterTypeError naming ``name`` for a non-iterable."""
+    try:
+        return [str(i) for i in ids]
+    except TypeError as exc:
+        raise ParameterTypeError(f"{name} must be a sequence of ids, got {type(ids).__name__} {ids!r:.60}") from exc
+
+
 def save_gram(
     path: Any,
     gram: Any,
@@ -144,24 +153,31 @@ def save_gram(
     >>> g.ids, g.params["q"], g.gram.shape
     (['a', 'b'], 0.05, (2, 2))
     """
-    p = Path(path)
+    p = as_path(path, "path")
     if p.suffix not in GRAM_SUFFIXES:
         raise GramFormatError(f"Gram output {p} must end in {' or '.join(GRAM_SUFFIXES)}")
     check_writable(p, "Gram output")
-    K = np.asarray(gram, dtype=np.float64)
+    try:
+        K = np.asarray(gram, dtype=np.float64)
+    except TypeError as exc:
+        raise ParameterTypeError(f"gram must be a 2-D matrix of numbers, got {type(gram).__name__}: {exc}") from exc
+    except ValueError as exc:
+        raise ParameterError(f"gram must be a 2-D matrix of numbers: {exc}") from exc
     if K.ndim != 2:
         raise ParameterError(f"gram must be a 2-D matrix, got shape {K.shape}")
     if p.suffix == ".npy":
         return atomic_write(p, lambda t: np.save(t, K))
     n, m = K.shape
-    rows = [str(i) for i in ids] if ids is not None else [str(i) for i in range(n)]
-    cols = [str(i) for i in col_ids] if col_ids is not None else (rows if n == m else [str(i) for i in range(m)])
+    rows = _id_list(ids, "ids") if ids is not None else [str(i) for i in range(n)]
+    cols = _id_list(col_ids, "col_ids") if col_ids is not None else (rows if n == m else [str(i) for i in range(m)])
     if len(rows) != n or len(cols) != m:
         raise ParameterError(
             f"ids: {len(rows)} row ids and {len(cols)} column ids (col_ids) for a {n}x{m} matrix; "
             "give one id per row (and per column)"
         )
     allp = dict(kernel_params(kernel)) if kernel is not None and not isinstance(kernel, str) else {}
+    if params is not None and not isinstance(params, Mapping):
+        raise ParameterTypeError(f"params must be a mapping (a dict of settings), got {type(params).__name__}")
     allp.update(_jsonable(dict(params or {})))
     text = repr(kernel) if kernel is not None and not isinstance(kernel, str) else (kernel or "")
     if allp.get("normalize") is True and text.endswith(")") and "normalize=" not in text:
@@ -205,7 +221,7 @@ def load_gram_npz(path: Any) -> GramFile:
     """
     from ._common import PathNotFoundError
 
-    p = Path(path)
+    p = as_path(path, "path")
     if not p.exists():
         raise PathNotFoundError(f"{p}: no such Gram file")
     try:
