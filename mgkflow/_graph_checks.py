@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import GraphError, describe_graph
+from .errors import GraphError, ParameterTypeError, describe_graph
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -196,6 +196,33 @@ def csr_from_matrices(
     return adj, labels
 
 
+def checked_arguments(node_labels: Any, edge_labels: Any, title: Any) -> tuple[dict, Any, str | None]:
+    """The label-field mappings (``None`` as empty) and the title of a graph constructor, checked
+    for their types: a mapping of field name to values, and text or None."""
+    if title is not None and not isinstance(title, str):
+        raise ParameterTypeError(f"a graph's title must be text or None, got {type(title).__name__}")
+    out = []
+    for name, value in (("node_labels", node_labels), ("edge_labels", edge_labels)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ParameterTypeError(
+                f"{describe_graph(None, title)}: {name} must be a mapping of field name to values "
+                f"(e.g. {{'label': [...]}}) or None, got {type(value).__name__}"
+            )
+        out.append({} if value is None else value)
+    return out[0], out[1], title
+
+
+def _as_index_array(values: Any, what: str, who: str) -> np.ndarray:
+    try:
+        arr = np.asarray(values)
+        if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(np.isfinite(arr))
+                                               and np.all(arr == np.round(arr))):
+            raise TypeError(f"values of kind {arr.dtype.kind!r}")
+        return arr.astype(np.int64).ravel()
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise GraphError(f"{who}: CSR {what} must be whole numbers ({exc})") from exc
+
+
 def checked_csr(
     indptr: Any, indices: Any, data: Any, n_nodes: int, edge_labels: Mapping[str, Any] | None, who: str
 ) -> tuple[sp.csr_array, dict[str, np.ndarray]]:
@@ -204,9 +231,11 @@ def checked_csr(
     Array lengths and index ranges are checked (scipy does not, and bad arrays corrupt memory
     later), unsorted rows are sorted with their labels, and a repeated entry is an error.
     """
-    indptr = np.asarray(indptr, dtype=np.int64).ravel()
-    indices = np.asarray(indices, dtype=np.int64).ravel()
+    indptr = _as_index_array(indptr, "indptr", who)
+    indices = _as_index_array(indices, "indices", who)
     data = _as_weights(data, "CSR data (edge weights)", who).ravel()
+    if isinstance(n_nodes, bool) or not isinstance(n_nodes, int | np.integer):
+        raise ParameterTypeError(f"{who}: n_nodes must be a whole number, got {n_nodes!r:.40}")
     n_nodes = int(n_nodes)
     # scipy does not check CSR arrays on construction; bad ones corrupt memory later
     if n_nodes < 0 or indptr.shape != (n_nodes + 1,):

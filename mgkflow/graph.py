@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _graph_pack
-from ._graph_checks import checked_csr, csr_from_matrices, permuted_parts, validated_parts
+from ._graph_checks import checked_arguments, checked_csr, csr_from_matrices, permuted_parts, validated_parts
 from .errors import describe_graph
 
 __all__ = ["Graph"]
@@ -71,8 +71,9 @@ class Graph:
         coords: Any = None,
         title: str | None = None,
     ) -> None:
+        node_labels, edge_labels, title = checked_arguments(node_labels, edge_labels, title)
         adj, labels = csr_from_matrices(adjacency, edge_labels, describe_graph(None, title))
-        self._assign(*validated_parts(adj, node_labels or {}, labels, coords, title), title)
+        self._assign(*validated_parts(adj, node_labels, labels, coords, title), title)
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -96,8 +97,9 @@ class Graph:
         array([1.5, 1.5])
         """
         self = cls.__new__(cls)
+        node_labels, edge_labels, title = checked_arguments(node_labels, edge_labels, title)
         adj, labels = checked_csr(indptr, indices, data, n_nodes, edge_labels, describe_graph(None, title))
-        self._assign(*validated_parts(adj, node_labels or {}, labels, coords, title), title)
+        self._assign(*validated_parts(adj, node_labels, labels, coords, title), title)
         return self
 
     @classmethod
