@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 
-from ..errors import ParameterError, ParameterTypeError
+from ..errors import ParameterError
+from ._wrap import KernelWrapper
 
 __all__ = ["Normalized"]
 
 
-class Normalized(Kernel):
+class Normalized(KernelWrapper):
     """k(x, y) / sqrt(k(x, x) k(y, y)) for any scikit-learn kernel, with its θ-gradient.
 
     With ``eval_gradient=True`` (symmetric case, as GP fitting asks), the diagonal and its
@@ -40,42 +38,9 @@ class Normalized(Kernel):
     (2, 2, 1)
     """
 
-    def __init__(self, kernel: Any) -> None:
-        if not callable(kernel) or not hasattr(kernel, "diag"):
-            raise ParameterTypeError(f"Normalized needs a kernel (callable, with diag), got {type(kernel).__name__}")
-        self.kernel = kernel
-
-    def get_params(self, deep: bool = True) -> dict:
-        params = {"kernel": self.kernel}
-        if deep:
-            params.update(("kernel__" + k, v) for k, v in self.kernel.get_params().items())
-        return params
-
-    @property
-    def hyperparameters(self) -> list:
-        return [
-            Hyperparameter("kernel__" + h.name, h.value_type, h.bounds, h.n_elements, h.fixed)
-            for h in self.kernel.hyperparameters
-        ]
-
-    @property
-    def theta(self) -> np.ndarray:
-        return self.kernel.theta
-
-    @theta.setter
-    def theta(self, theta: np.ndarray) -> None:
-        self.kernel.theta = theta
-
-    @property
-    def bounds(self) -> np.ndarray:
-        return self.kernel.bounds
-
     @property
     def requires_vector_input(self) -> bool:
         return bool(getattr(self.kernel, "requires_vector_input", True))
-
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.kernel == other.kernel  # type: ignore[attr-defined]
 
     def __call__(self, X, Y=None, eval_gradient=False):
         if eval_gradient:
@@ -103,12 +68,6 @@ class Normalized(Kernel):
 
     def diag(self, X):
         return np.ones(len(X))
-
-    def is_stationary(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return f"Normalized({self.kernel!r})"
 
 
 def _check_diag(d: np.ndarray) -> None:

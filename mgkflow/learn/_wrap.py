@@ -1,0 +1,56 @@
+"""The scikit-learn side shared by the kernels that wrap one kernel (:class:`Normalized`, ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
+
+from ..errors import ParameterTypeError
+
+
+class KernelWrapper(Kernel):
+    """A kernel whose hyperparameters are those of the one it wraps, named ``kernel__NAME``."""
+
+    def __init__(self, kernel: Any) -> None:
+        if not callable(kernel) or not hasattr(kernel, "diag") or not hasattr(kernel, "theta"):
+            raise ParameterTypeError(
+                f"{type(self).__name__} needs a scikit-learn kernel (callable, with diag and theta), "
+                f"got {type(kernel).__name__}"
+            )
+        self.kernel = kernel
+
+    def get_params(self, deep: bool = True) -> dict:
+        params = {"kernel": self.kernel}
+        if deep:
+            params.update(("kernel__" + k, v) for k, v in self.kernel.get_params().items())
+        return params
+
+    @property
+    def hyperparameters(self) -> list:
+        return [
+            Hyperparameter("kernel__" + h.name, h.value_type, h.bounds, h.n_elements, h.fixed)
+            for h in self.kernel.hyperparameters
+        ]
+
+    @property
+    def theta(self) -> np.ndarray:
+        return self.kernel.theta
+
+    @theta.setter
+    def theta(self, theta: np.ndarray) -> None:
+        self.kernel.theta = theta
+
+    @property
+    def bounds(self) -> np.ndarray:
+        return self.kernel.bounds
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.kernel == other.kernel  # type: ignore[attr-defined]
+
+    def is_stationary(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.kernel!r})"

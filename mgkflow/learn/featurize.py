@@ -1,0 +1,329 @@
+"""Molecules as labeled graphs with a graph-level descriptor vector: :class:`MolecularFeaturizer`.
+
+A scikit-learn transformer: ``fit`` learns how to standardize RDKit's 2-D descriptors on the
+training molecules, ``transform`` turns SMILES strings or RDKit molecules into
+:class:`~mgkflow.Graph` objects whose node and edge label fields describe atoms and bonds and
+whose ``features`` hold the standardized descriptors.
+
+Atom fields (heavy atoms are nodes; hydrogens are counted, not nodes)
+---------------------------------------------------------------------
+============== ======================================================================
+field          value
+============== ======================================================================
+``element``    atomic number
+``charge``     formal charge
+``aromatic``   1 if aromatic else 0
+``hybridization`` ``int(atom.GetHybridization())`` (RDKit enum)
+``hydrogens``  number of hydrogens, implicit and explicit
+``degree``     number of heavy-atom neighbours
+``ring_size``  size of the smallest ring holding the atom, 0 outside rings
+``chirality``  CIP label: 0 none, 1 R, 2 S
+``morgan1``    RDKit Morgan atom-environment identifier of radius 1 (unhashed, as int64)
+``morgan2``    the same of radius 2
+``neighbours`` (vector) counts of heavy neighbours by element, :data:`NEIGHBOUR_ELEMENTS`
+               and a last column for any other element
+============== ======================================================================
+
+Bond fields: ``bond_order`` (1, 1.5, 2, 3), ``aromatic``, ``conjugated``, ``in_ring`` (0/1) and
+``stereo`` (``int(bond.GetStereo())``).
+
+Descriptors: the values of :func:`rdkit.Chem.Descriptors.CalcMolDescriptors` (about 200
+2-D descriptors), passed through ``sign(x) log(1 + |x|)`` (the counts and the
+topological indices spread over orders of magnitude), then standardized with the training
+set's mean and deviation; columns that are constant or not finite on the training set are
+dropped, and values are clipped to ±:data:`CLIP` deviations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from ..errors import GraphError, ParameterError, ParameterTypeError
+from ..graph import Graph
+from ..io.csr import csr_from_edges
+from ..io.rdkit import require_rdkit
+
+__all__ = [
+    "MolecularFeaturizer",
+    "ATOM_FIELDS",
+    "BOND_FIELDS",
+    "NEIGHBOUR_ELEMENTS",
+    "molecular_descriptors",
+    "CLIP",
+]
+
+#: Every atom field the featurizer can write (``atom_fields`` picks among them).
+ATOM_FIELDS = (
+    "element",
+    "charge",
+    "aromatic",
+    "hybridization",
+    "hydrogens",
+    "degree",
+    "ring_size",
+    "chirality",
+    "morgan1",
+    "morgan2",
+    "neighbours",
+)
+#: Every bond field the featurizer can write.
+BOND_FIELDS = ("bond_order", "aromatic", "conjugated", "in_ring", "stereo")
+#: Atomic numbers counted by the ``neighbours`` field, in column order (a last column counts the rest).
+NEIGHBOUR_ELEMENTS = (6, 7, 8, 9, 15, 16, 17, 35, 53)
+#: Standardized descriptors are clipped to this many deviations.
+CLIP = 6.0
+
+_DEFAULT_ATOM = ("element", "charge", "aromatic", "hybridization", "hydrogens", "ring_size", "chirality", "morgan1")
+_DEFAULT_BOND = ("bond_order", "aromatic", "in_ring")
+
+
+def _mol(x: Any, Chem: Any) -> Any:
+    if isinstance(x, str):
+        if not x.strip():
+            raise GraphError(f"invalid SMILES {x!r}: empty")
+        mol = Chem.MolFromSmiles(x)
+        if mol is None:
+            raise GraphError(f"invalid SMILES {x!r}: RDKit could not parse it")
+        return mol
+    if hasattr(x, "GetAtoms") and hasattr(x, "GetBonds"):
+        return x
+    raise ParameterTypeError(f"expected a SMILES string or an RDKit molecule, got {type(x).__name__} {x!r:.60}")
+
+
+def _morgan_ids(mol: Any, radius: int) -> np.ndarray:
+    """(n_atoms, radius + 1) Morgan environment identifiers per atom (RDKit, unhashed)."""
+    from rdkit.Chem import rdFingerprintGenerator as gen
+
+    g = gen.GetMorganGenerator(radius=radius, includeRedundantEnvironments=True)
+    out = gen.AdditionalOutput()
+    out.AllocateAtomToBits()
+    g.GetSparseCountFingerprint(mol, additionalOutput=out)
+    ids = np.zeros((mol.GetNumAtoms(), radius + 1), dtype=np.int64)
+    for i, bits in enumerate(out.GetAtomToBits()):
+        ids[i, : len(bits)] = bits
+    return ids
+
+
+def _atom_fields(mol: Any, kept: list, fields: Sequence[str], Chem: Any) -> dict[str, np.ndarray]:
+    n = len(kept)
+    ring = mol.GetRingInfo()
+    out: dict[str, np.ndarray] = {}
+    ints = {
+        "element": lambda a: a.GetAtomicNum(),
+        "charge": lambda a: a.GetFormalCharge(),
+        "aromatic": lambda a: int(a.GetIsAromatic()),
+        "hybridization": lambda a: int(a.GetHybridization()),
+        "hydrogens": lambda a: a.GetTotalNumHs(includeNeighbors=True),
+        "degree": lambda a: sum(1 for b in a.GetNeighbors() if b.GetAtomicNum() != 1),
+        "ring_size": lambda a: ring.MinAtomRingSize(a.GetIdx()),
+        "chirality": lambda a: {"R": 1, "S": 2}.get(a.GetPropsAsDict().get("_CIPCode", ""), 0),
+    }
+    if "chirality" in fields:
+        Chem.AssignStereochemistry(mol, cleanIt=True, force=True)
+    for f in fields:
+        if f in ints:
+            out[f] = np.fromiter((ints[f](a) for a in kept), dtype=np.int64, count=n)
+    morgan = [f for f in fields if f.startswith("morgan")]
+    if morgan:
+        ids = _morgan_ids(mol, max(int(f[-1]) for f in morgan))
+        rows = [a.GetIdx() for a in kept]
+        for f in morgan:
+            out[f] = ids[rows, int(f[-1])]
+    if "neighbours" in fields:
+        col = {z: k for k, z in enumerate(NEIGHBOUR_ELEMENTS)}
+        counts = np.zeros((n, len(NEIGHBOUR_ELEMENTS) + 1), dtype=np.int64)
+        for i, a in enumerate(kept):
+            for b in a.GetNeighbors():
+                z = b.GetAtomicNum()
+                if z != 1:
+                    counts[i, col.get(z, len(NEIGHBOUR_ELEMENTS))] += 1
+        out["neighbours"] = counts
+    return {f: out[f] for f in fields}
+
+
+def _bond_values(bonds: list, fields: Sequence[str]) -> dict[str, np.ndarray]:
+    m = len(bonds)
+    get = {
+        "bond_order": (np.float64, lambda b: b.GetBondTypeAsDouble()),
+        "aromatic": (np.int64, lambda b: int(b.GetIsAromatic())),
+        "conjugated": (np.int64, lambda b: int(b.GetIsConjugated())),
+        "in_ring": (np.int64, lambda b: int(b.IsInRing())),
+        "stereo": (np.int64, lambda b: int(b.GetStereo())),
+    }
+    return {f: np.fromiter((get[f][1](b) for b in bonds), dtype=get[f][0], count=m) for f in fields}
+
+
+def _graph(mol: Any, atom_fields: Sequence[str], bond_fields: Sequence[str], title: str | None, Chem: Any) -> Graph:
+    atoms = list(mol.GetAtoms())
+    heavy = np.array([a.GetAtomicNum() != 1 for a in atoms], dtype=bool)
+    n = int(heavy.sum())
+    if n == 0:
+        raise GraphError(f"molecule {title or ''} has no heavy atom".replace("  ", " "))
+    new_index = np.full(len(atoms), -1, dtype=np.int64)
+    new_index[heavy] = np.arange(n)
+    kept = [a for a, h in zip(atoms, heavy) if h]
+    bonds = list(mol.GetBonds())
+    bu = new_index[np.fromiter((b.GetBeginAtomIdx() for b in bonds), dtype=np.int64, count=len(bonds))]
+    bv = new_index[np.fromiter((b.GetEndAtomIdx() for b in bonds), dtype=np.int64, count=len(bonds))]
+    keep = (bu >= 0) & (bv >= 0)
+    values = {k: v[keep] for k, v in _bond_values(bonds, bond_fields).items()}
+    indptr, indices, data, edge_labels = csr_from_edges(n, bu[keep], bv[keep], values)
+    node_labels = _atom_fields(mol, kept, atom_fields, Chem)
+    return Graph.from_csr(indptr, indices, data, n, node_labels=node_labels, edge_labels=edge_labels, title=title)
+
+
+def molecular_descriptors(molecules: Iterable[Any]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """RDKit's 2-D descriptors of each molecule, as an (n, d) float64 array and the names.
+
+    Values RDKit cannot compute are NaN.
+
+    Examples
+    --------
+    >>> X, names = molecular_descriptors(["CCO", "c1ccccc1"])  # doctest: +SKIP
+    >>> X.shape[0], "MolWt" in names  # doctest: +SKIP
+    (2, True)
+    """
+    Chem = require_rdkit()
+    from rdkit.Chem import Descriptors
+
+    names = tuple(name for name, _ in Descriptors.descList)
+    rows = []
+    for x in molecules:
+        mol = _mol(x, Chem)
+        values = Descriptors.CalcMolDescriptors(mol, missingVal=np.nan)
+        rows.append([float(values.get(k, np.nan)) for k in names])
+    with np.errstate(invalid="ignore", over="ignore"):
+        X = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(names))
+    X[~np.isfinite(X)] = np.nan
+    return X, names
+
+
+def _check_fields(value: Any, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ParameterTypeError(f"{what} must be a sequence of field names, got {value!r:.60}")
+    fields = tuple(value)
+    bad = [f for f in fields if not isinstance(f, str) or f not in allowed]
+    if bad:
+        raise ParameterError(f"{what}: unknown field(s) {bad!r:.80}; known: {', '.join(allowed)}")
+    if len(set(fields)) != len(fields):
+        raise ParameterError(f"{what} names a field twice: {fields!r}")
+    return fields
+
+
+class MolecularFeaturizer(TransformerMixin, BaseEstimator):
+    """Turn SMILES strings or RDKit molecules into labeled graphs with standardized descriptors.
+
+    Parameters
+    ----------
+    atom_fields : sequence of str
+        Node label fields, among :data:`ATOM_FIELDS`. Default: element, charge, aromatic,
+        hybridization, hydrogens, ring_size, chirality, morgan1.
+    bond_fields : sequence of str
+        Edge label fields, among :data:`BOND_FIELDS`. Default: bond_order, aromatic, in_ring.
+    descriptors : bool
+        Compute RDKit's 2-D descriptors, standardized on the molecules given to ``fit``, as the
+        graphs' ``features``. False: graphs without features (``fit`` then learns nothing).
+
+    Attributes
+    ----------
+    descriptor_names_ : tuple of str
+        The descriptors kept by ``fit`` (the columns of ``features``).
+    center_, scale_ : ndarray
+        The standardization learnt by ``fit`` (after the signed-log transform).
+
+    Examples
+    --------
+    >>> f = MolecularFeaturizer(descriptors=False)  # doctest: +SKIP
+    >>> g, = f.fit_transform(["CC(=O)O"])  # doctest: +SKIP
+    >>> g.n_nodes, sorted(g.node_labels)[:3]  # doctest: +SKIP
+    (4, ['aromatic', 'charge', 'chirality'])
+    """
+
+    def __init__(
+        self,
+        atom_fields: Sequence[str] = _DEFAULT_ATOM,
+        bond_fields: Sequence[str] = _DEFAULT_BOND,
+        descriptors: bool = True,
+    ) -> None:
+        self.atom_fields = atom_fields
+        self.bond_fields = bond_fields
+        self.descriptors = descriptors
+
+    def _checked(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        if not isinstance(self.descriptors, bool | np.bool_):
+            raise ParameterTypeError(f"descriptors must be True or False, got {self.descriptors!r:.60}")
+        return (
+            _check_fields(self.atom_fields, ATOM_FIELDS, "atom_fields"),
+            _check_fields(self.bond_fields, BOND_FIELDS, "bond_fields"),
+        )
+
+    @staticmethod
+    def _molecules(X: Any) -> list:
+        if isinstance(X, str) or not isinstance(X, Iterable):
+            raise ParameterTypeError(f"X must be a sequence of SMILES strings or RDKit molecules, got {X!r:.60}")
+        Chem = require_rdkit()
+        mols = [_mol(x, Chem) for x in X]
+        if not mols:
+            raise ParameterError("X holds no molecule")
+        return mols
+
+    @staticmethod
+    def _transform_descriptors(D: np.ndarray) -> np.ndarray:
+        return np.sign(D) * np.log1p(np.abs(D))
+
+    def fit(self, X: Sequence[Any], y: Any = None) -> MolecularFeaturizer:
+        """Learn the descriptors' standardization from the molecules X (SMILES or RDKit molecules)."""
+        self._checked()
+        mols = self._molecules(X)
+        if self.descriptors:
+            D, names = molecular_descriptors(mols)
+            T = self._transform_descriptors(D)
+            finite = np.all(np.isfinite(T), axis=0)
+            center = np.where(finite, np.nanmean(np.where(np.isfinite(T), T, 0.0), axis=0), 0.0)
+            scale = np.where(finite, np.nanstd(np.where(np.isfinite(T), T, 0.0), axis=0), 0.0)
+            keep = finite & (scale > 1e-12 * np.maximum(1.0, np.abs(center)))
+            self.descriptor_names_ = tuple(n for n, k in zip(names, keep) if k)
+            self._columns = np.flatnonzero(keep)
+            self.center_, self.scale_ = center[keep], scale[keep]
+        else:
+            self.descriptor_names_ = ()
+        self.n_features_ = len(self.descriptor_names_)
+        return self
+
+    def transform(self, X: Sequence[Any], titles: Sequence[str] | None = None) -> list[Graph]:
+        """Graphs of the molecules X, with standardized descriptors as ``features`` when fitted so.
+
+        Molecules whose descriptors RDKit cannot compute get 0 (the training mean) in those columns.
+        """
+        atom_fields, bond_fields = self._checked()
+        if not hasattr(self, "n_features_"):
+            raise ParameterError("this MolecularFeaturizer is not fitted yet: call fit(X) first")
+        mols = self._molecules(X)
+        if titles is not None and len(titles) != len(mols):
+            raise ParameterError(f"titles holds {len(titles)} names for {len(mols)} molecules")
+        Chem = require_rdkit()
+        graphs = [
+            _graph(m, atom_fields, bond_fields, None if titles is None else str(titles[i]), Chem)
+            for i, m in enumerate(mols)
+        ]
+        if self.n_features_:
+            F = self.features(mols)
+            graphs = [g.with_features(f) for g, f in zip(graphs, F)]
+        return graphs
+
+    def features(self, X: Sequence[Any]) -> np.ndarray:
+        """The standardized descriptor matrix (n, ``n_features_``) of the molecules X."""
+        if not hasattr(self, "n_features_"):
+            raise ParameterError("this MolecularFeaturizer is not fitted yet: call fit(X) first")
+        mols = self._molecules(X)
+        if not self.n_features_:
+            return np.zeros((len(mols), 0))
+        D, _ = molecular_descriptors(mols)
+        T = self._transform_descriptors(D[:, self._columns])
+        Z = (T - self.center_) / self.scale_
+        Z[~np.isfinite(Z)] = 0.0
+        return np.clip(Z, -CLIP, CLIP)
