@@ -212,6 +212,43 @@ def checked_arguments(node_labels: Any, edge_labels: Any, title: Any) -> tuple[d
     return out[0], out[1], title
 
 
+def checked_features(features: Any, who: str) -> np.ndarray | None:
+    """A graph's feature vector as a read-only float64 copy (None stays None), or a clear error.
+
+    The vector must be 1-D, non-empty, of real numbers (int, float or bool; not text, bytes or
+    complex) that are finite as float64. ``who`` names the graph in messages.
+    """
+    if features is None:
+        return None
+    if isinstance(features, str | bytes | Mapping):
+        raise ParameterTypeError(
+            f"{who}: features must be a 1-D array of real numbers or None, got {type(features).__name__}"
+        )
+    try:
+        arr = np.asarray(features)
+    except (ValueError, TypeError) as exc:
+        raise GraphError(f"{who}: features are ragged or not array-like: {exc}") from exc
+    if arr.ndim != 1:
+        raise GraphError(f"{who}: features must be a 1-D array (one value per feature), got shape {arr.shape}")
+    if arr.size == 0:
+        raise GraphError(f"{who}: features must hold at least one value (use None for no features)")
+    if arr.dtype == object:
+        bad = [v for v in arr if not _is_number(v)]
+        if bad:
+            raise GraphError(f"{who}: features hold {type(bad[0]).__name__} {bad[0]!r:.40}; expected real numbers")
+        try:
+            arr = np.asarray([float(v) for v in arr], dtype=np.float64)
+        except OverflowError as exc:
+            raise GraphError(f"{who}: features hold a number too large for float64: {exc}") from exc
+    if arr.dtype.kind not in "biuf":
+        raise GraphError(f"{who}: features have dtype {arr.dtype}; expected real numbers (not text or complex)")
+    out = np.array(arr, dtype=np.float64)  # a copy: the caller's array may change later
+    if not np.all(np.isfinite(out)):
+        k = int(np.flatnonzero(~np.isfinite(out))[0])
+        raise GraphError(f"{who}: feature {k} is {out[k]} (features must be finite)")
+    return _frozen(out)
+
+
 def _as_index_array(values: Any, what: str, who: str) -> np.ndarray:
     try:
         arr = np.asarray(values)
