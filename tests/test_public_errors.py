@@ -343,6 +343,7 @@ def _entries() -> list[Entry]:  # noqa: PLR0915 - one table
         Entry("kernels.VectorSquareExponential", mk.VectorSquareExponential, {"length_scale": 1.0, "field": "x",
                                                                               "dim": 2}),
         Entry("kernels.CosineSimilarity", mk.CosineSimilarity, {"field": "x", "dim": 2}),
+        Entry("kernels.MinMax", mk.MinMax, {"h": 1.0, "field": "x", "dim": 2}),
         Entry("kernels.vector_component", mk.vector_component, {"field": "x", "k": 0}),
         Entry("kernels.vector_dims", mk.vector_dims, {"kernel": mk.Constant(1.0)}),
         Entry("kernels.c_fields", mk.c_fields, {"kernel": mk.KroneckerDelta(0.5, "a")}),
