@@ -395,7 +395,13 @@ def permuted_parts(
     permutation of 0..n-1); see :meth:`mgkflow.graph.Graph.permute`.
     """
     n = adj.shape[0]
-    perm = np.asarray(list(perm) if not isinstance(perm, np.ndarray) else perm)
+    try:
+        perm = np.asarray(list(perm) if not isinstance(perm, np.ndarray) else perm)
+    except (TypeError, ValueError) as exc:
+        raise ParameterTypeError(
+            f"{describe_graph(None, title)}: permutation must be a sequence of {n} integers, "
+            f"got {type(perm).__name__} ({exc})"
+        ) from exc
     if perm.shape != (n,) or perm.dtype.kind not in "iu":
         raise GraphError(
             f"{describe_graph(None, title)}: permutation must be {n} integers"

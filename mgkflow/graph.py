@@ -30,6 +30,12 @@ from .errors import describe_graph
 __all__ = ["Graph"]
 
 
+def _default_title(title: Any, default: str) -> Any:
+    """``title``, or ``default`` for None and empty text (anything else goes on to be checked as a title:
+    ``title or default`` would ask an array or a data frame for its truth value)."""
+    return default if title is None or (isinstance(title, str) and not title) else title
+
+
 class Graph:
     """An immutable undirected graph with weighted edges and labeled nodes and edges.
 
@@ -251,7 +257,7 @@ class Graph:
         """
         from .io.rdkit import graph_arrays_from_smiles
 
-        return cls.from_csr(**graph_arrays_from_smiles(smiles, extended=extended), title=title or smiles)
+        return cls.from_csr(**graph_arrays_from_smiles(smiles, extended=extended), title=_default_title(title, smiles))
 
     @classmethod
     def from_pdb(
@@ -272,7 +278,7 @@ class Graph:
         from .io.pdb_parser import graph_arrays_from_pdb
 
         arrays = graph_arrays_from_pdb(path, cutoff=cutoff, chain=chain)
-        return cls.from_csr(**arrays, title=title or str(getattr(path, "name", path)))
+        return cls.from_csr(**arrays, title=_default_title(title, str(getattr(path, "name", path))))
 
     # ------------------------------------------------------------------ internals
     def _assign(self, adj, node_labels, edge_labels, coords, title, features=None) -> None:

@@ -683,6 +683,11 @@ def vector_component(field: str, k: int) -> str:
     >>> vector_component("coords", 2)
     'coords[2]'
     """
+    _check_field(field, "vector_component")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer):
+        raise ParameterTypeError(f"vector_component: k must be a whole number (a component index), got {k!r:.40}")
+    if k < 0:
+        raise ParameterError(f"vector_component: k must be a component index >= 0, got {k}")
     return f"{field}[{int(k)}]"
 
 
@@ -1001,13 +1006,16 @@ def _vector(x: Mapping[str, Any], field: str, dim: int, kernel: BaseKernel) -> n
 def vector_dims(kernel: BaseKernel) -> dict[str, int]:
     """The vector label fields a kernel reads, with their dimension (scalar fields are left out).
 
-    Raises ``ValueError`` when one field is read with two different dimensions.
+    Raises :class:`~mgkflow.errors.ParameterError` (a ``ValueError``) when one field is read with
+    two different dimensions, or both as a vector and as a scalar, and
+    :class:`~mgkflow.errors.ParameterTypeError` when ``kernel`` is not a kernel.
 
     Examples
     --------
     >>> vector_dims(KroneckerDelta(0.5, "element") * VectorSquareExponential(1.0, "xyz", dim=3))
     {'xyz': 3}
     """
+    _check_kernel(kernel, "vector_dims")
     out: dict[str, int] = {}
     leaves = _leaves(kernel)
     for k in leaves:
@@ -1037,6 +1045,7 @@ def c_fields(kernel: BaseKernel) -> tuple[str, ...]:
     >>> c_fields(KroneckerDelta(0.5, "element") * CosineSimilarity("fp", dim=2))
     ('element', 'fp[0]', 'fp[1]')
     """
+    _check_kernel(kernel, "c_fields")
     dims = vector_dims(kernel)
     out: list[str] = []
     for f in kernel.fields:
@@ -1045,6 +1054,11 @@ def c_fields(kernel: BaseKernel) -> tuple[str, ...]:
         else:
             out.append(f)
     return tuple(out)
+
+
+def _check_kernel(kernel: Any, what: str) -> None:
+    if not isinstance(kernel, BaseKernel):
+        raise ParameterTypeError(f"{what}: kernel must be a kernel from mgkflow.kernels, got {kernel!r:.60}")
 
 
 def _leaves(kernel: BaseKernel) -> list[BaseKernel]:
