@@ -260,9 +260,7 @@ class Graph:
         return cls.from_csr(**graph_arrays_from_smiles(smiles, extended=extended), title=_default_title(title, smiles))
 
     @classmethod
-    def from_pdb(
-        cls, path: Any, cutoff: float = 6.0, title: str | None = None, chain: str | None = None
-    ) -> Graph:
+    def from_pdb(cls, path: Any, cutoff: float = 6.0, title: str | None = None, chain: str | None = None) -> Graph:
         """Build a protein contact graph from a PDB file (plain or ``.gz``).
 
         Heavy atoms are nodes (labels ``element`` as atomic number and
