@@ -119,12 +119,8 @@ def _as_weights(values: Any, what: str, who: str) -> np.ndarray:
     if arr.dtype == object:
         bad = [v for v in arr.ravel() if not (v is None or _is_number(v))]
         if bad:
-            raise GraphError(
-                f"{who}: {what} holds {type(bad[0]).__name__} {bad[0]!r}; expected numbers"
-            )
-        arr = np.asarray([np.nan if v is None else float(v) for v in arr.ravel()], dtype=np.float64).reshape(
-            arr.shape
-        )
+            raise GraphError(f"{who}: {what} holds {type(bad[0]).__name__} {bad[0]!r}; expected numbers")
+        arr = np.asarray([np.nan if v is None else float(v) for v in arr.ravel()], dtype=np.float64).reshape(arr.shape)
     if arr.dtype.kind not in "biuf":
         raise GraphError(f"{who}: {what} has dtype {arr.dtype}; expected real numbers (not text or complex)")
     return arr.astype(np.float64)
@@ -153,9 +149,7 @@ def csr_from_matrices(
     """
     if sp.issparse(adjacency):
         if adjacency.dtype.kind not in "biuf":
-            raise GraphError(
-                f"{who}: adjacency has dtype {adjacency.dtype}; weights must be real numbers"
-            )
+            raise GraphError(f"{who}: adjacency has dtype {adjacency.dtype}; weights must be real numbers")
         coo = sp.coo_array(adjacency, dtype=np.float64)
     else:
         dense = _as_weights(adjacency, "adjacency matrix", who)
@@ -173,9 +167,7 @@ def csr_from_matrices(
     for name, mat in (edge_labels or {}).items():
         if sp.issparse(mat):
             if mat.shape != coo.shape:
-                raise GraphError(
-                    f"{who}: edge label field '{name}' has shape {mat.shape}, expected {coo.shape}"
-                )
+                raise GraphError(f"{who}: edge label field '{name}' has shape {mat.shape}, expected {coo.shape}")
             lab = sp.csr_array(mat)
             vals = np.asarray(lab[rows, cols]).ravel() if len(rows) else np.zeros(0, dtype=lab.dtype)
         else:
@@ -212,11 +204,49 @@ def checked_arguments(node_labels: Any, edge_labels: Any, title: Any) -> tuple[d
     return out[0], out[1], title
 
 
+def checked_features(features: Any, who: str) -> np.ndarray | None:
+    """A graph's feature vector as a read-only float64 copy (None stays None), or a clear error.
+
+    The vector must be 1-D, non-empty, of real numbers (int, float or bool; not text, bytes or
+    complex) that are finite as float64. ``who`` names the graph in messages.
+    """
+    if features is None:
+        return None
+    if isinstance(features, str | bytes | Mapping):
+        raise ParameterTypeError(
+            f"{who}: features must be a 1-D array of real numbers or None, got {type(features).__name__}"
+        )
+    try:
+        arr = np.asarray(features)
+    except (ValueError, TypeError) as exc:
+        raise GraphError(f"{who}: features are ragged or not array-like: {exc}") from exc
+    if arr.ndim != 1:
+        raise GraphError(f"{who}: features must be a 1-D array (one value per feature), got shape {arr.shape}")
+    if arr.size == 0:
+        raise GraphError(f"{who}: features must hold at least one value (use None for no features)")
+    if arr.dtype == object:
+        bad = [v for v in arr if not _is_number(v)]
+        if bad:
+            raise GraphError(f"{who}: features hold {type(bad[0]).__name__} {bad[0]!r:.40}; expected real numbers")
+        try:
+            arr = np.asarray([float(v) for v in arr], dtype=np.float64)
+        except OverflowError as exc:
+            raise GraphError(f"{who}: features hold a number too large for float64: {exc}") from exc
+    if arr.dtype.kind not in "biuf":
+        raise GraphError(f"{who}: features have dtype {arr.dtype}; expected real numbers (not text or complex)")
+    out = np.array(arr, dtype=np.float64)  # a copy: the caller's array may change later
+    if not np.all(np.isfinite(out)):
+        k = int(np.flatnonzero(~np.isfinite(out))[0])
+        raise GraphError(f"{who}: feature {k} is {out[k]} (features must be finite)")
+    return _frozen(out)
+
+
 def _as_index_array(values: Any, what: str, who: str) -> np.ndarray:
     try:
         arr = np.asarray(values)
-        if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(np.isfinite(arr))
-                                               and np.all(arr == np.round(arr))):
+        if arr.dtype.kind not in "iu" and not (
+            arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))
+        ):
             raise TypeError(f"values of kind {arr.dtype.kind!r}")
         return arr.astype(np.int64).ravel()
     except (TypeError, ValueError, OverflowError) as exc:
@@ -239,9 +269,7 @@ def checked_csr(
     n_nodes = int(n_nodes)
     # scipy does not check CSR arrays on construction; bad ones corrupt memory later
     if n_nodes < 0 or indptr.shape != (n_nodes + 1,):
-        raise GraphError(
-            f"{who}: CSR indptr has {indptr.size} entries, expected n_nodes + 1 = {n_nodes + 1}"
-        )
+        raise GraphError(f"{who}: CSR indptr has {indptr.size} entries, expected n_nodes + 1 = {n_nodes + 1}")
     if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(indices):
         raise GraphError(f"{who}: CSR indptr must rise from 0 to len(indices) = {len(indices)}")
     if len(data) != len(indices):
@@ -249,9 +277,7 @@ def checked_csr(
     if len(indices) and (indices.min() < 0 or indices.max() >= n_nodes):
         raise GraphError(f"{who}: CSR column index out of range 0..{n_nodes - 1}")
     adj = sp.csr_array((data, indices, indptr), shape=(n_nodes, n_nodes))
-    labels = {
-        k: _as_label_array(v, k, "edge", len(data), who) for k, v in (edge_labels or {}).items()
-    }
+    labels = {k: _as_label_array(v, k, "edge", len(data), who) for k, v in (edge_labels or {}).items()}
     if not adj.has_sorted_indices:
         # sort, carrying labels along
         order = np.empty(len(data), dtype=np.int64)
@@ -296,9 +322,7 @@ def validated_parts(
         )
     diag = adj.diagonal()
     if np.any(diag != 0):
-        raise GraphError(
-            f"{who}: self loop at node {int(np.flatnonzero(diag)[0])}; self loops are not allowed"
-        )
+        raise GraphError(f"{who}: self loop at node {int(np.flatnonzero(diag)[0])}; self loops are not allowed")
     # drop explicit zeros, carrying labels along
     keep = data != 0
     labels = {}
@@ -306,9 +330,7 @@ def validated_parts(
         labels[name] = _as_label_array(vals, name, "edge", len(data), who)[keep]
     if not np.all(keep):
         coo = adj.tocoo()
-        adj = sp.csr_array(
-            (data[keep], (coo.row[keep], coo.col[keep])), shape=adj.shape
-        )
+        adj = sp.csr_array((data[keep], (coo.row[keep], coo.col[keep])), shape=adj.shape)
     adj.indices = adj.indices.astype(np.int64)
     adj.indptr = adj.indptr.astype(np.int64)
     # symmetry, relative to each entry pair: |a_ij - a_ji| <= 1e-12 max(a_ij, a_ji)
@@ -323,9 +345,7 @@ def validated_parts(
         )
     if labels:
         # position of the mirror entry (j, i) of each stored entry (i, j)
-        pos = sp.csr_array(
-            (np.arange(1, adj.nnz + 1, dtype=np.float64), adj.indices, adj.indptr), shape=adj.shape
-        )
+        pos = sp.csr_array((np.arange(1, adj.nnz + 1, dtype=np.float64), adj.indices, adj.indptr), shape=adj.shape)
         mirror = pos.T.tocsr()
         mirror.sort_indices()
         mirror_idx = mirror.data.astype(np.int64) - 1
@@ -358,16 +378,18 @@ def permuted_parts(
     permutation of 0..n-1); see :meth:`mgkflow.graph.Graph.permute`.
     """
     n = adj.shape[0]
-    perm = np.asarray(list(perm) if not isinstance(perm, np.ndarray) else perm)
+    try:
+        perm = np.asarray(list(perm) if not isinstance(perm, np.ndarray) else perm)
+    except (TypeError, ValueError) as exc:
+        raise ParameterTypeError(
+            f"{describe_graph(None, title)}: permutation must be a sequence of {n} integers, "
+            f"got {type(perm).__name__} ({exc})"
+        ) from exc
     if perm.shape != (n,) or perm.dtype.kind not in "iu":
-        raise GraphError(
-            f"{describe_graph(None, title)}: permutation must be {n} integers"
-        )
+        raise GraphError(f"{describe_graph(None, title)}: permutation must be {n} integers")
     perm = perm.astype(np.int64)
     if not np.array_equal(np.sort(perm), np.arange(n)):
-        raise GraphError(
-            f"{describe_graph(None, title)}: not a permutation of 0..{n - 1}"
-        )
+        raise GraphError(f"{describe_graph(None, title)}: not a permutation of 0..{n - 1}")
     inv = np.empty(n, dtype=np.int64)
     inv[perm] = np.arange(n)
     rows, cols = np.repeat(np.arange(n, dtype=np.int64), np.diff(adj.indptr)), adj.indices  # Graph.coo()

@@ -16,11 +16,14 @@ import scipy.sparse as sp
 
 from ._graph_checks import _frozen, frozen_csr, frozen_fields
 
-__all__ = ["graph_state", "restored_parts", "pack_many", "unpack_many"]
+__all__ = ["graph_state", "restored_parts", "restored_features", "pack_many", "unpack_many"]
 
 
-def graph_state(adj: sp.csr_array, node_labels: Any, edge_labels: Any, coords: Any, title: str | None) -> dict:
-    """The pickle state of a graph: its CSR arrays, node count, label fields, coordinates and title."""
+def graph_state(
+    adj: sp.csr_array, node_labels: Any, edge_labels: Any, coords: Any, title: str | None, features: Any = None
+) -> dict:
+    """The pickle state of a graph: its CSR arrays, node count, label fields, coordinates, title and
+    feature vector (None when it has none)."""
     return {
         "indptr": np.asarray(adj.indptr),
         "indices": np.asarray(adj.indices),
@@ -30,6 +33,7 @@ def graph_state(adj: sp.csr_array, node_labels: Any, edge_labels: Any, coords: A
         "edge_labels": dict(edge_labels),
         "coords": coords,
         "title": title,
+        "features": features,
     }
 
 
@@ -41,6 +45,13 @@ def restored_parts(state: dict) -> tuple[sp.csr_array, Any, Any, np.ndarray | No
     return frozen_csr(adj), frozen_fields(state["node_labels"]), frozen_fields(state["edge_labels"]), coords
 
 
+def restored_features(state: dict) -> np.ndarray | None:
+    """The read-only feature vector of a :func:`graph_state`; None for none, and for a state from before
+    graphs had features (no ``"features"`` key)."""
+    f = state.get("features")
+    return None if f is None else _frozen(f)
+
+
 def pack_many(graphs: Sequence[Any]) -> dict | None:
     """The states of ``graphs`` as concatenated arrays, or None when they do not share their fields."""
     if not graphs:
@@ -48,6 +59,7 @@ def pack_many(graphs: Sequence[Any]) -> dict | None:
     states = [g.__getstate__() for g in graphs]
     first = states[0]
     nkeys, ekeys, xyz = tuple(first["node_labels"]), tuple(first["edge_labels"]), first["coords"] is not None
+    feat = first.get("features") is not None
     getters: dict[str, Callable[[dict], np.ndarray]] = {
         "indptr": lambda st: st["indptr"], "indices": lambda st: st["indices"], "data": lambda st: st["data"],
     }  # fmt: skip
@@ -57,9 +69,11 @@ def pack_many(graphs: Sequence[Any]) -> dict | None:
         getters["e:" + k] = lambda st, k=k: st["edge_labels"][k]
     if xyz:
         getters["coords"] = lambda st: st["coords"]
+    if feat:
+        getters["features"] = lambda st: st["features"]  # one vector per graph; their lengths may differ
     for st in states:
         if (tuple(st["node_labels"]) != nkeys or tuple(st["edge_labels"]) != ekeys
-                or (st["coords"] is not None) != xyz):  # fmt: skip
+                or (st["coords"] is not None) != xyz or (st.get("features") is not None) != feat):  # fmt: skip
             return None
     arrays, lengths = {}, {}
     for name, get in getters.items():
@@ -74,7 +88,8 @@ def pack_many(graphs: Sequence[Any]) -> dict | None:
 
 
 def unpack_many(packed: dict, cls: type) -> tuple[Any, ...]:
-    """The graphs (instances of ``cls``, restored with ``__setstate__``) of :func:`pack_many`."""
+    """The graphs (instances of ``cls``, restored with ``__setstate__``) of :func:`pack_many` (a pack
+    made before graphs had features has no ``"features"`` array: the graphs have none)."""
     arrays, lengths = packed["arrays"], packed["lengths"]
     splits = {name: np.split(a, np.cumsum(lengths[name])[:-1]) for name, a in arrays.items()}
     out = []
@@ -86,6 +101,7 @@ def unpack_many(packed: dict, cls: type) -> tuple[Any, ...]:
             "edge_labels": {k: splits["e:" + k][t] for k in packed["edge_keys"]},
             "coords": splits["coords"][t] if "coords" in splits else None,
             "title": packed["titles"][t],
+            "features": splits["features"][t] if "features" in splits else None,
         })  # fmt: skip
         out.append(g)
     return tuple(out)

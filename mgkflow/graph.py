@@ -17,10 +17,23 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _graph_pack
-from ._graph_checks import checked_arguments, checked_csr, csr_from_matrices, permuted_parts, validated_parts
+from ._graph_checks import (
+    checked_arguments,
+    checked_csr,
+    checked_features,
+    csr_from_matrices,
+    permuted_parts,
+    validated_parts,
+)
 from .errors import describe_graph
 
 __all__ = ["Graph"]
+
+
+def _default_title(title: Any, default: str) -> Any:
+    """``title``, or ``default`` for None and empty text (anything else goes on to be checked as a title:
+    ``title or default`` would ask an array or a data frame for its truth value)."""
+    return default if title is None or (isinstance(title, str) and not title) else title
 
 
 class Graph:
@@ -52,6 +65,11 @@ class Graph:
         Node coordinates (used by geometric orderings).
     title : str, optional
         A name used in messages and reports.
+    features : array_like, shape (d,), optional
+        A graph-level feature vector (for instance standardized RDKit 2-D descriptors of a
+        molecule): d >= 1 finite real numbers, stored as a read-only float64 copy
+        (:attr:`features`). The graph kernel does not read it; it travels with the graph
+        (pickling, :meth:`pack_many`, :meth:`permute`) for models that combine both.
 
     Examples
     --------
@@ -59,9 +77,11 @@ class Graph:
     >>> g = Graph(np.array([[0, 1], [1, 0]]), node_labels={"label": [0, 1]}, title="edge")
     >>> g.n_nodes, g.n_edges
     (2, 1)
+    >>> Graph(np.array([[0, 1], [1, 0]]), features=[0.5, -1.0]).features
+    array([ 0.5, -1. ])
     """
 
-    __slots__ = ("_adj", "_node_labels", "_edge_labels", "_coords", "_title")
+    __slots__ = ("_adj", "_node_labels", "_edge_labels", "_coords", "_title", "_features")
 
     def __init__(
         self,
@@ -70,10 +90,13 @@ class Graph:
         edge_labels: Mapping[str, Any] | None = None,
         coords: Any = None,
         title: str | None = None,
+        *,
+        features: Any = None,
     ) -> None:
         node_labels, edge_labels, title = checked_arguments(node_labels, edge_labels, title)
-        adj, labels = csr_from_matrices(adjacency, edge_labels, describe_graph(None, title))
-        self._assign(*validated_parts(adj, node_labels, labels, coords, title), title)
+        who = describe_graph(None, title)
+        adj, labels = csr_from_matrices(adjacency, edge_labels, who)
+        self._assign(*validated_parts(adj, node_labels, labels, coords, title), title, checked_features(features, who))
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -87,19 +110,26 @@ class Graph:
         edge_labels: Mapping[str, Any] | None = None,
         coords: Any = None,
         title: str | None = None,
+        *,
+        features: Any = None,
     ) -> Graph:
         """Build a graph from CSR arrays; edge labels aligned with ``data``.
+
+        ``features`` is the optional graph-level feature vector (see :class:`Graph`).
 
         Examples
         --------
         >>> g = Graph.from_csr([0, 1, 2], [1, 0], [2.0, 2.0], 2, edge_labels={"len": [1.5, 1.5]})
         >>> g.edge_labels["len"]
         array([1.5, 1.5])
+        >>> Graph.from_csr([0, 1, 2], [1, 0], [2.0, 2.0], 2, features=[3, 4]).features
+        array([3., 4.])
         """
         self = cls.__new__(cls)
         node_labels, edge_labels, title = checked_arguments(node_labels, edge_labels, title)
-        adj, labels = checked_csr(indptr, indices, data, n_nodes, edge_labels, describe_graph(None, title))
-        self._assign(*validated_parts(adj, node_labels, labels, coords, title), title)
+        who = describe_graph(None, title)
+        adj, labels = checked_csr(indptr, indices, data, n_nodes, edge_labels, who)
+        self._assign(*validated_parts(adj, node_labels, labels, coords, title), title, checked_features(features, who))
         return self
 
     @classmethod
@@ -110,10 +140,13 @@ class Graph:
         edge_labels: Mapping[str, Any] | None = None,
         coords: Any = None,
         title: str | None = None,
+        *,
+        features: Any = None,
     ) -> Graph:
         """Build a graph from a (dense or sparse) weighted adjacency matrix.
 
-        Edge labels are given as matrices with the same sparsity (see :class:`Graph`).
+        Edge labels are given as matrices with the same sparsity, ``features`` is the optional
+        graph-level feature vector (see :class:`Graph`).
 
         Examples
         --------
@@ -121,8 +154,10 @@ class Graph:
         >>> A = np.array([[0, 1, 0], [1, 0, 2], [0, 2, 0]])
         >>> Graph.from_adjacency(A).degree_sum()
         array([1., 3., 2.])
+        >>> Graph.from_adjacency(A, features=np.arange(3)).features.dtype
+        dtype('float64')
         """
-        return cls(adjacency, node_labels, edge_labels, coords, title)
+        return cls(adjacency, node_labels, edge_labels, coords, title, features=features)
 
     @classmethod
     def from_networkx(
@@ -222,12 +257,10 @@ class Graph:
         """
         from .io.rdkit import graph_arrays_from_smiles
 
-        return cls.from_csr(**graph_arrays_from_smiles(smiles, extended=extended), title=title or smiles)
+        return cls.from_csr(**graph_arrays_from_smiles(smiles, extended=extended), title=_default_title(title, smiles))
 
     @classmethod
-    def from_pdb(
-        cls, path: Any, cutoff: float = 6.0, title: str | None = None, chain: str | None = None
-    ) -> Graph:
+    def from_pdb(cls, path: Any, cutoff: float = 6.0, title: str | None = None, chain: str | None = None) -> Graph:
         """Build a protein contact graph from a PDB file (plain or ``.gz``).
 
         Heavy atoms are nodes (labels ``element`` as atomic number and
@@ -243,21 +276,25 @@ class Graph:
         from .io.pdb_parser import graph_arrays_from_pdb
 
         arrays = graph_arrays_from_pdb(path, cutoff=cutoff, chain=chain)
-        return cls.from_csr(**arrays, title=title or str(getattr(path, "name", path)))
+        return cls.from_csr(**arrays, title=_default_title(title, str(getattr(path, "name", path))))
 
     # ------------------------------------------------------------------ internals
-    def _assign(self, adj, node_labels, edge_labels, coords, title) -> None:
-        """Set the slots from checked, read-only parts (:func:`~mgkflow._graph_checks.validated_parts`)."""
+    def _assign(self, adj, node_labels, edge_labels, coords, title, features=None) -> None:
+        """Set the slots from checked, read-only parts (:func:`~mgkflow._graph_checks.validated_parts`,
+        :func:`~mgkflow._graph_checks.checked_features`)."""
         self._adj, self._node_labels, self._edge_labels = adj, node_labels, edge_labels
-        self._coords, self._title = coords, title
+        self._coords, self._title, self._features = coords, title, features
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict:
-        return _graph_pack.graph_state(self._adj, self._node_labels, self._edge_labels, self._coords, self._title)
+        return _graph_pack.graph_state(
+            self._adj, self._node_labels, self._edge_labels, self._coords, self._title, self._features
+        )
 
     def __setstate__(self, state: dict) -> None:
-        # the state was validated when the graph was built: restore without re-checking
-        self._assign(*_graph_pack.restored_parts(state), state["title"])
+        # the state was validated when the graph was built: restore without re-checking (a state
+        # pickled before graphs had features has no "features" key: None)
+        self._assign(*_graph_pack.restored_parts(state), state["title"], _graph_pack.restored_features(state))
 
     # ------------------------------------------------------------------ many graphs at once
     @staticmethod
@@ -317,6 +354,40 @@ class Graph:
         return self._title
 
     @property
+    def features(self) -> np.ndarray | None:
+        """The graph-level feature vector (read-only float64, shape (d,)), or None.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> g = Graph(np.array([[0, 1], [1, 0]]), features=[1.5, 0.0, -2.0])
+        >>> g.features, g.features.flags.writeable
+        (array([ 1.5,  0. , -2. ]), False)
+        >>> Graph(np.array([[0, 1], [1, 0]])).features is None
+        True
+        """
+        return self._features
+
+    def with_features(self, features: Any) -> Graph:
+        """The same graph (adjacency, labels, coordinates and title shared) with ``features`` as
+        its feature vector (checked as in :class:`Graph`; None removes it).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> g = Graph(np.array([[0, 1], [1, 0]]), node_labels={"x": [1, 2]})
+        >>> h = g.with_features([0.25, 4.0])
+        >>> h.features, h.node_labels is g.node_labels, g.features is None
+        (array([0.25, 4.  ]), True, True)
+        >>> h.with_features(None).features is None
+        True
+        """
+        checked = checked_features(features, describe_graph(None, self._title))
+        g = Graph.__new__(Graph)
+        g._assign(self._adj, self._node_labels, self._edge_labels, self._coords, self._title, checked)
+        return g
+
+    @property
     def n_nodes(self) -> int:
         """Number of nodes."""
         return self._adj.shape[0]
@@ -358,10 +429,12 @@ class Graph:
         >>> g = Graph(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]]), node_labels={"x": [5, 6, 7]})
         >>> g.permute([2, 0, 1]).node_labels["x"]
         array([7, 5, 6])
+
+        The graph-level :attr:`features` do not depend on the node order and are kept.
         """
         parts = permuted_parts(self._adj, self._node_labels, self._edge_labels, self._coords, perm, self._title)
         g = Graph.__new__(Graph)
-        g._assign(*parts, self._title)
+        g._assign(*parts, self._title, self._features)
         return g
 
     def to_networkx(self) -> Any:
@@ -372,7 +445,8 @@ class Graph:
 
     def __repr__(self) -> str:
         t = f" '{self._title}'" if self._title else ""
+        f = "" if self._features is None else f", {self._features.size} features"
         return (
             f"<Graph{t}: {self.n_nodes} nodes, {self.n_edges} edges, "
-            f"node labels {list(self._node_labels)}, edge labels {list(self._edge_labels)}>"
+            f"node labels {list(self._node_labels)}, edge labels {list(self._edge_labels)}{f}>"
         )

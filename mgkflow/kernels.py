@@ -51,6 +51,7 @@ __all__ = [
     "RationalQuadratic",
     "VectorSquareExponential",
     "CosineSimilarity",
+    "MinMax",
     "vector_component",
     "vector_dims",
     "c_fields",
@@ -682,6 +683,11 @@ def vector_component(field: str, k: int) -> str:
     >>> vector_component("coords", 2)
     'coords[2]'
     """
+    _check_field(field, "vector_component")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer):
+        raise ParameterTypeError(f"vector_component: k must be a whole number (a component index), got {k!r:.40}")
+    if k < 0:
+        raise ParameterError(f"vector_component: k must be a component index >= 0, got {k}")
     return f"{field}[{int(k)}]"
 
 
@@ -842,6 +848,128 @@ class CosineSimilarity(BaseKernel):
         return f"CosineSimilarity({self.field!r}, dim={self.dim})"
 
 
+class MinMax(BaseKernel):
+    """k(a, b) = (h + sum_k min(a_k, b_k)) / (h + sum_k max(a_k, b_k)) on a vector field of
+    non-negative entries, e.g. counts.
+
+    A min-max (Ruzicka, or weighted Tanimoto/Jaccard) similarity of multisets stored as count
+    vectors of dimension ``dim`` (say the numbers of C, N and O neighbours of an atom in an
+    (n_nodes, 3) field ``"neighbours"``), smoothed by ``h > 0``: values lie in (0, 1], k(a, a) = 1,
+    and two zero vectors have similarity 1. The min-max kernel is positive semi-definite on
+    non-negative vectors, and adding the constant ``h`` to its numerator and denominator keeps it
+    so: it is the min-max kernel of the vectors extended by one component ``h`` (the same for
+    every vector). Small ``h`` makes it close to the plain min-max similarity, large ``h`` pushes
+    every value towards 1.
+
+    Vector fields as in :class:`VectorSquareExponential`. Negative entries are rejected when
+    evaluated in numpy (they would leave (0, 1]); the C form does not check them.
+    ``gradient`` gives dk/dh = sum_k |a_k - b_k| / (h + sum_k max(a_k, b_k))^2.
+
+    Parameters
+    ----------
+    h : float
+        Positive, in [1e-6, 1e6].
+    field : str
+        The vector label field.
+    dim : int
+        Its dimension.
+    h_bounds : (float, float) or "fixed"
+        Search bounds of ``h``, within [1e-6, 1e6].
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> k = MinMax(1.0, "neighbours", dim=3)
+    >>> a = {"neighbours": np.array([[2, 1, 0], [0, 0, 0]])}
+    >>> b = {"neighbours": np.array([[1, 1, 1], [0, 0, 0]])}
+    >>> k(a, b)  # (1 + 2) / (1 + 4) and (1 + 0) / (1 + 0)
+    array([0.6, 1. ])
+    >>> [round(float(g), 6) for g in k.gradient(a, b)[0]]  # 2 / 5**2
+    [0.08, 0.0]
+    >>> str(k.range), [h.name for h in k.hyperparameters]
+    ('(0, 1]', ['h'])
+    """
+
+    H_RANGE = (1e-6, 1e6)
+
+    def __init__(self, h: float, field: str, dim: int, h_bounds: Bounds = (1e-2, 1e2)) -> None:
+        who = f"MinMax(h, {field!r})"
+        hv = _as_float(h, who)
+        lo, hi = self.H_RANGE
+        if not (lo <= hv <= hi):
+            raise KernelRangeError(f"{who} needs {lo:g} <= h <= {hi:g}, got h={hv}")
+        _check_field(field, "MinMax")
+        self.h = hv
+        self.field = field
+        self.dim = _check_dim(dim, "MinMax")
+        self.h_bounds = _check_bounds(h_bounds, who, lo, hi)
+        self.fields = (field,)
+
+    def _sums(self, x, y):
+        """(sum_k min(a_k, b_k), sum_k |a_k - b_k|), broadcast over the leading axes."""
+        a = _vector(x, self.field, self.dim, self)
+        b = _vector(y, self.field, self.dim, self)
+        for v in (a, b):
+            if np.any(v < 0):
+                raise GraphError(f"{self!r}: vector label field '{self.field}' has negative entries")
+        return np.sum(np.minimum(a, b), axis=-1), np.sum(np.abs(a - b), axis=-1)
+
+    def __call__(self, x, y):
+        s_min, s_diff = self._sums(x, y)
+        # sum max = sum min + sum |a - b| (max = min + |a - b| per component)
+        return (self.h + s_min) / (self.h + s_min + s_diff)
+
+    def gradient(self, x, y):
+        s_min, s_diff = self._sums(x, y)
+        den = self.h + s_min + s_diff
+        return [s_diff / (den * den)]
+
+    def _sum_c(self, lhs, rhs, fn):
+        terms = []
+        for k in range(self.dim):
+            a = f"(float)({lhs(vector_component(self.field, k))})"
+            b = f"(float)({rhs(vector_component(self.field, k))})"
+            terms.append(fn(a, b))
+        return "(" + " + ".join(terms) + ")"
+
+    def c_expr(self, lhs, rhs, par=None):
+        # device value 0 = h; min <= max per component and float sums round monotonically, so the
+        # quotient stays <= 1 in float32 too
+        h = self._par(par)(0)
+        s_min = self._sum_c(lhs, rhs, lambda a, b: f"fminf({a}, {b})")
+        s_max = self._sum_c(lhs, rhs, lambda a, b: f"fmaxf({a}, {b})")
+        return f"(({h} + {s_min}) / ({h} + {s_max}))"
+
+    def c_grad(self, lhs, rhs, par=None):
+        # dk/dh = sum |a - b| / (h + sum max)^2
+        h = self._par(par)(0)
+        s_diff = self._sum_c(lhs, rhs, lambda a, b: f"fabsf({a} - {b})")
+        s_max = self._sum_c(lhs, rhs, lambda a, b: f"fmaxf({a}, {b})")
+        return [f"({s_diff} / (({h} + {s_max}) * ({h} + {s_max})))"]
+
+    @property
+    def hyperparameters(self):
+        return (Hyperparameter("h", self.h, self.h_bounds),)
+
+    def with_values(self, values):
+        (h,) = values
+        return MinMax(float(h), self.field, self.dim, self.h_bounds)
+
+    def device_values(self):
+        return [self.h]
+
+    @property
+    def range(self):
+        return Range(0.0, 1.0, lo_open=True)
+
+    def __repr__(self):
+        return f"MinMax({self.h!r}, {self.field!r}, dim={self.dim})"
+
+
+#: The base kernels that read a vector label field (attributes ``field`` and ``dim``).
+_VECTOR_KERNELS = (VectorSquareExponential, CosineSimilarity, MinMax)
+
+
 def _check_field(field: Any, kind: str) -> None:
     if not isinstance(field, str) or not field:
         raise ParameterTypeError(f"{kind}: field must be a non-empty label field name")
@@ -878,23 +1006,26 @@ def _vector(x: Mapping[str, Any], field: str, dim: int, kernel: BaseKernel) -> n
 def vector_dims(kernel: BaseKernel) -> dict[str, int]:
     """The vector label fields a kernel reads, with their dimension (scalar fields are left out).
 
-    Raises ``ValueError`` when one field is read with two different dimensions.
+    Raises :class:`~mgkflow.errors.ParameterError` (a ``ValueError``) when one field is read with
+    two different dimensions, or both as a vector and as a scalar, and
+    :class:`~mgkflow.errors.ParameterTypeError` when ``kernel`` is not a kernel.
 
     Examples
     --------
     >>> vector_dims(KroneckerDelta(0.5, "element") * VectorSquareExponential(1.0, "xyz", dim=3))
     {'xyz': 3}
     """
+    _check_kernel(kernel, "vector_dims")
     out: dict[str, int] = {}
     leaves = _leaves(kernel)
     for k in leaves:
-        if isinstance(k, VectorSquareExponential | CosineSimilarity):
+        if isinstance(k, _VECTOR_KERNELS):
             if out.setdefault(k.field, k.dim) != k.dim:
                 raise ParameterError(
                     f"vector label field '{k.field}' is read with dimensions {out[k.field]} and {k.dim}"
                 )
     for k in leaves:
-        if not isinstance(k, VectorSquareExponential | CosineSimilarity):
+        if not isinstance(k, _VECTOR_KERNELS):
             for f in k.fields:
                 if f in out:
                     raise ParameterError(
@@ -914,6 +1045,7 @@ def c_fields(kernel: BaseKernel) -> tuple[str, ...]:
     >>> c_fields(KroneckerDelta(0.5, "element") * CosineSimilarity("fp", dim=2))
     ('element', 'fp[0]', 'fp[1]')
     """
+    _check_kernel(kernel, "c_fields")
     dims = vector_dims(kernel)
     out: list[str] = []
     for f in kernel.fields:
@@ -922,6 +1054,11 @@ def c_fields(kernel: BaseKernel) -> tuple[str, ...]:
         else:
             out.append(f)
     return tuple(out)
+
+
+def _check_kernel(kernel: Any, what: str) -> None:
+    if not isinstance(kernel, BaseKernel):
+        raise ParameterTypeError(f"{what}: kernel must be a kernel from mgkflow.kernels, got {kernel!r:.60}")
 
 
 def _leaves(kernel: BaseKernel) -> list[BaseKernel]:

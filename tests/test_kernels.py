@@ -15,6 +15,7 @@ from mgkflow.kernels import (
     Constant,
     CosineSimilarity,
     KroneckerDelta,
+    MinMax,
     Product,
     RationalQuadratic,
     SquareExponential,
@@ -331,6 +332,8 @@ NEW_KERNELS = [
     KroneckerDelta(0.5, "label") * RationalQuadratic(1.5, 0.7, "length") * VectorSquareExponential(2.0, "v", dim=3),
     0.5 * Constant(1.0) + 0.5 * CosineSimilarity("v", dim=3),
     0.5 * CosineSimilarity("v", dim=3) * KroneckerDelta(0.3, "charge") + 0.5 * RationalQuadratic(1.0, 2.0, "length"),
+    MinMax(0.6, "v", dim=3),
+    0.5 * Constant(1.0) + 0.5 * MinMax(0.3, "v", dim=3) * KroneckerDelta(0.3, "charge"),
 ]
 
 
@@ -518,7 +521,8 @@ def test_new_kernels_bad_arguments():
 
 
 @pytest.mark.parametrize(
-    "kernel", [VectorSquareExponential(1.0, "v", dim=2), CosineSimilarity("v", dim=2)], ids=repr
+    "kernel", [VectorSquareExponential(1.0, "v", dim=2), CosineSimilarity("v", dim=2), MinMax(1.0, "v", dim=2)],
+    ids=repr,
 )
 def test_vector_fields_validated_when_evaluated(kernel):
     good = {"v": np.array([[1.0, 2.0], [0.5, 0.0]])}
