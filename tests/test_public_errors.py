@@ -408,16 +408,6 @@ def _cases() -> list[tuple[str, str, str]]:
 # (entry-param, bad values, reason with the exception and the innermost mgkflow file). Strict: a fixed case fails
 # here until its line goes. HANGS run not at all (each would cost the 5 s limit).
 XFAIL_TABLE: list[tuple[str, str, str]] = [
-    ('Graph.from_networkx-weight', 'emptylist frame',
-     "issue 22: io: TypeError@io/networkx.py: unhashable type: 'list'"),
-    ('Graph.from_networkx-node_labels', 'int negative nan huge none missing',
-     "issue 22: io: TypeError@io/networkx.py: 'int' object is not iterable"),
-    ('Graph.from_networkx-edge_labels', 'int negative nan huge none missing',
-     "issue 22: io: TypeError@io/networkx.py: 'int' object is not iterable"),
-    ('Graph.from_networkx-title', 'frame',
-     'issue 22: core: ValueError@errors.py: The truth value of a DataFrame is ambiguous. Use a.empty, a.'),
-    ('Graph.from_networkx-coords', 'emptylist frame',
-     "issue 22: io: TypeError@io/networkx.py: unhashable type: 'list'"),
     ('Graph.from_smiles-title', 'frame',
      'issue 22: core: ValueError@graph.py: The truth value of a DataFrame is ambiguous. Use a.empty, a.'),
     ('Graph.from_smiles-extended', 'frame',
