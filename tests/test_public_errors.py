@@ -480,18 +480,6 @@ XFAIL_TABLE: list[tuple[str, str, str]] = [
      "issue 22: core: AttributeError@kernels.py: 'int' object has no attribute 'fields'"),
     ('kernels.c_fields-kernel', 'int negative nan huge str bytes none emptylist frame missing',
      "issue 22: core: AttributeError@kernels.py: 'int' object has no attribute 'fields'"),
-    ('backends.make_backend-rtol', 'str bytes',
-     "issue 22: core: ValueError@backends/cpu.py: could not convert string to float: 'abc'"),
-    ('backends.make_backend-rtol', 'emptylist frame missing',
-     "issue 22: core: TypeError@backends/cpu.py: float() argument must be a string or a real number, not 'lis"),
-    ('backends.make_backend-max_iter', 'nan str bytes',
-     'issue 22: core: ValueError@backends/cpu.py: cannot convert float NaN to integer'),
-    ('backends.make_backend-max_iter', 'none emptylist frame missing',
-     'issue 22: core: TypeError@backends/cpu.py: int() argument must be a string, a bytes-like object or a re'),
-    ('backends.make_backend-options', 'int negative nan huge bytes missing',
-     "issue 22: core: TypeError@backends/__init__.py: 'int' object is not iterable"),
-    ('backends.make_backend-options', 'str frame',
-     'issue 22: core: ValueError@backends/__init__.py: dictionary update sequence element #0 has length 1; 2 is re'),
 ]
 HANGS: dict[str, str] = {}
 
