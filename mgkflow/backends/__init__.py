@@ -163,8 +163,7 @@ def _check_options(options: Any) -> dict[str, Any]:
         return {}
     if not isinstance(options, Mapping):
         raise ParameterTypeError(
-            f"options must be a mapping of option name to value (or None), got {type(options).__name__} "
-            f"{options!r:.60}"
+            f"options must be a mapping of option name to value (or None), got {type(options).__name__} {options!r:.60}"
         )
     bad = [k for k in options if not isinstance(k, str)]
     if bad:
