@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import numbers
 from collections import namedtuple
 from collections.abc import Sequence
 
@@ -38,7 +39,7 @@ except ImportError:  # scikit-learn is needed only to combine the kernel with it
                 fixed = isinstance(bounds, str) and bounds == "fixed"
             return super().__new__(cls, name, value_type, bounds, n_elements, fixed)
 
-from .errors import ParameterError
+from .errors import MgkflowError, ParameterError, ParameterTypeError
 from .evaluation import LMIN_RESOLUTION, Q_MIN, DegenerateKernelWarning, SolveStats, gpu_available
 from .evaluation.backend import get_backend, oracle
 from .evaluation.checks import check_convergence, check_finite, is_scalar, validate
@@ -256,7 +257,23 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         return params
 
     def set_params(self, **params) -> MarginalizedGraphKernel:
-        """Set constructor parameters and/or base-kernel hyperparameters by name."""
+        """Set constructor parameters and/or base-kernel hyperparameters by name.
+
+        The values are checked as the constructor checks them; a bad one raises a
+        :class:`~mgkflow.errors.ParameterError` or :class:`~mgkflow.errors.ParameterTypeError`
+        naming it, and leaves the kernel as it was. A hyperparameter value must be a real number.
+
+        Examples
+        --------
+        >>> from mgkflow.kernels import KroneckerDelta
+        >>> k = MarginalizedGraphKernel(KroneckerDelta(0.5, "a"), backend="cpu")
+        >>> k.set_params(**{"node_kernel__h": 0.3}).node_kernel
+        KroneckerDelta(0.3, 'a')
+        >>> k.set_params(**{"node_kernel__h": "abc"})
+        Traceback (most recent call last):
+        ...
+        mgkflow.errors.ParameterTypeError: node_kernel__h must be a real number, got str 'abc'
+        """
         if not params:
             return self
         plain = super().get_params(deep=False)
@@ -265,21 +282,31 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         updates = {}
         for key, value in params.items():
             if key in plain:
-                setattr(self, key, value)
-            elif key in names:
-                updates[key] = value
-            else:
+                continue
+            if key not in names:
                 raise ParameterError(
                     f"invalid parameter {key!r} for MarginalizedGraphKernel; valid: {sorted(plain) + names[:-1]}"
                 )
-        if updates:
-            entries = self._hyper_entries()  # after plain updates (new kernels or q)
-            values = [updates.get(n, v) for n, _, v in entries]
-            if len(values) != len(entries) or any(k not in [n for n, _, _ in entries] for k in updates):
-                raise ParameterError("set_params: hyperparameter names changed along with the kernels; set them apart")
-            self._set_values(values)
-        else:
-            validate(self)
+            updates[key] = _hyper_value(key, value)
+        before = {k: getattr(self, k) for k in plain}
+        try:
+            for key, value in params.items():
+                if key in plain:
+                    setattr(self, key, value)
+            if updates:
+                entries = self._hyper_entries()  # after plain updates (new kernels or q)
+                values = [updates.get(n, v) for n, _, v in entries]
+                if len(values) != len(entries) or any(k not in [n for n, _, _ in entries] for k in updates):
+                    raise ParameterError(
+                        "set_params: hyperparameter names changed along with the kernels; set them apart"
+                    )
+                self._set_values(values)
+            else:
+                validate(self)
+        except MgkflowError:
+            for k, v in before.items():  # leave the kernel as it was
+                setattr(self, k, v)
+            raise
         self._backend_obj = None  # backend options may have changed
         return self
 
@@ -419,3 +446,12 @@ def _snap_to_bounds(values: np.ndarray, lohi: np.ndarray) -> np.ndarray:
         near = np.abs(values - lohi[:, k]) <= 1e-12 * lohi[:, k]
         values[near] = lohi[near, k]
     return values
+
+
+def _hyper_value(name: str, value: object) -> float:
+    """A hyperparameter value given to ``set_params``: a real number (not a bool), as a float."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ParameterTypeError(f"{name} must be a real number, got {type(value).__name__} {value!r:.60}")
+    return float(value)

@@ -34,11 +34,13 @@ Examples
 from __future__ import annotations
 
 import importlib
+import math
+import numbers
 import pkgutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import ParameterError
+from ..errors import ParameterError, ParameterTypeError
 from .base import Backend, GradientSolution, NodalSolution, Solution
 
 __all__ = [
@@ -112,5 +114,58 @@ def make_backend(
     """A new backend ``name`` with a relative residual tolerance and an iteration cap.
 
     ``options`` go to the backend's own constructor (e.g. ``gpu_options``).
+
+    Raises
+    ------
+    mgkflow.errors.ParameterError, mgkflow.errors.ParameterTypeError
+        An unknown ``name``; ``rtol`` not None or a number in (0, 1); ``max_iter`` not a whole
+        number in [1, 2**62]; ``options`` not a mapping of option names (str) to values.
+
+    Examples
+    --------
+    >>> make_backend("exact", rtol="tight")
+    Traceback (most recent call last):
+    ...
+    mgkflow.errors.ParameterTypeError: rtol must be a number in (0, 1) or None, got str 'tight'
     """
-    return _factory(resolve_backend(name))(rtol, max_iter, dict(options or {}))
+    key = resolve_backend(name)
+    _check_rtol(rtol)
+    max_iter = _check_max_iter(max_iter)
+    return _factory(key)(rtol, max_iter, _check_options(options))
+
+
+def _check_rtol(rtol: Any) -> None:
+    """None or a real number in (0, 1) (the kernel's rule, :mod:`mgkflow.evaluation.checks`)."""
+    if rtol is None:
+        return
+    if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real):
+        raise ParameterTypeError(f"rtol must be a number in (0, 1) or None, got {type(rtol).__name__} {rtol!r:.60}")
+    if not 0 < float(rtol) < 1:
+        raise ParameterError(f"rtol must lie in (0, 1), got {rtol!r}")
+
+
+def _check_max_iter(max_iter: Any) -> int:
+    """A whole number in [1, 2**62] (a float with a whole value too), as an int."""
+    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Real):
+        raise ParameterTypeError(f"max_iter must be an integer >= 1, got {type(max_iter).__name__} {max_iter!r:.60}")
+    if not isinstance(max_iter, numbers.Integral) and not (
+        math.isfinite(float(max_iter)) and float(max_iter).is_integer()
+    ):
+        raise ParameterError(f"max_iter must be a whole number >= 1, got {max_iter!r}")
+    if not 1 <= int(max_iter) <= 2**62:
+        raise ParameterError(f"max_iter must lie in [1, 2**62], got {max_iter!r}")
+    return int(max_iter)
+
+
+def _check_options(options: Any) -> dict[str, Any]:
+    """``options`` (None: none) as a dict with text keys."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ParameterTypeError(
+            f"options must be a mapping of option name to value (or None), got {type(options).__name__} {options!r:.60}"
+        )
+    bad = [k for k in options if not isinstance(k, str)]
+    if bad:
+        raise ParameterTypeError(f"options: option names must be text, got {type(bad[0]).__name__} {bad[0]!r:.60}")
+    return dict(options)

@@ -142,7 +142,7 @@ def validate(kern: KernelSpec) -> None:
             raise ParameterError(f"q_bounds must be a (low, high) pair in (0, 1) or 'fixed', got {qb!r:.60}") from exc
         if not (0 < lo <= hi < 1):
             raise ParameterError(f"q_bounds must satisfy 0 < low <= high < 1, got ({lo}, {hi})")
-    if isinstance(kern.lmin, bool) or kern.lmin not in (0, 1):
+    if isinstance(kern.lmin, bool) or not isinstance(kern.lmin, int | np.integer) or kern.lmin not in (0, 1):
         raise ParameterError(f"lmin must be 0 or 1, got {kern.lmin!r}")
     if not isinstance(kern.normalize, bool | np.bool_):
         raise ParameterTypeError(f"normalize must be True or False, got {kern.normalize!r}")

@@ -68,6 +68,8 @@ def load_gram(
 
     Raises
     ------
+    mgkflow.errors.ParameterTypeError
+        ``path`` is not a path, or ``lazy``, ``normalize``, ``allow_incomplete`` not True or False.
     mgkflow.io.PathNotFoundError
         ``path`` does not exist or is not a Zarr store (a ``FileNotFoundError`` too).
     mgkflow.errors.FileFormatError
@@ -95,6 +97,12 @@ def load_gram(
     >>> float(load_gram(path, lazy=True, normalize=True).matrix[1, 1].compute())
     1.0
     """
+    from ..io._args import as_path, check_flag
+
+    path = as_path(path, "path")
+    lazy = check_flag("lazy", lazy)
+    normalize = check_flag("normalize", normalize)
+    allow_incomplete = check_flag("allow_incomplete", allow_incomplete)
     store = GramStore.read(path)
     meta = store.meta
     blocks = store.blocks()

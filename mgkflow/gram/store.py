@@ -30,6 +30,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import FileFormatError, MgkflowError
 from ..io._common import PathNotFoundError
+from ..io._files import check_writable
 from .blocks import Block, plan_blocks
 from .digest import params_digest
 
@@ -181,6 +182,8 @@ class GramStore:
         StoreExistsError
             ``path`` exists and ``resume`` and ``overwrite`` are both False, or it is not
             an mgkflow Gram store (never deleted).
+        mgkflow.errors.OutputPathError
+            ``path`` cannot be created (under a file, a name too long, a directory not writable).
         """
         import zarr
 
@@ -209,6 +212,7 @@ class GramStore:
             old.check_same(meta)
             old.clean_partial()
             return old
+        check_writable(path, "Gram store")  # under a file, name too long, directory not writable: OutputPathError
         arr = zarr.create_array(
             store=str(path),
             shape=tuple(shape),

@@ -50,13 +50,13 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import FileFormatError, ParameterError, ParameterTypeError
 from ..kernels import BaseKernel
-from ._common import CategoryEncoder, DroppedLabelWarning, GraphSet, PathNotFoundError
+from ._common import CategoryEncoder, DroppedLabelWarning, GraphSet, PathNotFoundError, as_path
 from ._files import atomic_write, check_writable, default_file_mode
 from .gram import GramFile, kernel_params, load_gram_npz, save_gram
 
@@ -142,7 +142,7 @@ def detect_format(path: Any) -> str:
     >>> detect_format("mols.sdf.gz"), detect_format("x.smi"), detect_format("g.graphml")
     ('sdf', 'smiles', 'graphml')
     """
-    p = Path(path)
+    p = as_path(path, "path")
     if p.is_dir():
         if any(p.glob("*_A.txt")):
             return "tu"
@@ -392,6 +392,7 @@ def default_kernels(graphs: GraphSet | Sequence[Any]) -> tuple[BaseKernel, BaseK
     """
     from ..kernels import KroneckerDelta, SquareExponential
 
+    graphs = _check_graphs(graphs)
     if isinstance(graphs, GraphSet):
         if graphs.format in MOLECULE_FORMATS:
             return KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond_order")
@@ -402,3 +403,22 @@ def default_kernels(graphs: GraphSet | Sequence[Any]) -> tuple[BaseKernel, BaseK
         graphs = graphs.graphs
     graphs = list(graphs)
     return _fields_kernel(graphs, "node"), _fields_kernel(graphs, "edge")
+
+
+def _check_graphs(graphs: Any) -> GraphSet | list[Any]:
+    """``graphs`` of :func:`default_kernels`: a GraphSet, or a sequence of Graph (as a list)."""
+    from ..graph import Graph
+
+    if isinstance(graphs, GraphSet):
+        return graphs
+    if isinstance(graphs, (str, bytes, os.PathLike)) or _is_dataframe(graphs) or not isinstance(graphs, Iterable):
+        raise ParameterTypeError(
+            f"graphs must be a GraphSet or a sequence of mgkflow.Graph, got {type(graphs).__name__} {graphs!r:.60}"
+        )
+    graphs = list(graphs)
+    for i, g in enumerate(graphs):
+        if not isinstance(g, Graph):
+            raise ParameterTypeError(
+                f"graphs must be a GraphSet or a sequence of mgkflow.Graph; item {i} is {type(g).__name__} {g!r:.60}"
+            )
+    return graphs

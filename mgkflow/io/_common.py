@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,10 +11,20 @@ import numpy as np
 
 from ..errors import FileFormatError, MgkflowError, ParameterError, ParameterTypeError
 from ..graph import Graph
+from ._args import (
+    as_path,
+    check_attribute_name,
+    check_attribute_names,
+    check_flag,
+    check_optional_flag,
+    is_frame,
+)
 
 __all__ = [
     "GraphSet", "CategoryEncoder", "DroppedLabelWarning", "PathNotFoundError", "is_text_value", "parse_fields",
-    "properties_frame", "check_path", "read_text", "check_n_graphs", "check_choice", "as_path",
+    "properties_frame", "check_path", "read_text", "check_n_graphs", "check_choice", "as_path", "check_flag",
+    "check_optional_flag", "check_encoder", "check_attribute_name", "check_attribute_names",
+    "UnknownCategoryError",
 ]
 
 
@@ -66,35 +75,6 @@ def check_n_graphs(n_graphs: Any) -> int | None:
     return int(n_graphs)
 
 
-def as_path(value: Any, name: str = "path") -> Path:
-    """``value`` (text, bytes or an ``os.PathLike``) as a Path; anything else is a
-    :class:`~mgkflow.errors.ParameterTypeError` naming ``name``, a NUL character a
-    :class:`~mgkflow.errors.ParameterError`.
-
-    Examples
-    --------
-    >>> as_path("K.npz").name
-    'K.npz'
-    >>> as_path(7, "out")
-    Traceback (most recent call last):
-    ...
-    mgkflow.errors.ParameterTypeError: out must be a path (str or os.PathLike), got int 7
-    """
-    if not isinstance(value, (str, bytes, os.PathLike)):
-        raise ParameterTypeError(
-            f"{name} must be a path (str or os.PathLike), got {type(value).__name__} {value!r:.60}"
-        )
-    try:
-        text = os.fspath(value)
-    except TypeError as exc:  # an os.PathLike whose __fspath__ returns something else
-        raise ParameterTypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}") from exc
-    if isinstance(text, bytes):
-        text = os.fsdecode(text)
-    if "\x00" in text:
-        raise ParameterError(f"{name}: a path cannot contain a NUL character, got {text!r:.60}")
-    return Path(text)
-
-
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     """``value`` if it is one of ``choices``, else a :class:`~mgkflow.errors.ParameterError` naming ``name``.
 
@@ -110,6 +90,29 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ParameterError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
+
+
+def check_encoder(encoder: Any) -> CategoryEncoder:
+    """``encoder`` if it is a :class:`CategoryEncoder`, a new one for None, else a
+    :class:`~mgkflow.errors.ParameterTypeError`.
+
+    Examples
+    --------
+    >>> check_encoder(None)
+    CategoryEncoder(tables={})
+    >>> check_encoder({})
+    Traceback (most recent call last):
+    ...
+    mgkflow.errors.ParameterTypeError: encoder must be a CategoryEncoder (a GraphSet's .encoder) or None, got dict {}
+    """
+    if encoder is None:
+        return CategoryEncoder()
+    if not isinstance(encoder, CategoryEncoder):
+        raise ParameterTypeError(
+            "encoder must be a CategoryEncoder (a GraphSet's .encoder) or None, "
+            f"got {type(encoder).__name__} {encoder!r:.60}"
+        )
+    return encoder
 
 
 def is_text_value(v: Any) -> bool:
@@ -143,25 +146,88 @@ class CategoryEncoder:
 
     tables: dict[str, dict[str, int]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.tables = _check_tables(self.tables)
+
     def fit(self, key: str, values: Iterable[Any]) -> None:
         """Give every value not yet known a code (sorted order, after the existing codes)."""
+        _check_key(key)
+        if not isinstance(values, Iterable):
+            raise ParameterTypeError(f"values must be an iterable of label values, got {type(values).__name__}")
         table = self.tables.setdefault(key, {})
         new = sorted({_text(v) for v in values} - set(table))
         for v in new:
             table[v] = len(table)
 
     def encode(self, key: str, values: Sequence[Any]) -> np.ndarray:
-        """Codes of ``values`` (int64); every value must have been fitted."""
+        """Codes of ``values`` (int64); every value must have been fitted
+        (else :class:`UnknownCategoryError`, a ``KeyError`` too)."""
+        _check_key(key)
+        if not isinstance(values, Iterable):
+            raise ParameterTypeError(f"values must be a sequence of label values, got {type(values).__name__}")
         table = self.tables.get(key, {})
+        values = list(values)
         try:
             return np.fromiter((table[_text(v)] for v in values), dtype=np.int64, count=len(values))
         except KeyError as exc:
-            raise KeyError(f"{key}: value {exc.args[0]!r} was not fitted") from None
+            raise UnknownCategoryError(f"{key}: value {exc.args[0]!r} was not fitted") from None
 
     def decode(self, key: str, codes: Iterable[int]) -> list[str]:
-        """The values of ``codes``."""
+        """The values of ``codes`` (an unknown code is an :class:`UnknownCategoryError`, a ``KeyError`` too)."""
+        _check_key(key)
+        if not isinstance(codes, Iterable):
+            raise ParameterTypeError(f"codes must be an iterable of integer codes, got {type(codes).__name__}")
         inverse = {c: v for v, c in self.tables.get(key, {}).items()}
-        return [inverse[int(c)] for c in codes]
+        out = []
+        for c in codes:
+            if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+                raise ParameterTypeError(f"{key}: codes must be integers, got {type(c).__name__} {c!r:.60}")
+            if int(c) not in inverse:
+                raise UnknownCategoryError(f"{key}: no value has code {int(c)}")
+            out.append(inverse[int(c)])
+        return out
+
+
+class UnknownCategoryError(ParameterError, KeyError):
+    """A value (or code) a :class:`CategoryEncoder` table does not know (a ``ParameterError``, and a
+    ``KeyError`` as before)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def _check_key(key: Any) -> None:
+    if not isinstance(key, str):
+        raise ParameterTypeError(
+            f"key must be a table name like 'node:FIELD' (str), got {type(key).__name__} {key!r:.60}"
+        )
+
+
+def _check_tables(tables: Any) -> dict[str, dict[str, int]]:
+    """``tables`` of :class:`CategoryEncoder` checked (None: none); a dict is kept as it is (shared)."""
+    if tables is None:
+        return {}
+    if not isinstance(tables, Mapping):
+        raise ParameterTypeError(
+            "tables must be a dict {'node:FIELD': {value: code}} (or None), "
+            f"got {type(tables).__name__} {tables!r:.60}"
+        )
+    for key, table in tables.items():
+        _check_key(key)
+        if not isinstance(table, Mapping):
+            raise ParameterTypeError(
+                f"tables[{key!r}] must be a dict {{value: code}}, got {type(table).__name__} {table!r:.60}"
+            )
+        for value, code in table.items():
+            if not isinstance(value, str):
+                raise ParameterTypeError(
+                    f"tables[{key!r}]: values must be text, got {type(value).__name__} {value!r:.60}"
+                )
+            if isinstance(code, bool) or not isinstance(code, (int, np.integer)) or code < 0:
+                raise ParameterError(f"tables[{key!r}][{value!r}]: codes must be integers >= 0, got {code!r:.60}")
+    if isinstance(tables, dict) and all(isinstance(t, dict) for t in tables.values()):
+        return tables
+    return {k: dict(t) for k, t in tables.items()}
 
 
 def _text(v: Any) -> str:
@@ -231,21 +297,41 @@ def properties_frame(rows: list[dict[str, Any]], ids: list[str]) -> Any:
     return df
 
 
-def parse_fields(spec: str | Sequence[str] | None) -> list[str] | None:
-    """``"a,b"`` or ``["a", "b"]`` -> ``["a", "b"]``; None stays None (meaning: all fields)."""
+def parse_fields(spec: str | Sequence[str] | None, name: str = "fields") -> list[str] | None:
+    """``"a,b"`` or ``["a", "b"]`` -> ``["a", "b"]``; None stays None (meaning: all fields).
+
+    Anything else (a number, bytes, a DataFrame, a sequence holding non-text) is a
+    :class:`~mgkflow.errors.ParameterTypeError` naming ``name``.
+
+    Examples
+    --------
+    >>> parse_fields("a, b"), parse_fields(["a"]), parse_fields(None)
+    (['a', 'b'], ['a'], None)
+    >>> parse_fields(7, "node_labels")
+    Traceback (most recent call last):
+    ...
+    mgkflow.errors.ParameterTypeError: node_labels must be field names (text 'a,b' or a list of str), got int 7
+    """
     if spec is None:
         return None
     if isinstance(spec, str):
         return [s.strip() for s in spec.split(",") if s.strip()]
-    return [str(s) for s in spec]
+    if not isinstance(spec, Iterable) or isinstance(spec, (bytes, Mapping)) or is_frame(spec):
+        raise ParameterTypeError(
+            f"{name} must be field names (text 'a,b' or a list of str), got {type(spec).__name__} {spec!r:.60}"
+        )
+    out = []
+    for s in spec:
+        if not isinstance(s, (str, np.str_)):
+            raise ParameterTypeError(f"{name}: a field name must be text, got {type(s).__name__} {s!r:.60}")
+        out.append(str(s))
+    return out
 
 
 def check_path(path: Any, what: str, directory: bool = False) -> Path:
-    """``path`` as a Path that exists (a directory if ``directory``), else FileFormatError."""
-    try:
-        p = Path(os.fspath(path))
-    except TypeError as exc:
-        raise FileFormatError(f"{what}: expected a path, got {type(path).__name__}") from exc
+    """``path`` as a Path that exists (a directory if ``directory``), else FileFormatError
+    (a ``path`` that is no path at all: :class:`~mgkflow.errors.ParameterTypeError`, see :func:`as_path`)."""
+    p = as_path(path, what)
     if not p.exists():
         raise FileFormatError(f"{what}: no such file or directory", path=p)
     if directory and not p.is_dir():

@@ -8,7 +8,15 @@ from typing import Any
 
 from ..errors import FileFormatError, GraphError
 from ..graph import Graph
-from ._common import CategoryEncoder, GraphSet, check_choice, check_n_graphs, check_path, properties_frame
+from ._common import (
+    CategoryEncoder,
+    GraphSet,
+    check_choice,
+    check_encoder,
+    check_n_graphs,
+    check_path,
+    properties_frame,
+)
 
 __all__ = ["open_molecule_file", "MoleculeGraphs"]
 
@@ -80,5 +88,5 @@ class MoleculeGraphs:
             raise FileFormatError(f"{self.what} has no readable molecule", path=self.path)
         return GraphSet(
             self.graphs, self.ids, properties_frame(self.props, self.ids), fmt, str(self.path),
-            encoder or CategoryEncoder(), self.skipped,
+            check_encoder(encoder), self.skipped,
         )

@@ -14,7 +14,9 @@ from ._common import (
     DroppedLabelWarning,
     GraphSet,
     _text,
+    check_attribute_name,
     check_choice,
+    check_encoder,
     check_n_graphs,
     check_path,
     is_text_value,
@@ -156,16 +158,17 @@ def networkx_reader(fmt: str, label: str, loader: Callable[[str], Any]) -> Calla
     ) -> GraphSet:
         check_choice("directed", directed, ("error", "undirected"))
         n_graphs = check_n_graphs(n_graphs)
+        nfields = parse_fields(node_labels, "node_labels")
+        efields = parse_fields(edge_labels, "edge_labels")
+        check_attribute_name("weight", weight)
+        encoder = check_encoder(encoder)
         files, loaded = _load_files(paths, fmt, loader, directed, n_graphs)
-        encoder = encoder or CategoryEncoder()
         node_attrs = [[d for _, d in G.nodes(data=True)] for _, G in loaded]
         edge_attrs = [[d for _, _, d in G.edges(data=True)] for _, G in loaded]
-        nfields = parse_fields(node_labels)
-        efields = parse_fields(edge_labels)
         if nfields is None:
             nfields = _common_keys(node_attrs, set(), "node", files)
         if efields is None:
-            efields = _common_keys(edge_attrs, {weight} if weight else set(), "edge", files)
+            efields = _common_keys(edge_attrs, set() if weight is None else {weight}, "edge", files)
         text_fields = _fit_text_fields(node_attrs, edge_attrs, nfields, efields, encoder, files[0])
         graphs, ids, props = [], [], []
         for p, G in loaded:

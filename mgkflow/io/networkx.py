@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from .._graph_checks import _is_number
-from ..errors import GraphError, describe_graph
+from ..errors import GraphError, ParameterTypeError, describe_graph
+from ._args import check_attribute_name, check_attribute_names
 
 __all__ = ["graph_arrays_from_networkx", "graph_to_networkx"]
 
@@ -31,6 +32,9 @@ def graph_arrays_from_networkx(
     ------
     mgkflow.errors.GraphError
         Not a networkx graph, directed graph, multigraph, self loop, missing or non-numeric field.
+    mgkflow.errors.ParameterTypeError
+        ``weight`` or ``coords`` not an attribute name (or None), ``node_labels`` / ``edge_labels``
+        not attribute names (one name, a sequence of them, or None for none), ``title`` not text or None.
 
     Examples
     --------
@@ -41,12 +45,20 @@ def graph_arrays_from_networkx(
     """
     if not all(hasattr(G, a) for a in ("is_directed", "is_multigraph", "nodes", "edges")):
         raise GraphError(f"from_networkx: expected a networkx.Graph, got {type(G).__name__}")
+    weight = check_attribute_name("weight", weight)
+    coords = check_attribute_name("coords", coords)
+    node_labels = check_attribute_names("node_labels", node_labels)
+    edge_labels = check_attribute_names("edge_labels", edge_labels)
+    if title is not None and not isinstance(title, str):
+        raise ParameterTypeError(f"title must be text or None, got {type(title).__name__} {title!r:.60}")
     if G.is_directed():
         raise GraphError("from_networkx: directed graphs are not supported; call G.to_undirected()")
     if G.is_multigraph():
         raise GraphError("from_networkx: multigraphs are not supported; merge parallel edges first")
     if title is None:
-        title = G.graph.get("name") or None
+        name = getattr(G, "graph", {}).get("name")
+        title = (name if isinstance(name, str) else str(name)) if name is not None else None
+        title = title or None
     who = describe_graph(None, title)
     nodes = list(G.nodes)
     n = len(nodes)
@@ -90,10 +102,15 @@ def graph_arrays_from_networkx(
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
     xyz = None
     if coords is not None:
+        missing = next((v for v in nodes if coords not in G.nodes[v]), None)
+        if missing is not None:
+            raise GraphError(f"{who}: node without coordinate attribute '{coords}' (node {missing!r})")
         try:
             xyz = np.asarray([G.nodes[v][coords] for v in nodes], dtype=np.float64)
-        except KeyError as exc:
-            raise GraphError(f"{who}: node without coordinate attribute '{coords}'") from exc
+        except (TypeError, ValueError) as exc:
+            raise GraphError(
+                f"{who}: coordinate attribute '{coords}' must hold 2 or 3 numbers on every node ({exc})"
+            ) from exc
     return {
         "indptr": indptr,
         "indices": cols[order],

@@ -21,8 +21,16 @@ from typing import Any
 
 from ..errors import FileFormatError, GraphError
 from ..graph import Graph
-from ._common import CategoryEncoder, GraphSet, check_n_graphs, check_path, properties_frame
-from .pdb_parser import ELEMENTS, MAX_COORD, RESIDUE_CODES, contact_edges, graph_arrays_from_pdb, parse_pdb_atoms
+from ._common import CategoryEncoder, GraphSet, check_encoder, check_n_graphs, check_path, properties_frame
+from .pdb_parser import (
+    ELEMENTS,
+    MAX_COORD,
+    RESIDUE_CODES,
+    check_chain,
+    contact_edges,
+    graph_arrays_from_pdb,
+    parse_pdb_atoms,
+)
 
 __all__ = [
     "read", "NAME", "EXTENSIONS",
@@ -50,6 +58,8 @@ def read(
 ) -> GraphSet:
     """Read one or several PDB files (see the module docstring)."""
     n_graphs = check_n_graphs(n_graphs)
+    chain = check_chain(chain)
+    encoder = check_encoder(encoder)
     if isinstance(paths, (str, Path)) or not isinstance(paths, Sequence):
         paths = [paths]
     files = [check_path(p, "PDB file") for p in paths][: n_graphs if n_graphs is not None else None]
@@ -68,4 +78,4 @@ def read(
         graphs.append(g)
         ids.append(_stem(p))
     source = str(files[0]) if len(files) == 1 else str(files[0].parent)
-    return GraphSet(graphs, ids, properties_frame([{} for _ in ids], ids), NAME, source, encoder or CategoryEncoder())
+    return GraphSet(graphs, ids, properties_frame([{} for _ in ids], ids), NAME, source, encoder)

@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GraphError
+from ..errors import GraphError, ParameterTypeError
+from ._args import as_path
 from .csr import csr_from_edges
 
 __all__ = ["graph_arrays_from_pdb", "parse_pdb_atoms", "ELEMENTS", "RESIDUE_CODES"]
@@ -74,13 +75,33 @@ MAX_COORD = 1e150
 _WATERS = {"HOH", "WAT", "SOL", "H2O", "DOD", "TIP", "TIP3", "TIP4", "TIP5", "SPC", "T3P", "T4P"}
 
 
+def check_chain(chain: Any) -> str | None:
+    """``chain`` (a chain identifier, text, or None for all) checked: else a
+    :class:`~mgkflow.errors.ParameterTypeError`.
+
+    Examples
+    --------
+    >>> check_chain("A"), check_chain(None)
+    ('A', None)
+    >>> check_chain(["A"])
+    Traceback (most recent call last):
+    ...
+    mgkflow.errors.ParameterTypeError: chain must be a chain identifier (str) or None, got list ['A']
+    """
+    if chain is not None and not isinstance(chain, str):
+        raise ParameterTypeError(
+            f"chain must be a chain identifier (str) or None, got {type(chain).__name__} {chain!r:.60}"
+        )
+    return chain
+
+
 def _read_text(path: Any) -> str:
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise GraphError(f"PDB input must be a path, got {type(path).__name__}")
+    fspath = as_path(path, "path")  # a NUL character: ParameterError
     try:
-        fspath = os.fspath(path)
         with open(fspath, "rb") as fh:
             raw = fh.read()
-    except TypeError as exc:
-        raise GraphError(f"PDB input must be a path, got {type(path).__name__}") from exc
     except OSError as exc:
         raise GraphError(f"cannot read PDB file {path!s}: {exc}") from exc
     if raw[:2] == b"\x1f\x8b":
@@ -131,6 +152,7 @@ def parse_pdb_atoms(path: Any, chain: str | None = None) -> dict[str, Any]:
     >>> atoms["coords"].shape  # doctest: +SKIP
     (659, 3)
     """
+    chain = check_chain(chain)
     text = _read_text(path)
     xyz: list[tuple[float, float, float]] = []
     elements: list[int] = []

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GraphError
+from ._args import check_flag, check_optional_flag
 from .csr import csr_from_edges
 
 __all__ = [
@@ -112,6 +113,8 @@ def graph_arrays_from_mol(mol: Any, extended: bool = True, conformer: bool | Non
     """
     if mol is None or not hasattr(mol, "GetAtoms") or not hasattr(mol, "GetBonds"):
         raise GraphError(f"expected an RDKit molecule, got {type(mol).__name__} {mol!r:.60}")
+    extended = check_flag("extended", extended)
+    conformer = check_optional_flag("conformer", conformer)
     atoms = list(mol.GetAtoms())
     atomic = np.fromiter((a.GetAtomicNum() for a in atoms), dtype=np.int64, count=len(atoms))
     heavy = atomic != 1
@@ -205,6 +208,7 @@ def graph_arrays_from_smiles(smiles: str, extended: bool = False) -> dict[str, A
     >>> Graph.from_csr(**arrays, title="ethanol")  # doctest: +SKIP
     """
     Chem = require_rdkit()
+    extended = check_flag("extended", extended)
     if not isinstance(smiles, str) or not smiles.strip():
         raise GraphError(f"invalid SMILES {smiles!r}: empty or not a string")
     mol = Chem.MolFromSmiles(smiles)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import FileFormatError
-from ._common import CategoryEncoder, GraphSet, read_text
+from ._common import CategoryEncoder, GraphSet, check_encoder, check_optional_flag, read_text
 from ._molfiles import MoleculeGraphs, open_molecule_file
 
 __all__ = ["read", "NAME", "EXTENSIONS"]
@@ -65,6 +65,8 @@ def read(
     -------
     GraphSet
     """
+    conformer = check_optional_flag("conformer", conformer)
+    encoder = check_encoder(encoder)
     Chem, p = open_molecule_file(path, "SDF file", on_error)
     records = _records(read_text(p, "SDF file"))
     if not records:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FileFormatError, ParameterError, ParameterTypeError
-from ._common import CategoryEncoder, GraphSet, check_n_graphs, read_text
+from ._common import CategoryEncoder, GraphSet, check_encoder, check_n_graphs, check_optional_flag, read_text
 from ._molfiles import MoleculeGraphs, open_molecule_file
 
 __all__ = ["read", "read_frame", "NAME", "EXTENSIONS", "MAX_SMILES_LENGTH"]
@@ -257,6 +257,8 @@ def read(
         _check_column_spec(name, spec)
     max_length = _check_max_length(max_length)
     check_n_graphs(n_graphs)
+    header = check_optional_flag("header", header)
+    encoder = check_encoder(encoder)
     if delimiter is not None and not isinstance(delimiter, str):
         raise ParameterTypeError(
             f"delimiter must be 'auto', a separator string or None (whitespace), got {delimiter!r}"
@@ -322,6 +324,7 @@ def read_frame(
         _check_column_spec(name, spec)
     max_length = _check_max_length(max_length)
     check_n_graphs(n_graphs)
+    encoder = check_encoder(encoder)
     Chem, _ = open_molecule_file(None, "DataFrame", on_error, check=False)
     names = [str(c) for c in frame.columns]
     where = "<DataFrame>"

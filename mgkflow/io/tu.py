@@ -34,12 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FileFormatError
+from ..errors import FileFormatError, ParameterTypeError
 from ..graph import Graph
 from ._common import (
     CategoryEncoder,
     GraphSet,
     check_choice,
+    check_encoder,
     check_n_graphs,
     check_path,
     parse_fields,
@@ -280,9 +281,13 @@ def read(
     """
     check_choice("self_loops", self_loops, ("error", "drop"))
     n_graphs = check_n_graphs(n_graphs)
+    if name is not None and not isinstance(name, str):
+        raise ParameterTypeError(f"name must be a dataset prefix (str) or None, got {type(name).__name__} {name!r:.60}")
+    nfields = parse_fields(node_labels, "node_labels")
+    efields = parse_fields(edge_labels, "edge_labels")
+    encoder = check_encoder(encoder)
     d = check_path(directory, "TU dataset directory", directory=True)
     ds = find_prefix(d, name)
-    encoder = encoder or CategoryEncoder()
 
     def f(suffix: str) -> Path:
         return d / f"{ds}_{suffix}.txt"
@@ -290,8 +295,6 @@ def read(
     indicator, present = _graph_indicator(f, d, ds)
     n_total, n_graph_ids = len(indicator), len(present)
     edges, u, v, loops = _edge_list(f, indicator, self_loops)
-    nfields = parse_fields(node_labels)
-    efields = parse_fields(edge_labels)
     node_values = _field_values(f, "node", n_total, nfields, encoder)
     edge_values = _field_values(f, "edge", len(edges), efields, encoder)
     for want, have, kind in ((nfields, node_values, "node"), (efields, edge_values, "edge")):
