@@ -16,6 +16,15 @@ name                            what it is
 :class:`GraphGPR`               Gaussian-process regression fitted by the evidence or by
                                 leave-one-out (:mod:`.objectives`), with restarts and
                                 a progress line per optimizer step
+:class:`MolecularGPR`           the one-line model on SMILES: featurization, graph kernel
+                                and descriptors, fitted hyperparameters
+:func:`molecular_kernel`        its default covariance, a scikit-learn kernel over graphs
+:class:`MolecularFeaturizer`    SMILES or RDKit molecules to graphs with atom, bond and
+                                descriptor features
+:func:`molecular_descriptors`   RDKit's 2-D descriptors as an array
+:class:`FeatureKernel`          a vector kernel on the graphs' graph-level ``features``
+:class:`ExpSimilarity`          exp(γ (k − 1)) of a normalized kernel, γ fitted
+:class:`Cached`                 a kernel that remembers its last Gram matrix
 =============================== ========================================================
 
 Examples
@@ -28,9 +37,14 @@ Examples
 0.3333
 """
 
+from .cached import Cached
+from .exp_similarity import ExpSimilarity
+from .feature_kernel import FeatureKernel
+from .featurize import MolecularFeaturizer, molecular_descriptors
 from .fingerprints import morgan_fingerprints
 from .gpr import GraphGPR
 from .metrics import regression_metrics
+from .molecular import MolecularGPR, molecular_kernel
 from .normalized import Normalized
 from .splits import kfold_splits, labelled_split
 from .tanimoto import Tanimoto
@@ -43,4 +57,11 @@ __all__ = [
     "labelled_split",
     "morgan_fingerprints",
     "GraphGPR",
+    "MolecularGPR",
+    "molecular_kernel",
+    "MolecularFeaturizer",
+    "molecular_descriptors",
+    "FeatureKernel",
+    "ExpSimilarity",
+    "Cached",
 ]

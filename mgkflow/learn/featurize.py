@@ -52,6 +52,8 @@ __all__ = [
     "ATOM_FIELDS",
     "BOND_FIELDS",
     "NEIGHBOUR_ELEMENTS",
+    "DEFAULT_ATOM_FIELDS",
+    "DEFAULT_BOND_FIELDS",
     "molecular_descriptors",
     "CLIP",
 ]
@@ -77,8 +79,10 @@ NEIGHBOUR_ELEMENTS = (6, 7, 8, 9, 15, 16, 17, 35, 53)
 #: Standardized descriptors are clipped to this many deviations.
 CLIP = 6.0
 
-_DEFAULT_ATOM = ("element", "charge", "aromatic", "hybridization", "hydrogens", "ring_size", "chirality", "morgan1")
-_DEFAULT_BOND = ("bond_order", "aromatic", "in_ring")
+#: Atom fields written by default (those :class:`~mgkflow.learn.MolecularGPR` compares).
+DEFAULT_ATOM_FIELDS = ("element", "charge", "aromatic", "hybridization", "hydrogens", "degree", "ring_size")
+#: Bond fields written by default.
+DEFAULT_BOND_FIELDS = ("bond_order", "aromatic", "in_ring")
 
 
 def _mol(x: Any, Chem: Any) -> Any:
@@ -220,10 +224,11 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
     Parameters
     ----------
     atom_fields : sequence of str
-        Node label fields, among :data:`ATOM_FIELDS`. Default: element, charge, aromatic,
-        hybridization, hydrogens, ring_size, chirality, morgan1.
+        Node label fields, among :data:`ATOM_FIELDS`. Default :data:`DEFAULT_ATOM_FIELDS`: element,
+        charge, aromatic, hybridization, hydrogens, degree, ring_size.
     bond_fields : sequence of str
-        Edge label fields, among :data:`BOND_FIELDS`. Default: bond_order, aromatic, in_ring.
+        Edge label fields, among :data:`BOND_FIELDS`. Default :data:`DEFAULT_BOND_FIELDS`:
+        bond_order, aromatic, in_ring.
     descriptors : bool
         Compute RDKit's 2-D descriptors, standardized on the molecules given to ``fit``, as the
         graphs' ``features``. False: graphs without features (``fit`` then learns nothing).
@@ -245,8 +250,8 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
 
     def __init__(
         self,
-        atom_fields: Sequence[str] = _DEFAULT_ATOM,
-        bond_fields: Sequence[str] = _DEFAULT_BOND,
+        atom_fields: Sequence[str] = DEFAULT_ATOM_FIELDS,
+        bond_fields: Sequence[str] = DEFAULT_BOND_FIELDS,
         descriptors: bool = True,
     ) -> None:
         self.atom_fields = atom_fields

@@ -1,0 +1,245 @@
+"""Gaussian-process regression on molecules in one line: :class:`MolecularGPR` and :func:`molecular_kernel`.
+
+The default model, chosen on five public sets (``python -m mgkflow.examples.property_benchmark``;
+the numbers are in ``docs/learning.md``):
+
+- molecules become graphs of their heavy atoms (:class:`~mgkflow.learn.MolecularFeaturizer`):
+  element, formal charge, aromaticity, hybridization, hydrogen count, heavy degree and smallest
+  ring size on the atoms; bond order, aromaticity and ring membership on the bonds; and, as
+  graph-level features, RDKit's 2-D descriptors standardized on the training set;
+- the covariance is ``C₁ · exp(γ (K̂ − 1)) + C₂ · RBF(descriptors) + noise``, with K̂ the
+  normalized marginalized graph kernel (Kronecker deltas of value h = 0.5 on each field, stop
+  probability q = 0.2);
+- C₁, γ, C₂, the RBF length scale and the noise are fitted by the log marginal likelihood (or a
+  leave-one-out objective), with restarts. The graph kernel's own hyperparameters stay fixed
+  by default, so it is computed once per fit (:class:`~mgkflow.learn.Cached`);
+  ``fit_graph_kernel=True`` fits them too, at one graph-kernel evaluation per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
+
+from ..errors import ParameterError, ParameterTypeError
+from ..graph import Graph
+from ..kernels import KroneckerDelta
+from ..mgk import MarginalizedGraphKernel
+from .cached import Cached
+from .exp_similarity import ExpSimilarity
+from .feature_kernel import FeatureKernel
+from .featurize import ATOM_FIELDS, BOND_FIELDS, DEFAULT_ATOM_FIELDS, DEFAULT_BOND_FIELDS, MolecularFeaturizer
+from .gpr import GraphGPR
+
+__all__ = ["MolecularGPR", "molecular_kernel"]
+
+
+def _deltas(fields: Sequence[str], h: float, bounds: Any) -> Any:
+    kernel = KroneckerDelta(h, fields[0], h_bounds=bounds)
+    for f in fields[1:]:
+        kernel = kernel * KroneckerDelta(h, f, h_bounds=bounds)
+    return kernel
+
+
+def _fraction(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating) or not 0 < value < 1:
+        raise ParameterError(f"{name} must be a number in (0, 1), got {value!r:.60}")
+    return float(value)
+
+
+def molecular_kernel(
+    atom_fields: Sequence[str] = DEFAULT_ATOM_FIELDS,
+    bond_fields: Sequence[str] = DEFAULT_BOND_FIELDS,
+    h: float = 0.5,
+    q: float = 0.2,
+    descriptors: bool = True,
+    fit_graph_kernel: bool = False,
+    backend: str = "auto",
+) -> Any:
+    """The default covariance of :class:`MolecularGPR`, a scikit-learn kernel over graphs.
+
+    ``C · ExpSimilarity(normalized MGK) [+ C · FeatureKernel(RBF)] + WhiteKernel``.
+
+    Parameters
+    ----------
+    atom_fields, bond_fields : sequence of str
+        The label fields compared (each by a Kronecker delta of value ``h``).
+    h : float
+        The deltas' value for unequal labels, in (0, 1).
+    q : float
+        The graph kernel's stop probability, in (0, 1).
+    descriptors : bool
+        Add the RBF kernel on the graphs' ``features`` (standardized descriptors).
+    fit_graph_kernel : bool
+        Leave the deltas' values and q free for the fit (bounds (0.05, 0.95) and (0.01, 0.9)).
+    backend : str
+        The graph kernel's backend (``"auto"``: the GPU when present, else the CPU).
+
+    Examples
+    --------
+    >>> k = molecular_kernel(descriptors=False)
+    >>> [h.name for h in k.hyperparameters if not h.fixed]
+    ['k1__k1__constant_value', 'k1__k2__gamma', 'k2__noise_level']
+    """
+    h, q = _fraction(h, "h"), _fraction(q, "q")
+    for name, fields, known in (("atom_fields", atom_fields, ATOM_FIELDS), ("bond_fields", bond_fields, BOND_FIELDS)):
+        if isinstance(fields, str) or not isinstance(fields, Sequence) or not fields:
+            raise ParameterTypeError(f"{name} must be a non-empty sequence of field names, got {fields!r:.60}")
+        bad = [f for f in fields if f not in known or f == "neighbours"]
+        if bad:
+            raise ParameterError(f"{name}: {bad!r:.60} cannot be compared by a delta; known: {', '.join(known)}")
+    bounds = (0.05, 0.95) if fit_graph_kernel else "fixed"
+    mgk = MarginalizedGraphKernel(
+        _deltas(atom_fields, h, bounds),
+        _deltas(bond_fields, h, bounds),
+        q=q,
+        q_bounds=(0.01, 0.9) if fit_graph_kernel else "fixed",
+        backend=backend,
+        normalize=True,
+    )
+    kernel = ConstantKernel(1.0, (1e-3, 1e3)) * ExpSimilarity(Cached(mgk), gamma=5.0)
+    if descriptors:
+        kernel = kernel + ConstantKernel(1.0, (1e-3, 1e3)) * FeatureKernel()
+    return kernel + WhiteKernel(0.1, (1e-6, 10.0))
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool | np.bool_)
+
+
+class MolecularGPR(RegressorMixin, BaseEstimator):
+    """Gaussian-process regression on molecules given as SMILES, RDKit molecules or graphs.
+
+    Parameters
+    ----------
+    descriptors : bool
+        Use RDKit's 2-D descriptors beside the graph kernel (default True).
+    atom_fields, bond_fields : sequence of str
+        The atom and bond fields the graph kernel compares (:data:`DEFAULT_ATOM_FIELDS`,
+        :data:`DEFAULT_BOND_FIELDS`; choices in :data:`mgkflow.learn.featurize.ATOM_FIELDS`).
+    h, q : float
+        The graph kernel's delta value and stop probability (see :func:`molecular_kernel`).
+    fit_graph_kernel : bool
+        Fit h (per field) and q too; one graph-kernel evaluation (with gradient) per optimizer step.
+    kernel : scikit-learn kernel over graphs, optional
+        Replaces the default covariance (the featurizer still builds the graphs).
+    objective : {"lml", "loo", "loo_mse"}
+        What the hyperparameter fit maximizes (see :class:`GraphGPR`).
+    n_restarts : int
+        Further optimizer runs from random starting points.
+    max_iter : int
+        L-BFGS-B iterations per run.
+    backend : str
+        Where the graph kernel runs: ``"auto"`` (GPU when present), ``"cpu"``, ``"gpu"``.
+    random_state : int or None
+        Seed of the restarts.
+    verbose : int
+        1: a progress line per optimizer step on stderr; 0: silent.
+
+    Attributes
+    ----------
+    featurizer_ : MolecularFeaturizer
+    gpr_ : GraphGPR
+    kernel_ : the fitted covariance
+
+    Examples
+    --------
+    >>> model = MolecularGPR(verbose=0)  # doctest: +SKIP
+    >>> model.fit(["CCO", "CCCO", "CCCCO", "c1ccccc1", "Cc1ccccc1"], [1.0, 1.5, 2.0, 3.0, 3.4])  # doctest: +SKIP
+    >>> mean, std = model.predict(["CCCCCO"], return_std=True)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        descriptors: bool = True,
+        atom_fields: Sequence[str] = DEFAULT_ATOM_FIELDS,
+        bond_fields: Sequence[str] = DEFAULT_BOND_FIELDS,
+        h: float = 0.5,
+        q: float = 0.2,
+        fit_graph_kernel: bool = False,
+        kernel: Any = None,
+        objective: str = "lml",
+        n_restarts: int = 2,
+        max_iter: int = 100,
+        backend: str = "auto",
+        random_state: int | None = 0,
+        verbose: int = 1,
+    ) -> None:
+        self.descriptors = descriptors
+        self.atom_fields = atom_fields
+        self.bond_fields = bond_fields
+        self.h = h
+        self.q = q
+        self.fit_graph_kernel = fit_graph_kernel
+        self.kernel = kernel
+        self.objective = objective
+        self.n_restarts = n_restarts
+        self.max_iter = max_iter
+        self.backend = backend
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _graphs(self, X: Any, fit: bool) -> list[Graph]:
+        if isinstance(X, str) or not isinstance(X, Sequence | np.ndarray):
+            raise ParameterTypeError(
+                f"X must be a sequence of SMILES strings, RDKit molecules or Graphs, got {type(X).__name__}"
+            )
+        items = list(X)
+        if not items:
+            raise ParameterError("X holds no molecule")
+        graphs = [isinstance(x, Graph) for x in items]
+        if all(graphs):
+            if self.descriptors and any(g.features is None for g in items):
+                raise ParameterError(
+                    "graphs given to a MolecularGPR with descriptors=True need features: build them with "
+                    "MolecularFeaturizer, pass SMILES or RDKit molecules instead, or set descriptors=False"
+                )
+            return items
+        if any(graphs):
+            raise ParameterTypeError("X mixes Graphs with SMILES strings or molecules; give one kind")
+        if not fit and not hasattr(self, "featurizer_"):
+            raise ParameterTypeError("this MolecularGPR was fitted on Graphs: predict takes Graphs too")
+        if fit:
+            self.featurizer_ = MolecularFeaturizer(
+                atom_fields=tuple(self.atom_fields),
+                bond_fields=tuple(self.bond_fields),
+                descriptors=self.descriptors,
+            ).fit(items)
+        return self.featurizer_.transform(items)
+
+    def fit(self, X: Sequence[Any], y: Any) -> MolecularGPR:
+        """Featurize X, fit the covariance's hyperparameters and the posterior to (X, y)."""
+        if not _is_bool(self.descriptors) or not _is_bool(self.fit_graph_kernel):
+            raise ParameterTypeError("descriptors and fit_graph_kernel must be True or False")
+        kernel = self.kernel
+        if kernel is None:
+            kernel = molecular_kernel(
+                self.atom_fields,
+                self.bond_fields,
+                self.h,
+                self.q,
+                self.descriptors,
+                self.fit_graph_kernel,
+                self.backend,
+            )
+        graphs = self._graphs(X, fit=True)
+        self.gpr_ = GraphGPR(
+            kernel,
+            objective=self.objective,
+            n_restarts=self.n_restarts,
+            max_iter=self.max_iter,
+            random_state=self.random_state,
+            verbose=self.verbose,
+        ).fit(graphs, y)
+        self.kernel_ = self.gpr_.kernel_
+        return self
+
+    def predict(self, X: Sequence[Any], return_std: bool = False):
+        """Posterior mean at X (and its standard deviation with ``return_std=True``)."""
+        if not hasattr(self, "gpr_"):
+            raise ParameterError("this MolecularGPR is not fitted yet: call fit(X, y) first")
+        return self.gpr_.predict(self._graphs(X, fit=False), return_std=return_std)
