@@ -285,15 +285,7 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
         self._checked()
         mols = self._molecules(X)
         if self.descriptors:
-            D, names = molecular_descriptors(mols)
-            T = self._transform_descriptors(D)
-            finite = np.all(np.isfinite(T), axis=0)
-            center = np.where(finite, np.nanmean(np.where(np.isfinite(T), T, 0.0), axis=0), 0.0)
-            scale = np.where(finite, np.nanstd(np.where(np.isfinite(T), T, 0.0), axis=0), 0.0)
-            keep = finite & (scale > 1e-12 * np.maximum(1.0, np.abs(center)))
-            self.descriptor_names_ = tuple(n for n, k in zip(names, keep) if k)
-            self._columns = np.flatnonzero(keep)
-            self.center_, self.scale_ = center[keep], scale[keep]
+            self.fit_descriptors(*molecular_descriptors(mols))
         else:
             self.descriptor_names_ = ()
         self.n_features_ = len(self.descriptor_names_)
@@ -327,8 +319,37 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
         mols = self._molecules(X)
         if not self.n_features_:
             return np.zeros((len(mols), 0))
-        D, _ = molecular_descriptors(mols)
-        T = self._transform_descriptors(D[:, self._columns])
-        Z = (T - self.center_) / self.scale_
+        return self.scale_descriptors(molecular_descriptors(mols)[0])
+
+    def fit_descriptors(self, D: np.ndarray, names: Sequence[str]) -> MolecularFeaturizer:
+        """Learn the standardization from a raw descriptor matrix (as :func:`molecular_descriptors` gives).
+
+        ``fit(X)`` is ``fit_descriptors(*molecular_descriptors(X))``; this entry lets descriptors
+        computed once (where RDKit is) be standardized per training set elsewhere.
+        """
+        D = np.asarray(D, dtype=np.float64)
+        if D.ndim != 2 or D.shape[1] != len(names) or len(D) == 0:
+            raise ParameterError(f"descriptors must be an (n, {len(names)}) matrix with n >= 1, got shape {D.shape}")
+        T = self._transform_descriptors(D)
+        finite = np.all(np.isfinite(T), axis=0)
+        center = np.where(finite, np.mean(np.where(np.isfinite(T), T, 0.0), axis=0), 0.0)
+        scale = np.where(finite, np.std(np.where(np.isfinite(T), T, 0.0), axis=0), 0.0)
+        keep = finite & (scale > 1e-12 * np.maximum(1.0, np.abs(center)))
+        self.descriptor_names_ = tuple(n for n, k in zip(names, keep) if k)
+        self._columns = np.flatnonzero(keep)
+        self.center_, self.scale_ = center[keep], scale[keep]
+        self.n_features_ = len(self.descriptor_names_)
+        return self
+
+    def scale_descriptors(self, D: np.ndarray) -> np.ndarray:
+        """Standardize a raw descriptor matrix with what ``fit`` learnt (non-finite values become 0)."""
+        if not hasattr(self, "n_features_"):
+            raise ParameterError("this MolecularFeaturizer is not fitted yet: call fit(X) first")
+        D = np.asarray(D, dtype=np.float64)
+        if not self.n_features_:
+            return np.zeros((len(D), 0))
+        with np.errstate(invalid="ignore", over="ignore"):
+            T = self._transform_descriptors(D[:, self._columns])
+            Z = (T - self.center_) / self.scale_
         Z[~np.isfinite(Z)] = 0.0
         return np.clip(Z, -CLIP, CLIP)
