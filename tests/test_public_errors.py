@@ -236,6 +236,34 @@ def _unregister(name: Any) -> None:
             mr.unregister("fuzz-order")
 
 
+def _molecular_gpr(X: Any, y: Any, Xp: Any, return_std: Any, **params: Any) -> Any:
+    """Fit a MolecularGPR built from ``params`` to (X, y) and predict at Xp."""
+    from mgkflow.learn import MolecularGPR
+
+    return MolecularGPR(**params).fit(X, y).predict(Xp, return_std=return_std)
+
+
+_molecular_gpr.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in ("X", "y", "Xp", "return_std")]
+    + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+       for p in inspect.signature(__import__("mgkflow.learn", fromlist=["x"]).MolecularGPR).parameters.values()]
+)
+
+
+def _exp_similarity(kernel: Any, gamma: Any, gamma_bounds: Any, X: Any, Y: Any, eval_gradient: Any) -> Any:
+    """Build an ExpSimilarity, read its θ and bounds, evaluate it."""
+    from mgkflow.learn import ExpSimilarity
+
+    e = ExpSimilarity(kernel, gamma, gamma_bounds)
+    return e.theta, e.bounds, e(X, Y, eval_gradient)
+
+
+def _featurized() -> list:
+    from mgkflow.learn import MolecularFeaturizer
+
+    return MolecularFeaturizer().fit_transform(["CCO", "c1ccccc1", "CC(=O)N"])
+
+
 #: n_graphs=None is valid and loads a whole built-in set (about a second): not worth a case.
 _WHOLE_SET = {"n_graphs-none": "valid: loads the whole set"}
 
@@ -333,6 +361,26 @@ def _entries() -> list[Entry]:  # noqa: PLR0915 - one table
         Entry("learn.kfold_splits", ml.kfold_splits, {"n": 6, "folds": 2, "seeds": [0]}),
         Entry("learn.labelled_split", ml.labelled_split, {"labels": ["train", "test", "train"]}),
         Entry("learn.morgan_fingerprints", ml.morgan_fingerprints, {"smiles": ["CCO", "c1ccccc1"]}),
+        Entry("learn.MolecularGPR", _molecular_gpr, {"X": ["CCO", "CCC", "c1ccccc1"], "y": [1.0, 2.0, 3.0],
+                                                     "Xp": ["CC"], "return_std": True, "descriptors": False,
+                                                     "n_restarts": 0, "max_iter": 2, "backend": "cpu", "verbose": 0},
+              skip={"n_restarts-huge": "valid: 2**70 restarts (endless)", "max_iter-huge": "valid (endless)"}),
+        Entry("learn.molecular_kernel", lambda X, **kw: ml.molecular_kernel(**kw)(X),
+              {"X": _featurized(), "backend": "cpu", "fit_graph_kernel": True},
+              # X: the kernel is scikit-learn's Sum of Products, whose C and WhiteKernel read X first
+              params=tuple(inspect.signature(ml.molecular_kernel).parameters)),
+        Entry("learn.MolecularFeaturizer",
+              lambda X, titles, **kw: ml.MolecularFeaturizer(**kw).fit(X).transform(X, titles=titles),
+              {"X": ["CCO", "c1ccccc1"], "titles": None},
+              params=("X", "titles", *inspect.signature(ml.MolecularFeaturizer).parameters)),
+        Entry("learn.molecular_descriptors", ml.molecular_descriptors, {"molecules": ["CCO", "c1ccccc1"]}),
+        Entry("learn.FeatureKernel", lambda kernel, X, Y, eval_gradient: ml.FeatureKernel(kernel)(X, Y, eval_gradient),
+              {"kernel": None, "X": _featurized(), "Y": None, "eval_gradient": True}),
+        Entry("learn.ExpSimilarity", _exp_similarity, {"kernel": _kernel(normalize=True), "gamma": 2.0,
+                                                       "gamma_bounds": (0.1, 10.0), "X": g, "Y": None,
+                                                       "eval_gradient": False}),
+        Entry("learn.Cached", lambda kernel, X, Y, eval_gradient: ml.Cached(kernel)(X, Y, eval_gradient),
+              {"kernel": k, "X": g, "Y": None, "eval_gradient": False}),
         # mgkflow.pipeline
         *[Entry(f"pipeline.{s}", _stage(s), {"dataset": "nws", "n_graphs": 2, "n": 6} if s == "Load" else {})
           for s in ("Load", "Reorder", "Pack", "Solve")],

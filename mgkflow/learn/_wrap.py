@@ -10,6 +10,13 @@ from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 from ..errors import ParameterTypeError
 
 
+def check_flag(value: Any, name: str, who: str) -> bool:
+    """``value`` as a bool; a :class:`ParameterTypeError` unless it is True or False."""
+    if not isinstance(value, bool | np.bool_):
+        raise ParameterTypeError(f"{who}: {name} must be True or False, got {value!r:.60}")
+    return bool(value)
+
+
 class KernelWrapper(Kernel):
     """A kernel whose hyperparameters are those of the one it wraps, named ``kernel__NAME``."""
 

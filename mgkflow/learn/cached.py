@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ._wrap import KernelWrapper
+from ._wrap import KernelWrapper, check_flag
 
 __all__ = ["Cached"]
 
 
-def _key(X: Any) -> tuple:
-    return (id(X), len(X)) if isinstance(X, np.ndarray) else tuple(map(id, X))
+def _key(X: Any) -> tuple | None:
+    """What identifies X: an array's shape, dtype and bytes (it may change in place), the
+    identities of a sequence's items; None (not cached) for anything else, left to the kernel."""
+    if isinstance(X, np.ndarray) and X.dtype != object:
+        return (X.shape, X.dtype.str, X.tobytes())
+    if isinstance(X, Sequence | np.ndarray) and not isinstance(X, str | bytes):
+        return tuple(map(id, X))
+    return None
+
+
+def _kept(X: Any) -> list | None:
+    """A copy of a sequence's items, kept with the cache so that their identities stay theirs."""
+    return None if X is None or (isinstance(X, np.ndarray) and X.dtype != object) else list(X)
 
 
 class Cached(KernelWrapper):
@@ -22,8 +34,9 @@ class Cached(KernelWrapper):
     factor of it is expensive and has no free hyperparameter (a marginalized graph kernel with
     fixed label kernels, say), ``C * Cached(mgk) * FeatureKernel()`` computes the graph kernel
     once per fit instead of once per step. The result of the last call (with or without
-    gradient) is kept with θ and the identities of the inputs, which are kept alive; copies
-    are returned, so callers may change what they get.
+    gradient) is kept with θ and the identities of the inputs (their items, for sequences of
+    graphs, which are kept alive; the values, for arrays); copies are returned, so callers may
+    change what they get.
 
     Parameters
     ----------
@@ -49,16 +62,20 @@ class Cached(KernelWrapper):
         return bool(getattr(self.kernel, "requires_vector_input", True))
 
     def __call__(self, X, Y=None, eval_gradient=False):
-        key = (_key(X), None if Y is None else _key(Y), self.kernel.theta.tobytes())
+        eval_gradient = check_flag(eval_gradient, "eval_gradient", "Cached")
+        kx, ky = _key(X), None if Y is None else _key(Y)
+        cacheable = kx is not None and (Y is None or ky is not None)
+        key = (kx, ky, self.kernel.theta.tobytes())
         last = getattr(self, "_last", None)
-        if last is not None and last[0] == key and (last[2] is not None or not eval_gradient):
+        if cacheable and last is not None and last[0] == key and (last[2] is not None or not eval_gradient):
             K, dK = last[1], last[2]
         else:
             if eval_gradient:
                 K, dK = self.kernel(X, eval_gradient=True) if Y is None else self.kernel(X, Y, eval_gradient=True)
             else:
                 K, dK = self.kernel(X) if Y is None else self.kernel(X, Y), None
-            self._last = (key, K, dK, X, Y)
+            if cacheable:
+                self._last = (key, K, dK, _kept(X), _kept(Y))
         return (K.copy(), dK.copy()) if eval_gradient else K.copy()
 
     def diag(self, X):

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 from sklearn.gaussian_process.kernels import Hyperparameter
 
-from ..errors import ParameterError
-from ._wrap import KernelWrapper
+from ..errors import ParameterError, ParameterTypeError
+from ._wrap import KernelWrapper, check_flag
 
 __all__ = ["ExpSimilarity"]
 
@@ -54,11 +54,25 @@ class ExpSimilarity(KernelWrapper):
 
     @property
     def hyperparameters(self) -> list:
-        return [Hyperparameter("gamma", "numeric", self.gamma_bounds), *super().hyperparameters]
+        return [Hyperparameter("gamma", "numeric", self._checked_bounds()), *super().hyperparameters]
+
+    def _checked_bounds(self) -> Any:
+        b = self.gamma_bounds
+        if isinstance(b, str) and b == "fixed":
+            return b
+        try:
+            lo, hi = (float(v) for v in np.asarray(b, dtype=np.float64).reshape(2))
+        except (TypeError, ValueError):
+            raise ParameterTypeError(
+                f'ExpSimilarity: gamma_bounds must be "fixed" or a pair (low, high), got {b!r:.60}'
+            ) from None
+        if not 0 < lo <= hi < np.inf:
+            raise ParameterError(f"ExpSimilarity: gamma_bounds must satisfy 0 < low <= high < inf, got {b!r:.60}")
+        return (lo, hi)
 
     @property
     def theta(self) -> np.ndarray:
-        own = [] if self.hyperparameters[0].fixed else [np.log(self.gamma)]
+        own = [] if self.hyperparameters[0].fixed else [np.log(self._check())]
         return np.concatenate([own, self.kernel.theta])
 
     @theta.setter
@@ -74,7 +88,7 @@ class ExpSimilarity(KernelWrapper):
         inner = self.kernel.bounds
         if self.hyperparameters[0].fixed:
             return inner
-        own = np.log(np.atleast_2d(np.asarray(self.gamma_bounds, dtype=np.float64)))
+        own = np.log(np.atleast_2d(np.asarray(self._checked_bounds(), dtype=np.float64)))
         return np.vstack([own, inner]) if inner.size else own
 
     @property
@@ -92,6 +106,7 @@ class ExpSimilarity(KernelWrapper):
 
     def __call__(self, X, Y=None, eval_gradient=False):
         g = self._check()
+        eval_gradient = check_flag(eval_gradient, "eval_gradient", "ExpSimilarity")
         if eval_gradient:
             if Y is not None:
                 raise ParameterError("ExpSimilarity: the gradient is only available when Y is None")

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.gaussian_process.kernels import RBF
 
 from ..errors import ParameterError, ParameterTypeError
-from ._wrap import KernelWrapper
+from ._wrap import KernelWrapper, check_flag
 
 __all__ = ["FeatureKernel"]
 
@@ -70,13 +70,26 @@ class FeatureKernel(KernelWrapper):
     def requires_vector_input(self) -> bool:
         return False
 
+    def _checked(self, F: np.ndarray) -> np.ndarray:
+        """F, if the wrapped kernel's length scales (ARD) fit its columns."""
+        scale = getattr(self.kernel, "length_scale", None)
+        if len(F) and np.ndim(scale) == 1 and len(scale) != F.shape[1]:
+            raise ParameterError(f"FeatureKernel: the kernel has {len(scale)} length scales for {F.shape[1]} features")
+        return F
+
     def __call__(self, X, Y=None, eval_gradient=False):
+        eval_gradient = check_flag(eval_gradient, "eval_gradient", "FeatureKernel")
         if Y is not None and eval_gradient:
             raise ParameterError("FeatureKernel: the gradient is only available when Y is None")
-        A = _features(X)
+        A = self._checked(_features(X))
         if Y is None:
             return self.kernel(A, eval_gradient=eval_gradient)
-        return self.kernel(A, _features(Y))
+        B = self._checked(_features(Y))
+        if not (len(A) and len(B)):
+            return np.zeros((len(A), len(B)))
+        if A.shape[1] != B.shape[1]:
+            raise ParameterError(f"FeatureKernel: X has {A.shape[1]} features per graph, Y has {B.shape[1]}")
+        return self.kernel(A, B)
 
     def diag(self, X):
-        return self.kernel.diag(_features(X))
+        return self.kernel.diag(self._checked(_features(X)))

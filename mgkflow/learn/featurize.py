@@ -191,6 +191,10 @@ def molecular_descriptors(molecules: Iterable[Any]) -> tuple[np.ndarray, tuple[s
     >>> X.shape[0], "MolWt" in names  # doctest: +SKIP
     (2, True)
     """
+    if isinstance(molecules, str | bytes) or not isinstance(molecules, Iterable):
+        raise ParameterTypeError(
+            f"molecules must be a sequence of SMILES strings or RDKit molecules, got {molecules!r:.60}"
+        )
     Chem = require_rdkit()
     from rdkit.Chem import Descriptors
 
@@ -268,7 +272,7 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
 
     @staticmethod
     def _molecules(X: Any) -> list:
-        if isinstance(X, str) or not isinstance(X, Iterable):
+        if isinstance(X, str | bytes) or not isinstance(X, Iterable):
             raise ParameterTypeError(f"X must be a sequence of SMILES strings or RDKit molecules, got {X!r:.60}")
         Chem = require_rdkit()
         mols = [_mol(x, Chem) for x in X]
@@ -300,6 +304,8 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
         if not hasattr(self, "n_features_"):
             raise ParameterError("this MolecularFeaturizer is not fitted yet: call fit(X) first")
         mols = self._molecules(X)
+        if titles is not None and (isinstance(titles, str | bytes) or not isinstance(titles, Sequence | np.ndarray)):
+            raise ParameterTypeError(f"titles must be a sequence of names, got {titles!r:.60}")
         if titles is not None and len(titles) != len(mols):
             raise ParameterError(f"titles holds {len(titles)} names for {len(mols)} molecules")
         Chem = require_rdkit()

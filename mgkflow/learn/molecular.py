@@ -32,7 +32,14 @@ from ..mgk import MarginalizedGraphKernel
 from .cached import Cached
 from .exp_similarity import ExpSimilarity
 from .feature_kernel import FeatureKernel
-from .featurize import ATOM_FIELDS, BOND_FIELDS, DEFAULT_ATOM_FIELDS, DEFAULT_BOND_FIELDS, MolecularFeaturizer
+from .featurize import (
+    ATOM_FIELDS,
+    BOND_FIELDS,
+    DEFAULT_ATOM_FIELDS,
+    DEFAULT_BOND_FIELDS,
+    MolecularFeaturizer,
+    _check_fields,
+)
 from .gpr import GraphGPR
 
 __all__ = ["MolecularGPR", "molecular_kernel"]
@@ -86,6 +93,8 @@ def molecular_kernel(
     ['k1__k1__constant_value', 'k1__k2__gamma', 'k2__noise_level']
     """
     h, q = _fraction(h, "h"), _fraction(q, "q")
+    if not _is_bool(descriptors) or not _is_bool(fit_graph_kernel):
+        raise ParameterTypeError("descriptors and fit_graph_kernel must be True or False")
     for name, fields, known in (("atom_fields", atom_fields, ATOM_FIELDS), ("bond_fields", bond_fields, BOND_FIELDS)):
         if isinstance(fields, str) or not isinstance(fields, Sequence) or not fields:
             raise ParameterTypeError(f"{name} must be a non-empty sequence of field names, got {fields!r:.60}")
@@ -198,6 +207,8 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
                     "graphs given to a MolecularGPR with descriptors=True need features: build them with "
                     "MolecularFeaturizer, pass SMILES or RDKit molecules instead, or set descriptors=False"
                 )
+            if fit and hasattr(self, "featurizer_"):
+                del self.featurizer_  # fitted on SMILES before: predict must not featurize with it
             return items
         if any(graphs):
             raise ParameterTypeError("X mixes Graphs with SMILES strings or molecules; give one kind")
@@ -205,16 +216,38 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
             raise ParameterTypeError("this MolecularGPR was fitted on Graphs: predict takes Graphs too")
         if fit:
             self.featurizer_ = MolecularFeaturizer(
-                atom_fields=tuple(self.atom_fields),
-                bond_fields=tuple(self.bond_fields),
+                atom_fields=tuple(_check_fields(self.atom_fields, ATOM_FIELDS, "atom_fields")),
+                bond_fields=tuple(_check_fields(self.bond_fields, BOND_FIELDS, "bond_fields")),
                 descriptors=self.descriptors,
             ).fit(items)
         return self.featurizer_.transform(items)
 
-    def fit(self, X: Sequence[Any], y: Any) -> MolecularGPR:
-        """Featurize X, fit the covariance's hyperparameters and the posterior to (X, y)."""
+    def _check(self) -> None:
         if not _is_bool(self.descriptors) or not _is_bool(self.fit_graph_kernel):
             raise ParameterTypeError("descriptors and fit_graph_kernel must be True or False")
+        _check_fields(self.atom_fields, ATOM_FIELDS, "atom_fields")
+        _check_fields(self.bond_fields, BOND_FIELDS, "bond_fields")
+        if not isinstance(self.objective, str):
+            raise ParameterTypeError(f"objective must be a string, got {self.objective!r:.60}")
+        v = self.verbose
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
+            raise ParameterError(f"verbose must be an integer >= 0, got {v!r:.60}")
+        r = self.random_state
+        if not (r is None or isinstance(r, np.random.Generator | np.random.SeedSequence)) and (
+            isinstance(r, bool) or not isinstance(r, int | np.integer) or r < 0
+        ):
+            raise ParameterError(f"random_state must be None or an integer >= 0, got {r!r:.60}")
+        k = self.kernel
+        if k is not None and (not callable(k) or not hasattr(k, "diag") or not hasattr(k, "theta")):
+            raise ParameterTypeError(f"kernel must be None or a scikit-learn kernel, got {type(k).__name__}")
+
+    def fit(self, X: Sequence[Any], y: Any) -> MolecularGPR:
+        """Featurize X, fit the covariance's hyperparameters and the posterior to (X, y)."""
+        self._check()
+        try:
+            y = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ParameterTypeError(f"y must be numbers, one per molecule, got {y!r:.60}") from None
         kernel = self.kernel
         if kernel is None:
             kernel = molecular_kernel(
@@ -242,4 +275,6 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         """Posterior mean at X (and its standard deviation with ``return_std=True``)."""
         if not hasattr(self, "gpr_"):
             raise ParameterError("this MolecularGPR is not fitted yet: call fit(X, y) first")
+        if not _is_bool(return_std):
+            raise ParameterTypeError(f"return_std must be True or False, got {return_std!r:.60}")
         return self.gpr_.predict(self._graphs(X, fit=False), return_std=return_std)

@@ -1,0 +1,254 @@
+"""MolecularFeaturizer and molecular_descriptors (mgkflow.learn.featurize): every atom and bond
+field on molecules whose answers are known, the descriptors' standardization, the errors."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from mgkflow import Graph
+from mgkflow.errors import GraphError, ParameterError, ParameterTypeError
+from mgkflow.learn import MolecularFeaturizer, molecular_descriptors
+from mgkflow.learn.featurize import ATOM_FIELDS, BOND_FIELDS, CLIP, NEIGHBOUR_ELEMENTS
+
+Chem = pytest.importorskip("rdkit.Chem")
+
+SMILES = ["C1CC1", "CCO", "C[C@H](N)C(=O)O", "c1ccccc1O", "CC(C)(C)C", "C/C=C/C", "ClCC(=O)[O-]", "CCN", "CCCC"]
+
+
+def _all(smiles, **kw):
+    f = MolecularFeaturizer(atom_fields=ATOM_FIELDS, bond_fields=BOND_FIELDS, **kw)
+    return f, f.fit_transform(smiles)
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    return dict(zip(SMILES, _all(SMILES, descriptors=False)[1], strict=True))
+
+
+def _nodes(g, field):
+    return np.asarray(g.node_labels[field]).tolist()
+
+
+def test_cyclopropane(graphs):
+    g = graphs["C1CC1"]
+    assert g.n_nodes == 3  # hydrogens are counted, not nodes
+    assert _nodes(g, "element") == [6, 6, 6]
+    assert _nodes(g, "ring_size") == [3, 3, 3]
+    assert _nodes(g, "degree") == [2, 2, 2]
+    assert _nodes(g, "hydrogens") == [2, 2, 2]
+    assert _nodes(g, "aromatic") == [0, 0, 0]
+    assert _nodes(g, "hybridization") == [int(Chem.HybridizationType.SP3)] * 3
+    assert len(set(_nodes(g, "morgan1"))) == 1 and len(set(_nodes(g, "morgan2"))) == 1
+    assert np.all(np.asarray(g.edge_labels["in_ring"]) == 1)
+    assert np.all(np.asarray(g.edge_labels["bond_order"]) == 1.0)
+
+
+def test_ethanol_and_neopentane(graphs):
+    g = graphs["CCO"]
+    assert _nodes(g, "element") == [6, 6, 8]
+    assert _nodes(g, "hydrogens") == [3, 2, 1]
+    assert _nodes(g, "degree") == [1, 2, 1]
+    assert _nodes(g, "ring_size") == [0, 0, 0]
+    g = graphs["CC(C)(C)C"]
+    assert _nodes(g, "degree") == [1, 4, 1, 1, 1]
+    assert _nodes(g, "hydrogens") == [3, 0, 3, 3, 3]
+    m1 = _nodes(g, "morgan1")
+    assert m1[0] == m1[2] == m1[3] == m1[4] != m1[1]  # the four methyls are equivalent
+
+
+def test_neighbours_counts(graphs):
+    col = {z: k for k, z in enumerate(NEIGHBOUR_ELEMENTS)}
+    n = np.asarray(graphs["CCO"].node_labels["neighbours"])
+    assert n.shape == (3, len(NEIGHBOUR_ELEMENTS) + 1)
+    assert n[1, col[6]] == 1 and n[1, col[8]] == 1 and n[1].sum() == 2
+    assert n[2, col[6]] == 1 and n[2].sum() == 1
+    n = np.asarray(graphs["CC(C)(C)C"].node_labels["neighbours"])
+    assert n[1, col[6]] == 4
+    # silicon is no listed element: it goes to the last column
+    (g,) = MolecularFeaturizer(atom_fields=("element", "neighbours"), descriptors=False).fit_transform(["C[Si](C)C"])
+    n = np.asarray(g.node_labels["neighbours"])
+    assert n[1, -1] == 0 and n[0, -1] == 1 and n[1, col[6]] == 3
+
+
+def test_phenol_aromatic_and_morgan(graphs):
+    g = graphs["c1ccccc1O"]
+    assert _nodes(g, "aromatic") == [1] * 6 + [0]
+    assert _nodes(g, "ring_size") == [6] * 6 + [0]
+    assert _nodes(g, "hydrogens") == [1, 1, 1, 1, 1, 0, 1]
+    m1, m2 = _nodes(g, "morgan1"), _nodes(g, "morgan2")
+    # atom 5 carries the OH; 0 and 4 are ortho, 1 and 3 meta, 2 para
+    assert m1[0] == m1[4] and m2[0] == m2[4]
+    assert m1[1] == m1[2] == m1[3]  # radius 1 sees an aromatic CH between two aromatic CH
+    assert m2[1] == m2[3] != m2[2]  # radius 2 tells meta from para
+    assert m1[5] not in (m1[0], m1[1])
+    ar = np.asarray(g.edge_labels["aromatic"])
+    order = np.asarray(g.edge_labels["bond_order"])
+    assert set(order[ar == 1].tolist()) == {1.5} and set(order[ar == 0].tolist()) == {1.0}
+
+
+def test_chirality_r_and_s():
+    f = MolecularFeaturizer(atom_fields=("element", "chirality"), descriptors=False).fit(["C"])
+    l_ala, d_ala, achiral = f.transform(["C[C@H](N)C(=O)O", "C[C@@H](N)C(=O)O", "CC(N)C(=O)O"])
+    assert _nodes(l_ala, "chirality") == [0, 2, 0, 0, 0, 0]  # L-alanine is (S)
+    assert _nodes(d_ala, "chirality") == [0, 1, 0, 0, 0, 0]  # D-alanine is (R)
+    assert _nodes(achiral, "chirality") == [0] * 6
+
+
+def test_charge_and_bonds(graphs):
+    g = graphs["ClCC(=O)[O-]"]
+    assert _nodes(g, "charge") == [0, 0, 0, 0, -1]
+    assert _nodes(g, "element") == [17, 6, 6, 8, 8]
+    g = graphs["C/C=C/C"]
+    order = np.asarray(g.edge_labels["bond_order"])
+    stereo = np.asarray(g.edge_labels["stereo"])
+    assert sorted(set(order.tolist())) == [1.0, 2.0]
+    assert np.all(stereo[order == 2.0] == int(Chem.BondStereo.STEREOE)) and np.all(stereo[order == 1.0] == 0)
+    conj = np.asarray(graphs["C[C@H](N)C(=O)O"].edge_labels["conjugated"])
+    assert conj.sum() > 0 and conj.sum() < conj.size
+
+
+def test_rdkit_molecule_with_explicit_hydrogens_equals_smiles():
+    f = MolecularFeaturizer(descriptors=False).fit(["C"])
+    a, b = f.transform(["CC(=O)O", Chem.AddHs(Chem.MolFromSmiles("CC(=O)O"))])
+    assert a.n_nodes == b.n_nodes == 4
+    for k in a.node_labels:
+        assert np.array_equal(a.node_labels[k], b.node_labels[k]), k
+    assert np.array_equal(a.adjacency.toarray(), b.adjacency.toarray())
+
+
+def test_default_fields_and_titles():
+    f = MolecularFeaturizer(descriptors=False)
+    (g,) = f.fit_transform(["CCO"])
+    assert sorted(g.node_labels) == sorted(
+        ["element", "charge", "aromatic", "hybridization", "hydrogens", "degree", "ring_size"]
+    )
+    assert sorted(g.edge_labels) == ["aromatic", "bond_order", "in_ring"]
+    assert g.features is None and f.n_features_ == 0 and f.descriptor_names_ == ()
+    (g,) = f.transform(["CCO"], titles=["ethanol"])
+    assert g.title == "ethanol"
+    with pytest.raises(ParameterError):
+        f.transform(["CCO"], titles=["a", "b"])
+    with pytest.raises(ParameterTypeError):
+        f.transform(["CCO"], titles=7)
+
+
+# ---------------------------------------------------------------------------- descriptors
+TRAIN = ["CCO", "CCCO", "CCCCO", "c1ccccc1", "Cc1ccccc1", "CC(=O)O", "CCN", "C1CCCCC1", "CCOC", "OCCO"]
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    f = MolecularFeaturizer(descriptors=True)
+    return f, f.fit_transform(TRAIN)
+
+
+def test_descriptors_are_standardized_on_the_fit_data(fitted):
+    f, graphs = fitted
+    F = np.vstack([g.features for g in graphs])
+    assert F.shape == (len(TRAIN), f.n_features_) == (len(TRAIN), len(f.descriptor_names_))
+    assert np.allclose(F.mean(axis=0), 0.0, atol=1e-9)
+    assert np.allclose(F.std(axis=0), 1.0, atol=1e-9)  # nothing reaches the clip on ten molecules
+    assert np.array_equal(f.features(TRAIN), F)
+    assert f.center_.shape == f.scale_.shape == (f.n_features_,) and np.all(f.scale_ > 0)
+
+
+def test_constant_columns_are_dropped(fitted):
+    f, _ = fitted
+    D, names = molecular_descriptors(TRAIN)
+    const = [n for j, n in enumerate(names) if np.all(D[:, j] == D[0, j])]
+    assert "NumRadicalElectrons" in const  # no radicals in the set
+    assert not set(const) & set(f.descriptor_names_)
+    kept = [n for j, n in enumerate(names) if np.all(np.isfinite(D[:, j])) and np.ptp(D[:, j]) > 0]
+    assert set(f.descriptor_names_) == set(kept)
+
+
+def test_new_molecules_are_clipped(fitted):
+    f, _ = fitted
+    F = f.features(["C" * 40, "c1ccc2ccccc2c1"])
+    assert F.shape == (2, f.n_features_)
+    assert np.all(np.abs(F) <= CLIP) and np.any(np.abs(F) == CLIP)
+
+
+def test_molecular_descriptors():
+    X, names = molecular_descriptors(["CCO", Chem.MolFromSmiles("c1ccccc1")])
+    assert X.shape == (2, len(names)) and X.dtype == np.float64
+    j = names.index("MolWt")
+    assert X[0, j] == pytest.approx(46.069, abs=0.01) and X[1, j] == pytest.approx(78.114, abs=0.01)
+    assert X[1, names.index("NumAromaticRings")] == 1
+    with pytest.raises(ParameterTypeError):
+        molecular_descriptors(7)
+    with pytest.raises(ParameterTypeError):
+        molecular_descriptors("CCO")
+    with pytest.raises(GraphError):
+        molecular_descriptors(["C1CC"])
+
+
+# ---------------------------------------------------------------------------- errors and API
+def test_transform_before_fit_raises():
+    with pytest.raises(ParameterError, match="not fitted"):
+        MolecularFeaturizer().transform(["CCO"])
+    with pytest.raises(ParameterError, match="not fitted"):
+        MolecularFeaturizer().features(["CCO"])
+
+
+@pytest.mark.parametrize("smiles", ["C1CC", "not a smiles", "", "   ", "[H][H]"])
+def test_bad_smiles_raise_graph_error(smiles):
+    f = MolecularFeaturizer(descriptors=False).fit(["C"])
+    with pytest.raises(GraphError):
+        f.transform([smiles])
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"atom_fields": ("element", "colour")},
+        {"bond_fields": ("bond_order", "length")},
+        {"atom_fields": ("element", "element")},
+        {"atom_fields": (7,)},
+    ],
+)
+def test_unknown_fields_raise_parameter_error(kw):
+    with pytest.raises(ParameterError):
+        MolecularFeaturizer(descriptors=False, **kw).fit(["CCO"])
+
+
+@pytest.mark.parametrize("X", [7, "CCO", None, 3.5, b"CCO"])
+def test_non_sequence_x_raises_parameter_type_error(X):
+    with pytest.raises(ParameterTypeError):
+        MolecularFeaturizer(descriptors=False).fit(X)
+    f = MolecularFeaturizer(descriptors=False).fit(["C"])
+    with pytest.raises(ParameterTypeError):
+        f.transform(X)
+
+
+def test_other_argument_errors():
+    with pytest.raises(ParameterTypeError):
+        MolecularFeaturizer(atom_fields="element").fit(["C"])
+    with pytest.raises(ParameterTypeError):
+        MolecularFeaturizer(descriptors="yes").fit(["C"])
+    with pytest.raises(ParameterTypeError):
+        MolecularFeaturizer(descriptors=False).fit(["C", 7])
+    with pytest.raises(ParameterError):
+        MolecularFeaturizer(descriptors=False).fit([])
+
+
+def test_pickle_round_trip(fitted):
+    f, graphs = fitted
+    g = pickle.loads(pickle.dumps(f))
+    assert g.get_params() == f.get_params() and g.descriptor_names_ == f.descriptor_names_
+    new = ["CCCCCO", "c1ccncc1"]
+    for a, b in zip(f.transform(new), g.transform(new), strict=True):
+        assert np.array_equal(a.features, b.features)
+        assert all(np.array_equal(a.node_labels[k], b.node_labels[k]) for k in a.node_labels)
+    h = pickle.loads(pickle.dumps(graphs[0]))
+    assert isinstance(h, Graph) and np.array_equal(h.features, graphs[0].features)
+
+
+def test_sklearn_clone_and_params():
+    from sklearn.base import clone
+
+    f = MolecularFeaturizer(atom_fields=("element",), bond_fields=("in_ring",), descriptors=False)
+    g = clone(f)
+    assert g.get_params() == f.get_params() and not hasattr(g, "n_features_")
+    assert g.set_params(descriptors=True).descriptors is True
