@@ -65,7 +65,7 @@ class Cached(KernelWrapper):
         eval_gradient = check_flag(eval_gradient, "eval_gradient", "Cached")
         kx, ky = _key(X), None if Y is None else _key(Y)
         cacheable = kx is not None and (Y is None or ky is not None)
-        key = (kx, ky, self.kernel.theta.tobytes())
+        key = (kx, ky, self.kernel.theta.tobytes(), repr(self.kernel))  # repr: fixed hyperparameters too
         last = getattr(self, "_last", None)
         if cacheable and last is not None and last[0] == key and (last[2] is not None or not eval_gradient):
             K, dK = last[1], last[2]

@@ -193,6 +193,8 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         self.verbose = verbose
 
     def _graphs(self, X: Any, fit: bool) -> list[Graph]:
+        if hasattr(X, "tolist") and not isinstance(X, np.ndarray):  # a pandas Series or Index
+            X = X.tolist()
         if isinstance(X, str) or not isinstance(X, Sequence | np.ndarray):
             raise ParameterTypeError(
                 f"X must be a sequence of SMILES strings, RDKit molecules or Graphs, got {type(X).__name__}"
