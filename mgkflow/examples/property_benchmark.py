@@ -307,18 +307,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.prepared is not None:
             with gzip.open(args.prepared, "rb") as fh:
-                prepared = [p for p in pickle.load(fh) if p.name in args.datasets]
+                prepared = [PreparedSet(**d) for d in pickle.load(fh) if d["name"] in args.datasets]
         else:
             prepared = []
             for name in args.datasets:
                 log(f"featurizing {name}")
                 prepared.append(prepare(name, args.n_molecules))
         if args.prepare is not None:
-            atomic_write(args.prepare, lambda tmp: Path(tmp).write_bytes(gzip.compress(pickle.dumps(prepared))))
+            blob = gzip.compress(pickle.dumps([vars(p) for p in prepared]))
+            atomic_write(args.prepare, lambda tmp: Path(tmp).write_bytes(blob))
             log(f"wrote {args.prepare}")
             return 0
         folds, preds = benchmark(prepared, args.models, args.folds, args.seeds, args.backend, log)
-    except (MgkflowError, ImportError, OSError, EOFError, pickle.UnpicklingError) as exc:
+    except (MgkflowError, ImportError, OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError) as exc:
         print(f"mgkflow: error: {exc}", file=sys.stderr)
         return 1
     summary = summarize(folds)

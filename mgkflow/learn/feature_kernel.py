@@ -81,6 +81,8 @@ class FeatureKernel(KernelWrapper):
         eval_gradient = check_flag(eval_gradient, "eval_gradient", "FeatureKernel")
         if Y is not None and eval_gradient:
             raise ParameterError("FeatureKernel: the gradient is only available when Y is None")
+        if Y is None and type(self.kernel) is RBF and np.ndim(self.kernel.length_scale) == 0:
+            return self._rbf(X, eval_gradient)
         A = self._checked(_features(X))
         if Y is None:
             return self.kernel(A, eval_gradient=eval_gradient)
@@ -90,6 +92,34 @@ class FeatureKernel(KernelWrapper):
         if A.shape[1] != B.shape[1]:
             raise ParameterError(f"FeatureKernel: X has {A.shape[1]} features per graph, Y has {B.shape[1]}")
         return self.kernel(A, B)
+
+    def _rbf(self, X, eval_gradient):
+        """The isotropic RBF of X with X from squared distances kept between calls on the same X
+        (a GP fit evaluates it at every optimizer step; only the length scale changes)."""
+        last = getattr(self, "_distances", None)
+        if last is None or last[0] is not X or len(last[1]) != len(X):
+            F = _features(X)
+            sq = np.sum(F * F, axis=1)
+            D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (F @ F.T), 0.0)
+            np.fill_diagonal(D, 0.0)
+            self._distances = last = (X, D, list(X) if not isinstance(X, np.ndarray) else X.copy())
+        elif any(a is not b for a, b in zip(last[2], X)) if not isinstance(X, np.ndarray) else not np.array_equal(
+            last[2], X
+        ):
+            self._distances = None
+            return self._rbf(X, eval_gradient)
+        scaled = last[1] / float(self.kernel.length_scale) ** 2
+        K = np.exp(-0.5 * scaled)
+        if not eval_gradient:
+            return K
+        if self.kernel.hyperparameter_length_scale.fixed:
+            return K, np.empty((len(K), len(K), 0))
+        return K, (K * scaled)[:, :, None]
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_distances", None)
+        return state
 
     def diag(self, X):
         return self.kernel.diag(self._checked(_features(X)))

@@ -65,8 +65,13 @@ def _cholesky(K: np.ndarray) -> np.ndarray:
 
 
 def _inverse(L: np.ndarray) -> np.ndarray:
-    n = L.shape[0]
-    return sla.cho_solve((L, True), np.eye(n), check_finite=False)
+    """K⁻¹ from K's lower Cholesky factor (LAPACK potri: a third of the work of solving with I)."""
+    inv, info = sla.lapack.dpotri(L, lower=1)
+    if info != 0:
+        n = L.shape[0]
+        return sla.cho_solve((L, True), np.eye(n), check_finite=False)
+    lower = np.tril(inv)
+    return lower + np.tril(inv, -1).T
 
 
 def log_marginal_likelihood(K: np.ndarray, dK: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -81,7 +86,8 @@ def log_marginal_likelihood(K: np.ndarray, dK: np.ndarray, y: np.ndarray) -> tup
     n, m = Y.shape
     value = -0.5 * float(np.sum(Y * a)) - m * float(np.log(np.diag(L)).sum()) - 0.5 * n * m * np.log(2 * np.pi)
     inner = a @ a.T - m * _inverse(L)
-    grad = 0.5 * np.einsum("ij,jik->k", inner, dK)
+    # tr(inner ∂K_j) with inner symmetric: one matrix-vector product over the flattened matrices
+    grad = 0.5 * (inner.reshape(1, -1) @ dK.reshape(n * n, -1))[0] if dK.shape[2] else np.zeros(0)
     return value, grad
 
 
