@@ -182,7 +182,7 @@ def prepare_graph(
             if field not in dims and arr.ndim != 1:
                 raise GraphError(
                     f"{who}: {what} label field '{field}' holds vectors (shape {arr.shape}), but {kernel!r} reads "
-                    "it as a scalar; use a vector kernel (VectorSquareExponential, CosineSimilarity)"
+                    "it as a scalar; use a vector kernel (VectorSquareExponential, CosineSimilarity, MinMax)"
                 )
     qv = _node_vector(q, graph, "stop probability q", who)
     q_lo, q_hi = qv.min(initial=0.5), qv.max(initial=0.5)  # (an empty graph has no q to check)
