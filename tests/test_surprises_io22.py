@@ -154,3 +154,16 @@ def test_pdb_and_molecule_options(tmp_path: Path) -> None:
         Graph.from_pdb(tmp_path / "p.pdb", chain=[])
     with pytest.raises(ParameterError, match="NUL"):
         Graph.from_pdb(b"\x00x")
+
+
+def test_an_empty_delimiter_is_a_parameter_error(tmp_path):
+    """Found by ``python -m mgkflow.bench fuzz --examples 1500 --seed 23``: ``delimiter=""`` raised
+    str.split's ValueError."""
+    pytest.importorskip("rdkit")
+    from mgkflow.errors import ParameterError
+    from mgkflow.io import read_smiles
+
+    f = tmp_path / "m.smi"
+    f.write_text("CCO\n")
+    with pytest.raises(ParameterError, match="delimiter must not be empty"):
+        read_smiles(f, delimiter="")

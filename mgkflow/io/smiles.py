@@ -263,6 +263,8 @@ def read(
         raise ParameterTypeError(
             f"delimiter must be 'auto', a separator string or None (whitespace), got {delimiter!r}"
         )
+    if delimiter == "":
+        raise ParameterError("delimiter must not be empty: give a separator such as ',' or '\\t', 'auto' or None")
     named = isinstance(smiles_column, str) or isinstance(id_column, str)
     if header is False and named:
         raise ParameterError(
