@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -61,3 +62,18 @@ class KernelWrapper(Kernel):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.kernel!r})"
+
+
+def input_key(X: Any) -> tuple | None:
+    """What identifies X: an array's shape, dtype and bytes (it may change in place), the
+    identities of a sequence's items; None (not cached) for anything else, left to the kernel."""
+    if isinstance(X, np.ndarray) and X.dtype != object:
+        return (X.shape, X.dtype.str, X.tobytes())
+    if isinstance(X, Sequence | np.ndarray) and not isinstance(X, str | bytes):
+        return tuple(map(id, X))
+    return None
+
+
+def kept_inputs(X: Any) -> list | None:
+    """A copy of a sequence's items, kept with the cache so that their identities stay theirs."""
+    return None if X is None or (isinstance(X, np.ndarray) and X.dtype != object) else list(X)

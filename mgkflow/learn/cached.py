@@ -2,29 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from ._wrap import KernelWrapper, check_flag
+from ._wrap import KernelWrapper, check_flag, input_key, kept_inputs
 
 __all__ = ["Cached"]
-
-
-def _key(X: Any) -> tuple | None:
-    """What identifies X: an array's shape, dtype and bytes (it may change in place), the
-    identities of a sequence's items; None (not cached) for anything else, left to the kernel."""
-    if isinstance(X, np.ndarray) and X.dtype != object:
-        return (X.shape, X.dtype.str, X.tobytes())
-    if isinstance(X, Sequence | np.ndarray) and not isinstance(X, str | bytes):
-        return tuple(map(id, X))
-    return None
-
-
-def _kept(X: Any) -> list | None:
-    """A copy of a sequence's items, kept with the cache so that their identities stay theirs."""
-    return None if X is None or (isinstance(X, np.ndarray) and X.dtype != object) else list(X)
 
 
 class Cached(KernelWrapper):
@@ -63,7 +45,7 @@ class Cached(KernelWrapper):
 
     def __call__(self, X, Y=None, eval_gradient=False):
         eval_gradient = check_flag(eval_gradient, "eval_gradient", "Cached")
-        kx, ky = _key(X), None if Y is None else _key(Y)
+        kx, ky = input_key(X), None if Y is None else input_key(Y)
         cacheable = kx is not None and (Y is None or ky is not None)
         key = (kx, ky, self.kernel.theta.tobytes(), repr(self.kernel))  # repr: fixed hyperparameters too
         last = getattr(self, "_last", None)
@@ -75,7 +57,7 @@ class Cached(KernelWrapper):
             else:
                 K, dK = self.kernel(X) if Y is None else self.kernel(X, Y), None
             if cacheable:
-                self._last = (key, K, dK, _kept(X), _kept(Y))
+                self._last = (key, K, dK, kept_inputs(X), kept_inputs(Y))
         return (K.copy(), dK.copy()) if eval_gradient else K.copy()
 
     def diag(self, X):

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.gaussian_process.kernels import RBF
 
 from ..errors import ParameterError, ParameterTypeError
-from ._wrap import KernelWrapper, check_flag
+from ._wrap import KernelWrapper, check_flag, input_key, kept_inputs
 
 __all__ = ["FeatureKernel"]
 
@@ -96,18 +96,14 @@ class FeatureKernel(KernelWrapper):
     def _rbf(self, X, eval_gradient):
         """The isotropic RBF of X with X from squared distances kept between calls on the same X
         (a GP fit evaluates it at every optimizer step; only the length scale changes)."""
+        key = input_key(X)
         last = getattr(self, "_distances", None)
-        if last is None or last[0] is not X or len(last[1]) != len(X):
+        if last is None or key is None or last[0] != key:
             F = _features(X)
             sq = np.sum(F * F, axis=1)
             D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (F @ F.T), 0.0)
             np.fill_diagonal(D, 0.0)
-            self._distances = last = (X, D, list(X) if not isinstance(X, np.ndarray) else X.copy())
-        elif any(a is not b for a, b in zip(last[2], X)) if not isinstance(X, np.ndarray) else not np.array_equal(
-            last[2], X
-        ):
-            self._distances = None
-            return self._rbf(X, eval_gradient)
+            self._distances = last = (key, D, kept_inputs(X))
         scaled = last[1] / float(self.kernel.length_scale) ** 2
         K = np.exp(-0.5 * scaled)
         if not eval_gradient:
