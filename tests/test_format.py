@@ -147,3 +147,12 @@ def test_paper_workload_counts() -> None:
     b = pack_batch(gs)
     assert b.n_octiles == sum(count_octiles(g) for g in gs)
     np.testing.assert_array_equal(b.octiles_per_graph(), [count_octiles(g) for g in gs])
+
+
+def test_label_outside_int32_is_a_graph_error() -> None:
+    from mgkflow.errors import GraphError
+
+    g = Graph.from_networkx(nx.path_graph(3))
+    g = Graph(g.adjacency, node_labels={"id": np.array([0, 1, 2**32 + 5])})
+    with pytest.raises(GraphError, match="outside int32"):
+        pack_batch([g])

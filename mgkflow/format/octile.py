@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import GraphError
 from .count import TILE
 
 __all__ = ["OctileGraph", "OctileBatch", "pack_graph", "pack_batch", "label_dtype", "held_dtype", "concat_labels"]
@@ -64,7 +65,10 @@ def _cast_labels(values: np.ndarray, name: str) -> np.ndarray:
     if dt == np.int32 and values.size:
         lo, hi = values.min(), values.max()
         if lo < np.iinfo(np.int32).min or hi > np.iinfo(np.int32).max:
-            raise ValueError(f"integer label field '{name}' does not fit in int32 ([{lo}, {hi}])")
+            raise GraphError(
+                f"integer label field '{name}' holds values outside int32 ([{lo}, {hi}]), which the GPU "
+                "backend stores; map them to smaller integers (a delta kernel only compares them)"
+            )
     return values.astype(dt)
 
 

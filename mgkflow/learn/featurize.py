@@ -18,7 +18,8 @@ field          value
 ``degree``     number of heavy-atom neighbours
 ``ring_size``  size of the smallest ring holding the atom, 0 outside rings
 ``chirality``  CIP label: 0 none, 1 R, 2 S
-``morgan1``    RDKit Morgan atom-environment identifier of radius 1 (unhashed, as int64)
+``morgan1``    RDKit Morgan atom-environment identifier of radius 1 (unhashed; its 32 bits
+               read as a signed int32, which every backend stores)
 ``morgan2``    the same of radius 2
 ``neighbours`` (vector) counts of heavy neighbours by element, :data:`NEIGHBOUR_ELEMENTS`
                and a last column for any other element
@@ -80,7 +81,7 @@ NEIGHBOUR_ELEMENTS = (6, 7, 8, 9, 15, 16, 17, 35, 53)
 CLIP = 6.0
 
 #: Atom fields written by default (those :class:`~mgkflow.learn.MolecularGPR` compares).
-DEFAULT_ATOM_FIELDS = ("element", "charge", "aromatic", "hybridization", "hydrogens", "degree", "ring_size")
+DEFAULT_ATOM_FIELDS = ("element", "charge", "aromatic", "hybridization", "hydrogens", "degree", "ring_size", "morgan1")
 #: Bond fields written by default.
 DEFAULT_BOND_FIELDS = ("bond_order", "aromatic", "in_ring")
 
@@ -109,7 +110,9 @@ def _morgan_ids(mol: Any, radius: int) -> np.ndarray:
     ids = np.zeros((mol.GetNumAtoms(), radius + 1), dtype=np.int64)
     for i, bits in enumerate(out.GetAtomToBits()):
         ids[i, : len(bits)] = bits
-    return ids
+    # RDKit's identifiers are unsigned 32-bit; the same bits as a signed int32 keep them distinct
+    # and fit the int32 label storage of the GPU backend
+    return ids.astype(np.uint32).view(np.int32).astype(np.int64)
 
 
 def _atom_fields(mol: Any, kept: list, fields: Sequence[str], Chem: Any) -> dict[str, np.ndarray]:
@@ -133,8 +136,13 @@ def _atom_fields(mol: Any, kept: list, fields: Sequence[str], Chem: Any) -> dict
             out[f] = np.fromiter((ints[f](a) for a in kept), dtype=np.int64, count=n)
     morgan = [f for f in fields if f.startswith("morgan")]
     if morgan:
-        ids = _morgan_ids(mol, max(int(f[-1]) for f in morgan))
         rows = [a.GetIdx() for a in kept]
+        if len(kept) < mol.GetNumAtoms():  # explicit hydrogens: the environments of the heavy atoms alone
+            mol = Chem.RemoveAllHs(mol, sanitize=False)
+            mol.UpdatePropertyCache(strict=False)
+            Chem.FastFindRings(mol)
+            rows = list(range(len(kept)))  # RemoveAllHs keeps the heavy atoms' order
+        ids = _morgan_ids(mol, max(int(f[-1]) for f in morgan))
         for f in morgan:
             out[f] = ids[rows, int(f[-1])]
     if "neighbours" in fields:
