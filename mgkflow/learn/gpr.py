@@ -30,6 +30,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -39,11 +40,33 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.optimize
 from sklearn.base import BaseEstimator, RegressorMixin, clone
+from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError
 from .objectives import OBJECTIVES, NotPositiveDefiniteError
 
-__all__ = ["GraphGPR"]
+__all__ = ["GraphGPR", "blas_threads"]
+
+
+def blas_threads(n: int) -> int:
+    """BLAS threads for the dense algebra of a Gaussian process on ``n`` points.
+
+    The Cholesky factor, K⁻¹ and the gradient's products of an exact GP are a few milliseconds at
+    n ≈ 500. BLAS's own default (one thread per core, in each of numpy's and scipy's BLAS
+    libraries) made them 10–20× slower on a 16-core GPU host: the two libraries' threads spun
+    against each other (``mgkflow/gpu/NOTES.md``, session 12). About one thread per 128 points,
+    at most half the cores (two libraries share them), was measured best.
+
+    Examples
+    --------
+    >>> blas_threads(100)
+    1
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return int(min(max(1, round(n / 128)), max(1, cores // 2)))
 
 
 class GraphGPR(RegressorMixin, BaseEstimator):
@@ -170,6 +193,15 @@ class GraphGPR(RegressorMixin, BaseEstimator):
         self._y = (y - self._y_mean) / self._y_std
         self.kernel_ = clone(self.kernel)
         self.n_evaluations_ = 0
+        with threadpool_limits(limits=blas_threads(len(y)), user_api="blas"):
+            self._fit_hyperparameters()
+            self._posterior()
+        self.fit_seconds_ = time.perf_counter() - t0
+        self._say(f"fit done: {self.objective} = {self.objective_value_:.6g} after {self.n_evaluations_} "
+                  f"kernel evaluations in {self.fit_seconds_:.1f} s; kernel {self.kernel_}")
+        return self
+
+    def _fit_hyperparameters(self) -> None:
         if self.optimize and self.kernel_.n_dims:
             bounds = np.asarray(self.kernel_.bounds, dtype=np.float64)
             best = self._search(self.kernel_.theta.copy(), bounds, "")
@@ -180,11 +212,6 @@ class GraphGPR(RegressorMixin, BaseEstimator):
                 if cand[0] > best[0]:
                     best = cand
             self.kernel_.theta = best[1]
-        self._posterior()
-        self.fit_seconds_ = time.perf_counter() - t0
-        self._say(f"fit done: {self.objective} = {self.objective_value_:.6g} after {self.n_evaluations_} "
-                  f"kernel evaluations in {self.fit_seconds_:.1f} s; kernel {self.kernel_}")
-        return self
 
     def _posterior(self) -> None:
         K, dK = self.kernel_(self._X, eval_gradient=True)
