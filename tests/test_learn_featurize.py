@@ -112,6 +112,7 @@ def test_rdkit_molecule_with_explicit_hydrogens_equals_smiles():
     f = MolecularFeaturizer(descriptors=False).fit(["C"])
     a, b = f.transform(["CC(=O)O", Chem.AddHs(Chem.MolFromSmiles("CC(=O)O"))])
     assert a.n_nodes == b.n_nodes == 4
+    assert "morgan1" in a.node_labels  # Morgan environments of the heavy atoms, hydrogens or not
     for k in a.node_labels:
         assert np.array_equal(a.node_labels[k], b.node_labels[k]), k
     assert np.array_equal(a.adjacency.toarray(), b.adjacency.toarray())
@@ -121,7 +122,7 @@ def test_default_fields_and_titles():
     f = MolecularFeaturizer(descriptors=False)
     (g,) = f.fit_transform(["CCO"])
     assert sorted(g.node_labels) == sorted(
-        ["element", "charge", "aromatic", "hybridization", "hydrogens", "degree", "ring_size"]
+        ["element", "charge", "aromatic", "hybridization", "hydrogens", "degree", "ring_size", "morgan1"]
     )
     assert sorted(g.edge_labels) == ["aromatic", "bond_order", "in_ring"]
     assert g.features is None and f.n_features_ == 0 and f.descriptor_names_ == ()
@@ -252,3 +253,29 @@ def test_sklearn_clone_and_params():
     g = clone(f)
     assert g.get_params() == f.get_params() and not hasattr(g, "n_features_")
     assert g.set_params(descriptors=True).descriptors is True
+
+
+def test_morgan_ids_fit_int32_and_stay_distinct():
+    """Morgan identifiers are 32-bit unsigned in RDKit; as labels they must fit the GPU's int32
+    storage (they did not: `pack_batch` refused FreeSolv's morgan1), one value per environment."""
+    from mgkflow.format import pack_batch
+
+    smiles = ["CCO", "c1ccccc1O", "C[C@H](N)C(=O)O", "ClCC(=O)[O-]", "CC(C)(C)C", "OCCN", "FC(F)F"]
+    f = MolecularFeaturizer(
+        atom_fields=("element", "morgan1", "morgan2"), bond_fields=("bond_order",), descriptors=False
+    )
+    gs = f.fit_transform(smiles)
+    ids = np.concatenate([_nodes(g, "morgan1") for g in gs])
+    assert ids.min() >= np.iinfo(np.int32).min and ids.max() <= np.iinfo(np.int32).max
+    from rdkit.Chem import rdFingerprintGenerator as gen
+
+    raw = set()
+    for s in smiles:
+        out = gen.AdditionalOutput()
+        out.AllocateAtomToBits()
+        gen.GetMorganGenerator(radius=1, includeRedundantEnvironments=True).GetSparseCountFingerprint(
+            Chem.MolFromSmiles(s), additionalOutput=out
+        )
+        raw.update(bits[1] for bits in out.GetAtomToBits() if len(bits) > 1)
+    assert len(set(ids.tolist())) == len(raw)  # the map is one-to-one
+    assert pack_batch(gs).n_graphs == len(smiles)

@@ -27,8 +27,9 @@ def _normwise(a: np.ndarray, b: np.ndarray) -> float:
 def test_molecular_kernel_gradient_gpu_matches_cpu():
     X = _graphs()
     fields = ("element", "aromatic", "charge", "hybridization", "hydrogens")
-    kg = molecular_kernel(fields, ("bond_order", "in_ring"), descriptors=False, fit_graph_kernel=True, backend="gpu")
-    kc = molecular_kernel(fields, ("bond_order", "in_ring"), descriptors=False, fit_graph_kernel=True, backend="cpu")
+    views = ((fields, ("bond_order", "in_ring")),)
+    kg = molecular_kernel(views, descriptors=False, fit_graph_kernel=True, backend="gpu")
+    kc = molecular_kernel(views, descriptors=False, fit_graph_kernel=True, backend="cpu")
     Kg, dKg = kg(X, eval_gradient=True)
     Kc, dKc = kc(X, eval_gradient=True)
     assert dKg.shape == dKc.shape and dKg.shape[2] == len(kc.theta)
@@ -41,8 +42,7 @@ def test_molecular_kernel_gradient_gpu_matches_cpu():
 def test_molecular_gpr_gpu_predicts_as_cpu():
     data = datasets.freesolv(n_graphs=60)
     fields = dict(
-        atom_fields=("element", "aromatic", "charge", "hybridization", "hydrogens"),
-        bond_fields=("bond_order", "in_ring"),
+        views=((("element", "aromatic", "charge", "hybridization", "hydrogens"), ("bond_order", "in_ring")),),
         descriptors=False,
         verbose=0,
         n_restarts=0,

@@ -117,7 +117,7 @@ def test_cached_gradient_equals_the_wrapped_kernels(graphs):
 
 def test_molecular_kernel_gradient_with_the_graph_kernel_free(graphs):
     k = molecular_kernel(
-        ("element", "aromatic", "hydrogens"), ("bond_order",), h=0.4, q=0.3, fit_graph_kernel=True, backend="cpu"
+        ((("element", "aromatic", "hydrogens"), ("bond_order",)),), h=0.4, q=0.3, fit_graph_kernel=True, backend="cpu"
     )
     names = _free_names(k)
     assert len(names) == 10, names  # C, γ, 3 + 1 h, q, C, length scale, noise
@@ -128,12 +128,21 @@ def test_molecular_kernel_gradient_with_the_graph_kernel_free(graphs):
 def test_molecular_kernel_fixed_graph_kernel():
     k = molecular_kernel(backend="cpu")
     assert _free_names(k) == [
-        "k1__k1__k1__constant_value",
-        "k1__k1__k2__gamma",
-        "k1__k2__k1__constant_value",
+        "k1__k1__k1__k1__constant_value",  # the coarse view's graph kernel
+        "k1__k1__k1__k2__gamma",
+        "k1__k1__k2__k1__constant_value",  # the fine view's
+        "k1__k1__k2__k2__gamma",
+        "k1__k2__k1__constant_value",  # the descriptors'
         "k1__k2__k2__kernel__length_scale",
         "k2__noise_level",
     ]
+
+
+def test_molecular_kernel_two_views_gradient(graphs):
+    views = ((("element", "aromatic"), ("bond_order",)), (("element", "aromatic", "hydrogens"), ("bond_order",)))
+    k = molecular_kernel(views, descriptors=False, backend="cpu")
+    assert len(_free_names(k)) == 5  # C, γ per view, noise
+    _assert_gradient(k, graphs)
 
 
 @pytest.mark.parametrize(
@@ -143,10 +152,13 @@ def test_molecular_kernel_fixed_graph_kernel():
         {"h": 1.0},
         {"q": 1.5},
         {"q": True},
-        {"atom_fields": ()},
-        {"atom_fields": ("neighbours",)},
-        {"bond_fields": ("colour",)},
-        {"atom_fields": "element"},
+        {"views": ()},
+        {"views": "element"},
+        {"views": (((), ("bond_order",)),)},
+        {"views": ((("neighbours",), ("bond_order",)),)},
+        {"views": ((("element",), ("colour",)),)},
+        {"views": (("element", ("bond_order",)),)},
+        {"views": ((("element",),),)},
         {"descriptors": "yes"},
         {"fit_graph_kernel": 1},
     ],

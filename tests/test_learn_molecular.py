@@ -97,7 +97,7 @@ def test_refit_on_graphs_forgets_the_featurizer():
 
 def test_fit_graph_kernel_and_a_custom_kernel():
     m = MolecularGPR(descriptors=False, fit_graph_kernel=True, **{**FAST, "max_iter": 5}).fit(SMILES[:8], Y[:8])
-    assert m.kernel_.theta.size == 3 + 10 + 1  # C, γ, noise; 7 + 3 deltas; q
+    assert m.kernel_.theta.size == (2 + 7 + 1) + (2 + 11 + 1) + 1  # per view C, γ, deltas, q; noise
     from sklearn.gaussian_process.kernels import WhiteKernel
 
     from mgkflow.learn import FeatureKernel
@@ -124,8 +124,8 @@ def test_predict_before_fit_raises():
         ({"verbose": "loud"}, SMILES, Y, ParameterError),
         ({"random_state": "abc"}, SMILES, Y, ParameterError),
         ({"kernel": 7}, SMILES, Y, ParameterTypeError),
-        ({"kernel": "abc", "atom_fields": 7}, SMILES, Y, ParameterTypeError),
-        ({"atom_fields": ("colour",)}, SMILES, Y, ParameterError),
+        ({"kernel": "abc", "views": 7}, SMILES, Y, ParameterTypeError),
+        ({"views": ((("colour",), ("bond_order",)),)}, SMILES, Y, ParameterError),
         ({"h": 2.0}, SMILES, Y, ParameterError),
         ({"descriptors": "yes"}, SMILES, Y, ParameterTypeError),
         ({"n_restarts": -1}, SMILES, Y, ParameterError),

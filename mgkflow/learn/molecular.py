@@ -3,17 +3,19 @@
 The default model, chosen on five public sets (``python -m mgkflow.examples.property_benchmark``;
 the numbers are in ``docs/learning.md``):
 
-- molecules become graphs of their heavy atoms (:class:`~mgkflow.learn.MolecularFeaturizer`):
-  element, formal charge, aromaticity, hybridization, hydrogen count, heavy degree and smallest
-  ring size on the atoms; bond order, aromaticity and ring membership on the bonds; and, as
-  graph-level features, RDKit's 2-D descriptors standardized on the training set;
-- the covariance is ``C₁ · exp(γ (K̂ − 1)) + C₂ · RBF(descriptors) + noise``, with K̂ the
-  normalized marginalized graph kernel (Kronecker deltas of value h = 0.5 on each field, stop
-  probability q = 0.2);
-- C₁, γ, C₂, the RBF length scale and the noise are fitted by the log marginal likelihood (or a
-  leave-one-out objective), with restarts. The graph kernel's own hyperparameters stay fixed
-  by default, so it is computed once per fit (:class:`~mgkflow.learn.Cached`);
-  ``fit_graph_kernel=True`` fits them too, at one graph-kernel evaluation per step.
+- molecules become graphs of their heavy atoms (:class:`~mgkflow.learn.MolecularFeaturizer`)
+  with atom and bond fields, and RDKit's 2-D descriptors, standardized on the training set, as
+  graph-level features;
+- the covariance is ``C₁ · exp(γ₁ (K̂₁ − 1)) + C₂ · exp(γ₂ (K̂₂ − 1)) + C₃ · RBF(descriptors) + noise``.
+  K̂₁ and K̂₂ are normalized marginalized graph kernels (Kronecker deltas of value h = 0.5 on each
+  field, stop probability q = 0.2) over two views of the molecule (:data:`DEFAULT_VIEWS`): a
+  coarse one (element, charge, aromaticity, hybridization, hydrogens; bond order and ring
+  membership) and a fine one (the same, plus heavy degree, smallest ring size and the radius-1
+  Morgan environment; bond aromaticity). The fit weighs them;
+- the Cs, γs, the RBF length scale and the noise are fitted by the log marginal likelihood (or a
+  leave-one-out objective). The graph kernels' own hyperparameters stay fixed by default, so each
+  is computed once per fit (:class:`~mgkflow.learn.Cached`); ``fit_graph_kernel=True`` fits them
+  too, at one graph-kernel evaluation per step.
 """
 
 from __future__ import annotations
@@ -38,11 +40,18 @@ from .featurize import (
     DEFAULT_ATOM_FIELDS,
     DEFAULT_BOND_FIELDS,
     MolecularFeaturizer,
-    _check_fields,
 )
 from .gpr import GraphGPR
 
-__all__ = ["MolecularGPR", "molecular_kernel"]
+__all__ = ["MolecularGPR", "molecular_kernel", "DEFAULT_VIEWS"]
+
+#: The graph kernels of the default covariance, one per view: (atom fields, bond fields).
+#: A coarse view and a fine one; their sum beat either alone on FreeSolv, Lombardo and the
+#: photoswitches (``docs/learning.md``).
+DEFAULT_VIEWS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("element", "charge", "aromatic", "hybridization", "hydrogens"), ("bond_order", "in_ring")),
+    (DEFAULT_ATOM_FIELDS, DEFAULT_BOND_FIELDS),
+)
 
 
 def _deltas(fields: Sequence[str], h: float, bounds: Any) -> Any:
@@ -58,9 +67,36 @@ def _fraction(value: Any, name: str) -> float:
     return float(value)
 
 
+def _check_views(views: Any) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
+    """``views`` as a tuple of (atom fields, bond fields) pairs, or a clear error."""
+    if isinstance(views, str) or not isinstance(views, Sequence) or not views:
+        raise ParameterTypeError(
+            f"views must be a non-empty sequence of (atom fields, bond fields) pairs, got {views!r:.60}"
+        )
+    out = []
+    for view in views:
+        if isinstance(view, str) or not isinstance(view, Sequence) or len(view) != 2:
+            raise ParameterTypeError(f"each view must be a pair (atom fields, bond fields), got {view!r:.60}")
+        pair = []
+        for name, fields, known in (("atom fields", view[0], ATOM_FIELDS), ("bond fields", view[1], BOND_FIELDS)):
+            if isinstance(fields, str) or not isinstance(fields, Sequence) or not fields:
+                raise ParameterTypeError(
+                    f"a view's {name} must be a non-empty sequence of field names, got {fields!r:.60}"
+                )
+            bad = [f for f in fields if f not in known or f == "neighbours"]
+            if bad:
+                raise ParameterError(f"{name} {bad!r:.60} cannot be compared by a delta; known: {', '.join(known)}")
+            pair.append(tuple(fields))
+        out.append((pair[0], pair[1]))
+    return tuple(out)
+
+
+def _union(views: Sequence[tuple[tuple[str, ...], tuple[str, ...]]], side: int) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(f for view in views for f in view[side]))
+
+
 def molecular_kernel(
-    atom_fields: Sequence[str] = DEFAULT_ATOM_FIELDS,
-    bond_fields: Sequence[str] = DEFAULT_BOND_FIELDS,
+    views: Sequence[tuple[Sequence[str], Sequence[str]]] = DEFAULT_VIEWS,
     h: float = 0.5,
     q: float = 0.2,
     descriptors: bool = True,
@@ -69,48 +105,47 @@ def molecular_kernel(
 ) -> Any:
     """The default covariance of :class:`MolecularGPR`, a scikit-learn kernel over graphs.
 
-    ``C · ExpSimilarity(normalized MGK) [+ C · FeatureKernel(RBF)] + WhiteKernel``.
+    ``Σ_views C · ExpSimilarity(normalized MGK) [+ C · FeatureKernel(RBF)] + WhiteKernel``.
 
     Parameters
     ----------
-    atom_fields, bond_fields : sequence of str
-        The label fields compared (each by a Kronecker delta of value ``h``).
+    views : sequence of (atom fields, bond fields)
+        One graph kernel per view, comparing those label fields (each by a Kronecker delta of
+        value ``h``); :data:`DEFAULT_VIEWS` has a coarse and a fine view.
     h : float
         The deltas' value for unequal labels, in (0, 1).
     q : float
-        The graph kernel's stop probability, in (0, 1).
+        The graph kernels' stop probability, in (0, 1).
     descriptors : bool
         Add the RBF kernel on the graphs' ``features`` (standardized descriptors).
     fit_graph_kernel : bool
         Leave the deltas' values and q free for the fit (bounds (0.05, 0.95) and (0.01, 0.9)).
     backend : str
-        The graph kernel's backend (``"auto"``: the GPU when present, else the CPU).
+        The graph kernels' backend (``"auto"``: the GPU when present, else the CPU).
 
     Examples
     --------
     >>> k = molecular_kernel(descriptors=False)
-    >>> [h.name for h in k.hyperparameters if not h.fixed]
-    ['k1__k1__constant_value', 'k1__k2__gamma', 'k2__noise_level']
+    >>> [h.name for h in k.hyperparameters if not h.fixed]  # doctest: +NORMALIZE_WHITESPACE
+    ['k1__k1__k1__constant_value', 'k1__k1__k2__gamma', 'k1__k2__k1__constant_value',
+     'k1__k2__k2__gamma', 'k2__noise_level']
     """
     h, q = _fraction(h, "h"), _fraction(q, "q")
     if not _is_bool(descriptors) or not _is_bool(fit_graph_kernel):
         raise ParameterTypeError("descriptors and fit_graph_kernel must be True or False")
-    for name, fields, known in (("atom_fields", atom_fields, ATOM_FIELDS), ("bond_fields", bond_fields, BOND_FIELDS)):
-        if isinstance(fields, str) or not isinstance(fields, Sequence) or not fields:
-            raise ParameterTypeError(f"{name} must be a non-empty sequence of field names, got {fields!r:.60}")
-        bad = [f for f in fields if f not in known or f == "neighbours"]
-        if bad:
-            raise ParameterError(f"{name}: {bad!r:.60} cannot be compared by a delta; known: {', '.join(known)}")
     bounds = (0.05, 0.95) if fit_graph_kernel else "fixed"
-    mgk = MarginalizedGraphKernel(
-        _deltas(atom_fields, h, bounds),
-        _deltas(bond_fields, h, bounds),
-        q=q,
-        q_bounds=(0.01, 0.9) if fit_graph_kernel else "fixed",
-        backend=backend,
-        normalize=True,
-    )
-    kernel = ConstantKernel(1.0, (1e-3, 1e3)) * ExpSimilarity(Cached(mgk), gamma=5.0)
+    kernel = None
+    for atom_fields, bond_fields in _check_views(views):
+        mgk = MarginalizedGraphKernel(
+            _deltas(atom_fields, h, bounds),
+            _deltas(bond_fields, h, bounds),
+            q=q,
+            q_bounds=(0.01, 0.9) if fit_graph_kernel else "fixed",
+            backend=backend,
+            normalize=True,
+        )
+        term = ConstantKernel(1.0, (1e-3, 1e3)) * ExpSimilarity(Cached(mgk), gamma=5.0)
+        kernel = term if kernel is None else kernel + term
     if descriptors:
         kernel = kernel + ConstantKernel(1.0, (1e-3, 1e3)) * FeatureKernel()
     return kernel + WhiteKernel(0.1, (1e-6, 10.0))
@@ -127,9 +162,9 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
     ----------
     descriptors : bool
         Use RDKit's 2-D descriptors beside the graph kernel (default True).
-    atom_fields, bond_fields : sequence of str
-        The atom and bond fields the graph kernel compares (:data:`DEFAULT_ATOM_FIELDS`,
-        :data:`DEFAULT_BOND_FIELDS`; choices in :data:`mgkflow.learn.featurize.ATOM_FIELDS`).
+    views : sequence of (atom fields, bond fields)
+        One graph kernel per view (:data:`DEFAULT_VIEWS`: a coarse and a fine view); field
+        choices in :data:`mgkflow.learn.featurize.ATOM_FIELDS` and ``BOND_FIELDS``.
     h, q : float
         The graph kernel's delta value and stop probability (see :func:`molecular_kernel`).
     fit_graph_kernel : bool
@@ -165,22 +200,20 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
     def __init__(
         self,
         descriptors: bool = True,
-        atom_fields: Sequence[str] = DEFAULT_ATOM_FIELDS,
-        bond_fields: Sequence[str] = DEFAULT_BOND_FIELDS,
+        views: Sequence[tuple[Sequence[str], Sequence[str]]] = DEFAULT_VIEWS,
         h: float = 0.5,
         q: float = 0.2,
         fit_graph_kernel: bool = False,
         kernel: Any = None,
         objective: str = "lml",
-        n_restarts: int = 2,
+        n_restarts: int = 1,
         max_iter: int = 100,
         backend: str = "auto",
         random_state: int | None = 0,
         verbose: int = 1,
     ) -> None:
         self.descriptors = descriptors
-        self.atom_fields = atom_fields
-        self.bond_fields = bond_fields
+        self.views = views
         self.h = h
         self.q = q
         self.fit_graph_kernel = fit_graph_kernel
@@ -217,18 +250,16 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         if not fit and not hasattr(self, "featurizer_"):
             raise ParameterTypeError("this MolecularGPR was fitted on Graphs: predict takes Graphs too")
         if fit:
+            views = _check_views(self.views)
             self.featurizer_ = MolecularFeaturizer(
-                atom_fields=tuple(_check_fields(self.atom_fields, ATOM_FIELDS, "atom_fields")),
-                bond_fields=tuple(_check_fields(self.bond_fields, BOND_FIELDS, "bond_fields")),
-                descriptors=self.descriptors,
+                atom_fields=_union(views, 0), bond_fields=_union(views, 1), descriptors=self.descriptors
             ).fit(items)
         return self.featurizer_.transform(items)
 
     def _check(self) -> None:
         if not _is_bool(self.descriptors) or not _is_bool(self.fit_graph_kernel):
             raise ParameterTypeError("descriptors and fit_graph_kernel must be True or False")
-        _check_fields(self.atom_fields, ATOM_FIELDS, "atom_fields")
-        _check_fields(self.bond_fields, BOND_FIELDS, "bond_fields")
+        _check_views(self.views)
         if not isinstance(self.objective, str):
             raise ParameterTypeError(f"objective must be a string, got {self.objective!r:.60}")
         v = self.verbose
@@ -253,8 +284,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         kernel = self.kernel
         if kernel is None:
             kernel = molecular_kernel(
-                self.atom_fields,
-                self.bond_fields,
+                self.views,
                 self.h,
                 self.q,
                 self.descriptors,
