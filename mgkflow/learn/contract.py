@@ -131,11 +131,14 @@ def cross_kernel(
            [0.6065, 1.    ]])
     """
     grad = _flag(eval_gradient, "eval_gradient")
+    _check_kernel(kernel)
     _check_sets(X, Y)
-    if block_rows is None or len(X) <= block_rows:
+    _check_cache(cache)
+    rows = len(X) if block_rows is None else _rows(block_rows)
+    if len(X) <= rows:
         K, dK = _cross(kernel, X, Y, grad, cache)
     else:
-        parts = [_cross(kernel, X[a:b], Y, grad, cache) for a, b in _blocks(len(X), _rows(block_rows))]
+        parts = [_cross(kernel, X[a:b], Y, grad, cache) for a, b in _blocks(len(X), rows)]
         K = np.vstack([p[0] for p in parts])
         dK = np.concatenate([p[1] for p in parts], axis=0) if grad else None
     return (K, dK) if grad else K
@@ -153,8 +156,9 @@ def kernel_diag(kernel: Any, X: Sequence, eval_gradient: bool = False, cache: di
     ([1.5, 1.5], [1.0, 1.0], [[0.0, 0.5], [0.0, 0.5]])
     """
     grad = _flag(eval_gradient, "eval_gradient")
-    if len(X) == 0:
-        raise ParameterError("kernel_diag: X is empty")
+    _check_kernel(kernel)
+    _check_sets(X, X)
+    _check_cache(cache)
     v, s, gv, gs = _diag(kernel, X, grad, cache)
     return KernelDiag(np.asarray(v, dtype=np.float64), np.asarray(s, dtype=np.float64), gv, gs)
 
@@ -198,7 +202,9 @@ def contracted_gradient(
     >>> K.shape, g.shape
     ((3, 1), (1,))
     """
+    _check_kernel(kernel)
     _check_sets(X, Y)
+    _check_cache(cache)
     rows = _rows(block_rows)
     try:
         W = np.asarray(W, dtype=np.float64)
@@ -209,6 +215,8 @@ def contracted_gradient(
     n, m = len(X), len(Y)
     if W.shape[-2:] != (n, m) or W.ndim not in (2, 3):
         raise ParameterError(f"contracted_gradient: W must have shape ({n}, {m}) or (r, {n}, {m}), got {W.shape}")
+    if not np.all(np.isfinite(W)):
+        raise ParameterError("contracted_gradient: W has NaN or infinite values")
     Ws = W[None] if W.ndim == 2 else W
     K = np.empty((n, m))
     g = np.zeros((Ws.shape[0], kernel.n_dims))
@@ -224,6 +232,17 @@ def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise ParameterTypeError(f"{name} must be True or False, got {value!r:.60}")
     return bool(value)
+
+
+def _check_kernel(kernel: Any) -> None:
+    if not callable(kernel) or not all(hasattr(kernel, a) for a in ("diag", "theta", "n_dims")):
+        raise ParameterTypeError(f"kernel must be a scikit-learn kernel (callable, with diag and theta), "
+                                 f"got {type(kernel).__name__}")
+
+
+def _check_cache(cache: Any) -> None:
+    if cache is not None and not isinstance(cache, dict):
+        raise ParameterTypeError(f"cache must be None or a dict, got {type(cache).__name__}")
 
 
 def _rows(block_rows: Any) -> int:

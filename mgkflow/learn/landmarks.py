@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParameterError, ParameterTypeError
-from .contract import _take, kernel_diag
+from .contract import _check_kernel, _take, kernel_diag
 
 __all__ = ["pivoted_cholesky", "kmeans_plus_plus", "random_landmarks", "select_landmarks", "LANDMARK_METHODS"]
 
@@ -108,9 +108,12 @@ def pivoted_cholesky(
     >>> pivoted_cholesky(RBF(1.0), X, 3).tolist()  # one point of each cluster, farthest first
     [0, 4, 2]
     """
+    _check_kernel(kernel)
     m = _count(X, n_landmarks)
-    if not (isinstance(tol, int | float | np.floating) and 0 <= tol < 1):
+    if isinstance(tol, bool) or not (isinstance(tol, int | float | np.floating | np.integer) and 0 <= tol < 1):
         raise ParameterError(f"tol must be a number in [0, 1), got {tol!r:.60}")
+    if not isinstance(return_trace, bool | np.bool_):
+        raise ParameterTypeError(f"return_trace must be True or False, got {return_trace!r:.60}")
     n = len(X)
     d = kernel_diag(kernel, X).signal.copy()
     if not np.all(np.isfinite(d)):
@@ -171,6 +174,7 @@ def kmeans_plus_plus(kernel: Any, X: Sequence, n_landmarks: int, random_state: A
     >>> len(set(idx.tolist())), idx.dtype
     (3, dtype('int64'))
     """
+    _check_kernel(kernel)
     m = _count(X, n_landmarks)
     rng = _rng(random_state)
     n = len(X)

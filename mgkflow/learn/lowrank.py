@@ -65,7 +65,7 @@ import scipy.optimize
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 
 from ..errors import ParameterError, ParameterTypeError
-from .contract import _take, contracted_gradient, cross_kernel, kernel_diag
+from .contract import _check_sets, _take, contracted_gradient, cross_kernel, kernel_diag
 from .landmarks import LANDMARK_METHODS, select_landmarks
 from .objectives import NotPositiveDefiniteError
 
@@ -441,8 +441,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
     def fit(self, X: Sequence, y: Any) -> LowRankGPR:
         """Choose the landmarks, fit the hyperparameters (unless ``optimize=False``) and the posterior."""
         self._check()
-        if X is None or isinstance(X, str | bytes) or not hasattr(X, "__len__"):
-            raise ParameterTypeError(f"X must be a sequence of graphs or a 2-D array, got {type(X).__name__}")
+        _check_sets(X, X)
         try:
             y = np.asarray(y, dtype=np.float64)
         except (TypeError, ValueError):
@@ -509,6 +508,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
             raise ParameterError("this LowRankGPR is not fitted yet: call fit(X, y) first")
         if not isinstance(return_std, bool | np.bool_):
             raise ParameterTypeError(f"return_std must be True or False, got {return_std!r:.60}")
+        _check_sets(X, X)
         Ks = np.asarray(self.kernel_(X, self.X_landmarks_), dtype=np.float64)
         mean = Ks @ self._w_mean * self._y_std + self._y_mean
         if not return_std:
