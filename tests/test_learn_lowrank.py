@@ -205,6 +205,24 @@ def test_a_cache_keeps_the_blocks_of_fixed_cached_kernels():
     assert _Counting.calls == calls
 
 
+def test_landmark_columns_serve_the_fit_and_the_graph_kernels_diagonal_is_kept():
+    gs = _graphs(16, seed=11)
+    mgk = _mgk(free=False)
+    k = C(1.0) * ExpSimilarity(Cached(mgk), gamma=2.0) + WhiteKernel(0.1)
+    cache: dict = {}
+    idx = pivoted_cholesky(k, gs, 5, cache=cache, block_rows=6)
+    Z = [gs[i] for i in idx]
+    mgk.last_stats = None
+    K = cross_kernel(k, gs, Z, cache=cache, block_rows=6)
+    assert mgk.last_stats is None  # no graph-kernel solve: every column was kept
+    np.testing.assert_allclose(K, k(gs, Z), rtol=1e-12)
+    # a normalized graph kernel's cross block with a cache keeps X's self similarities
+    cache = {}
+    cols = np.hstack([cross_kernel(mgk, gs, [g], cache=cache) for g in Z])
+    assert mgk.last_stats.pairs == len(gs) + 1  # the column and the one new self pair
+    np.testing.assert_allclose(cols, mgk(gs, Z), rtol=1e-12)
+
+
 # ---------------------------------------------------------------------------- low-rank objective
 @pytest.mark.parametrize("approximation", APPROXIMATIONS)
 @pytest.mark.parametrize("keep", [True, False])

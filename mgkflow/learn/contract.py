@@ -316,7 +316,7 @@ def _cross(k: Any, X: Any, Y: Any, grad: bool, cache: dict | None) -> tuple[np.n
     if type(k) is RBF:
         return _rbf_cross(k, X, Y, grad, cache)
     if isinstance(k, MarginalizedGraphKernel):
-        return _mgk_cross(k, X, Y, grad)
+        return _mgk_cross(k, X, Y, grad, cache)
     if type(k) is Cached:
         return _cached_cross(k, X, Y, grad, cache)
     if type(k) is Normalized:
@@ -361,14 +361,15 @@ def _rbf_cross(k: RBF, X: Any, Y: Any, grad: bool, cache: dict | None):
     return K, dK
 
 
-def _mgk_cross(k: MarginalizedGraphKernel, X: Any, Y: Any, grad: bool):
+def _mgk_cross(k: MarginalizedGraphKernel, X: Any, Y: Any, grad: bool, cache: dict | None):
     """The graph kernel's cross block; its gradient by the backend's gradient solve of every pair
     (normalized: of the self pairs too), as a Gram matrix's gradient is found (docs/design.md §7.1)."""
-    if not grad:
-        return k(X, Y), None
-    if not k.n_dims:
-        K = k(X, Y)
-        return K, _empty(*K.shape)
+    if not grad or not k.n_dims:
+        if k.normalize and not k.n_dims and cache is not None and not same_graphs(X, Y):
+            K = _mgk_normalized_cross(k, X, Y, cache)
+        else:
+            K = k(X, Y)
+        return K, (_empty(*K.shape) if grad else None)
     if same_graphs(X, Y):
         return k(X, eval_gradient=True)
     xs = prepare(k, X, "X")
@@ -406,18 +407,59 @@ def _mgk_cross(k: MarginalizedGraphKernel, X: Any, Y: Any, grad: bool):
     return K, dK
 
 
+def _mgk_normalized_cross(k: MarginalizedGraphKernel, X: Any, Y: Any, cache: dict) -> np.ndarray:
+    """The normalized block of a graph kernel without free hyperparameters, with the self
+    similarities of X kept in ``cache``: a landmark choice asks for one column at a time with the
+    same X, which would otherwise solve X's len(X) self pairs again for each column."""
+    xs = prepare(k, X, "X")
+    ys = prepare(k, Y, "Y", xs)
+    get_backend(k)
+    warn_degenerate(k, stacklevel=5)
+    t0 = time.perf_counter()
+    n, m = len(xs), len(ys)
+    vals, _, its, res, conv = solve(k, xs, ys, cross_pairs(n, m), raw=False)
+
+    def self_similarities(systems):
+        d, _, _, r, c = solve(k, systems, systems, self_pairs(len(systems)), raw=False)
+        check_convergence(k, c, r, stacklevel=5)
+        check_finite(d[:, None], systems, systems)
+        return d
+
+    kx = input_key(X)
+    key = None if kx is None else ("mgk self", id(k), kx, repr(k))
+    dx = _memo(cache, key, lambda: self_similarities(xs), (kept_inputs(X),))
+    dy = self_similarities(ys)
+    record(k, (n, m), n * m + m, its.reshape(n, m), res.reshape(n, m), conv.reshape(n, m), t0)
+    check_convergence(k, conv, res, stacklevel=5)
+    K = vals.reshape(n, m)
+    check_finite(K, xs, ys)
+    check_diagonal(k, dx, xs, "X")
+    check_diagonal(k, dy, ys, "Y")
+    return normalized_gradient(K, None, dx, None, dy, None)[0]
+
+
 def _cached_cross(k: Cached, X: Any, Y: Any, grad: bool, cache: dict | None):
+    """A fixed kernel's block, kept in ``cache`` column by column (per block of rows of X): the
+    columns a landmark choice computed are found again by the fit's K(X, Z)."""
     inner = k.kernel
     if inner.n_dims:  # its θ changes from call to call: nothing worth keeping
         return _cross(inner, X, Y, grad, cache)
-    kx, ky = input_key(X), input_key(Y)
-    if cache is None or kx is None or ky is None:
+    kx = input_key(X)
+    cols = None if cache is None or kx is None else [input_key(_take(Y, [j])) for j in range(len(Y))]
+    if cols is None or any(c is None for c in cols):
         if grad:
             K, _ = _cross(inner, X, Y, False, None)
             return K, _empty(*K.shape)
         return k(X, Y), None
-    key = ("cross", id(k), kx, ky, repr(inner))
-    K = _memo(cache, key, lambda: _cross(inner, X, Y, False, None)[0], (kept_inputs(X), kept_inputs(Y)))
+    base = ("column", id(k), kx, repr(inner))
+    keys = [(*base, c) for c in cols]
+    missing = [j for j, key in enumerate(keys) if key not in cache]
+    if missing:
+        new = _cross(inner, X, _take(Y, missing), False, cache)[0]
+        cache.setdefault(("inputs", id(k), kx), kept_inputs(X))  # the items whose identities the keys hold
+        for t, j in enumerate(missing):
+            cache[keys[j]] = (np.array(new[:, t]), kept_inputs(_take(Y, [j])))
+    K = np.stack([cache[key][0] for key in keys], axis=1)
     return K, (_empty(*K.shape) if grad else None)
 
 

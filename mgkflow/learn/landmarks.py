@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParameterError, ParameterTypeError
-from .contract import _check_kernel, _take, kernel_diag
+from .contract import _check_kernel, _take, cross_kernel, kernel_diag
 
 __all__ = ["pivoted_cholesky", "kmeans_plus_plus", "random_landmarks", "select_landmarks", "LANDMARK_METHODS"]
 
@@ -67,13 +67,19 @@ def _rng(random_state: Any) -> np.random.Generator:
     return np.random.default_rng(random_state)
 
 
-def _column(kernel: Any, X: Any, j: int) -> np.ndarray:
-    """k(x, X[j]) for every x of X (a cross call: no white noise)."""
-    return np.asarray(kernel(X, _take(X, [j])), dtype=np.float64)[:, 0]
+def _column(kernel: Any, X: Any, j: int, cache: dict | None, block_rows: int | None) -> np.ndarray:
+    """k(x, X[j]) for every x of X (a cross block: no white noise)."""
+    return cross_kernel(kernel, X, _take(X, [j]), cache=cache, block_rows=block_rows)[:, 0]
 
 
 def pivoted_cholesky(
-    kernel: Any, X: Sequence, n_landmarks: int, tol: float = 1e-12, return_trace: bool = False
+    kernel: Any,
+    X: Sequence,
+    n_landmarks: int,
+    tol: float = 1e-12,
+    return_trace: bool = False,
+    cache: dict | None = None,
+    block_rows: int | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Landmarks by greedy pivoted Cholesky of the kernel matrix (the diagonal and m columns).
 
@@ -94,6 +100,9 @@ def pivoted_cholesky(
     return_trace : bool
         Also return the residual trace Σᵢ dᵢ before the first step and after each (length m + 1;
         non-increasing).
+    cache, block_rows : optional
+        As for :func:`~mgkflow.learn.contract.cross_kernel`: with the fit's cache and blocks, the
+        columns of a fixed ``Cached`` kernel computed here serve the fit's K(X, Z).
 
     Returns
     -------
@@ -115,7 +124,7 @@ def pivoted_cholesky(
     if not isinstance(return_trace, bool | np.bool_):
         raise ParameterTypeError(f"return_trace must be True or False, got {return_trace!r:.60}")
     n = len(X)
-    d = kernel_diag(kernel, X).signal.copy()
+    d = kernel_diag(kernel, X, cache=cache).signal.copy()
     if not np.all(np.isfinite(d)):
         raise ParameterError("pivoted_cholesky: the kernel's diagonal is not finite")
     floor = tol * max(float(d.max()), 0.0)
@@ -128,7 +137,7 @@ def pivoted_cholesky(
         j = int(np.argmax(np.where(chosen, -np.inf, d)))
         if not d[j] > floor:
             break
-        col = _column(kernel, X, j)
+        col = _column(kernel, X, j, cache, block_rows)
         lk = (col - L[:, :k] @ L[j, :k]) / np.sqrt(d[j])
         lk[chosen] = 0.0
         L[:, k] = lk
@@ -146,7 +155,14 @@ def pivoted_cholesky(
     return (idx, np.asarray(trace)) if return_trace else idx
 
 
-def kmeans_plus_plus(kernel: Any, X: Sequence, n_landmarks: int, random_state: Any = None) -> np.ndarray:
+def kmeans_plus_plus(
+    kernel: Any,
+    X: Sequence,
+    n_landmarks: int,
+    random_state: Any = None,
+    cache: dict | None = None,
+    block_rows: int | None = None,
+) -> np.ndarray:
     """Landmarks by k-means++ seeding in the kernel's feature space (D² sampling).
 
     The first landmark is drawn uniformly; each next one with probability proportional to the
@@ -160,6 +176,8 @@ def kmeans_plus_plus(kernel: Any, X: Sequence, n_landmarks: int, random_state: A
     n_landmarks : int
         m, at most len(X).
     random_state : int, numpy Generator or None
+    cache, block_rows : optional
+        As for :func:`pivoted_cholesky`.
 
     Returns
     -------
@@ -178,7 +196,7 @@ def kmeans_plus_plus(kernel: Any, X: Sequence, n_landmarks: int, random_state: A
     m = _count(X, n_landmarks)
     rng = _rng(random_state)
     n = len(X)
-    diag = kernel_diag(kernel, X).signal
+    diag = kernel_diag(kernel, X, cache=cache).signal
     chosen = np.zeros(n, dtype=bool)
     idx = np.empty(m, dtype=np.int64)
     nearest = np.full(n, np.inf)
@@ -188,7 +206,7 @@ def kmeans_plus_plus(kernel: Any, X: Sequence, n_landmarks: int, random_state: A
         chosen[j] = True
         if k == m - 1:
             break
-        d2 = np.maximum(diag + diag[j] - 2.0 * _column(kernel, X, j), 0.0)
+        d2 = np.maximum(diag + diag[j] - 2.0 * _column(kernel, X, j, cache, block_rows), 0.0)
         nearest = np.minimum(nearest, d2)
         w = np.where(chosen, 0.0, nearest)
         total = w.sum()
@@ -212,16 +230,26 @@ def random_landmarks(X: Sequence, n_landmarks: int, random_state: Any = None) ->
     return np.asarray(_rng(random_state).choice(len(X), size=m, replace=False), dtype=np.int64)
 
 
-#: Landmark choices by name: ``f(kernel, X, n_landmarks, rng) -> indices``.
+#: Landmark choices by name: ``f(kernel, X, n_landmarks, rng, cache, block_rows) -> indices``.
 LANDMARK_METHODS: dict[str, Callable[..., np.ndarray]] = {
-    "pivoted_cholesky": lambda kernel, X, m, rng: pivoted_cholesky(kernel, X, m),
-    "kmeans++": lambda kernel, X, m, rng: kmeans_plus_plus(kernel, X, m, rng),
-    "random": lambda kernel, X, m, rng: random_landmarks(X, m, rng),
+    "pivoted_cholesky": lambda kernel, X, m, rng, cache, rows: pivoted_cholesky(kernel, X, m, cache=cache,
+                                                                                block_rows=rows),
+    "kmeans++": lambda kernel, X, m, rng, cache, rows: kmeans_plus_plus(kernel, X, m, rng, cache, rows),
+    "random": lambda kernel, X, m, rng, cache, rows: random_landmarks(X, m, rng),
 }
 
 
-def select_landmarks(method: str, kernel: Any, X: Sequence, n_landmarks: int, random_state: Any = None) -> np.ndarray:
-    """The landmarks of ``method`` (a name of :data:`LANDMARK_METHODS`) as indices into X.
+def select_landmarks(
+    method: str,
+    kernel: Any,
+    X: Sequence,
+    n_landmarks: int,
+    random_state: Any = None,
+    cache: dict | None = None,
+    block_rows: int | None = None,
+) -> np.ndarray:
+    """The landmarks of ``method`` (a name of :data:`LANDMARK_METHODS`) as indices into X
+    (``cache``, ``block_rows``: see :func:`pivoted_cholesky`).
 
     Examples
     --------
@@ -232,4 +260,4 @@ def select_landmarks(method: str, kernel: Any, X: Sequence, n_landmarks: int, ra
     """
     if not isinstance(method, str) or method not in LANDMARK_METHODS:
         raise ParameterError(f"landmarks must be one of {', '.join(LANDMARK_METHODS)}, got {method!r:.60}")
-    return LANDMARK_METHODS[method](kernel, X, n_landmarks, _rng(random_state))
+    return LANDMARK_METHODS[method](kernel, X, n_landmarks, _rng(random_state), cache, block_rows)

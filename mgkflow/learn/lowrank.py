@@ -381,7 +381,8 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
     def _landmark_indices(self, X: Sequence, rng: np.random.Generator) -> np.ndarray:
         n = len(X)
         if isinstance(self.landmarks, str):
-            return select_landmarks(self.landmarks, self.kernel_, X, min(int(self.n_landmarks), n), rng)
+            return select_landmarks(self.landmarks, self.kernel_, X, min(int(self.n_landmarks), n), rng,
+                                    cache=self._cache, block_rows=int(self.block_rows))
         try:
             idx = np.asarray(self.landmarks)
         except (TypeError, ValueError):
@@ -460,7 +461,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         self._cache: dict | None = {}
         rng = np.random.default_rng(self.random_state)
         try:
-            d = kernel_diag(self.kernel_, self._X)
+            d = kernel_diag(self.kernel_, self._X, cache=self._cache)
             if not np.all(d.value - d.signal > 0):
                 raise ParameterError(
                     "LowRankGPR needs white noise in the kernel (e.g. kernel + WhiteKernel(1e-2)): "
