@@ -419,7 +419,10 @@ def _mgk_normalized_cross(k: MarginalizedGraphKernel, X: Any, Y: Any, cache: dic
     n, m = len(xs), len(ys)
     vals, _, its, res, conv = solve(k, xs, ys, cross_pairs(n, m), raw=False)
 
+    solved = [n * m]
+
     def self_similarities(systems):
+        solved[0] += len(systems)
         d, _, _, r, c = solve(k, systems, systems, self_pairs(len(systems)), raw=False)
         check_convergence(k, c, r, stacklevel=5)
         check_finite(d[:, None], systems, systems)
@@ -429,7 +432,7 @@ def _mgk_normalized_cross(k: MarginalizedGraphKernel, X: Any, Y: Any, cache: dic
     key = None if kx is None else ("mgk self", id(k), kx, repr(k))
     dx = _memo(cache, key, lambda: self_similarities(xs), (kept_inputs(X),))
     dy = self_similarities(ys)
-    record(k, (n, m), n * m + m, its.reshape(n, m), res.reshape(n, m), conv.reshape(n, m), t0)
+    record(k, (n, m), solved[0], its.reshape(n, m), res.reshape(n, m), conv.reshape(n, m), t0)
     check_convergence(k, conv, res, stacklevel=5)
     K = vals.reshape(n, m)
     check_finite(K, xs, ys)
