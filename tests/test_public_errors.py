@@ -250,6 +250,26 @@ _molecular_gpr.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 )
 
 
+def _lowrank_gpr(X: Any, y: Any, Xp: Any, return_std: Any, **params: Any) -> Any:
+    """Fit a LowRankGPR built from ``params`` to (X, y) and predict at Xp."""
+    from mgkflow.learn import LowRankGPR
+
+    return LowRankGPR(**params).fit(X, y).predict(Xp, return_std=return_std)
+
+
+_lowrank_gpr.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in ("X", "y", "Xp", "return_std")]
+    + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+       for p in inspect.signature(__import__("mgkflow.learn", fromlist=["x"]).LowRankGPR).parameters.values()]
+)
+
+
+def _noisy_kernel() -> Any:
+    from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
+
+    return ConstantKernel(1.0) * _kernel(normalize=True) + WhiteKernel(0.1)
+
+
 def _exp_similarity(kernel: Any, gamma: Any, gamma_bounds: Any, X: Any, Y: Any, eval_gradient: Any) -> Any:
     """Build an ExpSimilarity, read its θ and bounds, evaluate it."""
     from mgkflow.learn import ExpSimilarity
@@ -379,6 +399,21 @@ def _entries() -> list[Entry]:  # noqa: PLR0915 - one table
         Entry("learn.ExpSimilarity", _exp_similarity, {"kernel": _kernel(normalize=True), "gamma": 2.0,
                                                        "gamma_bounds": (0.1, 10.0), "X": g, "Y": None,
                                                        "eval_gradient": False}),
+        Entry("learn.LowRankGPR", _lowrank_gpr, {"X": g, "y": [1.0, 2.0], "Xp": g[:1], "return_std": True,
+                                                 "kernel": _noisy_kernel(), "n_landmarks": 1, "max_iter": 2,
+                                                 "verbose": 0},
+              skip={"n_restarts-huge": "valid: 2**70 restarts (endless)", "max_iter-huge": "valid (endless)"}),
+        Entry("learn.pivoted_cholesky", ml.pivoted_cholesky, {"kernel": k, "X": g, "n_landmarks": 1}),
+        Entry("learn.kmeans_plus_plus", ml.kmeans_plus_plus, {"kernel": k, "X": g, "n_landmarks": 2,
+                                                              "random_state": 0}),
+        Entry("learn.random_landmarks", ml.random_landmarks, {"X": g, "n_landmarks": 1, "random_state": 0}),
+        Entry("learn.cross_kernel", ml.cross_kernel, {"kernel": _noisy_kernel(), "X": g, "Y": g[:1],
+                                                      "eval_gradient": True, "cache": {}, "block_rows": 1}),
+        Entry("learn.kernel_diag", ml.kernel_diag, {"kernel": _noisy_kernel(), "X": g, "eval_gradient": True,
+                                                    "cache": {}}),
+        Entry("learn.contracted_gradient", ml.contracted_gradient, {"kernel": _noisy_kernel(), "X": g, "Y": g[:1],
+                                                                    "W": np.ones((2, 1)), "block_rows": 1,
+                                                                    "cache": {}}),
         Entry("learn.Cached", lambda kernel, X, Y, eval_gradient: ml.Cached(kernel)(X, Y, eval_gradient),
               {"kernel": k, "X": g, "Y": None, "eval_gradient": False}),
         # mgkflow.pipeline

@@ -25,6 +25,14 @@ name                            what it is
 :class:`FeatureKernel`          a vector kernel on the graphs' graph-level ``features``
 :class:`ExpSimilarity`          exp(γ (k − 1)) of a normalized kernel, γ fitted
 :class:`Cached`                 a kernel that remembers its last Gram matrix
+:class:`LowRankGPR`             Gaussian-process regression on m landmarks (Nyström; VFE,
+                                DTC or FITC), O(n·m²) time and O(n·m) memory
+:func:`pivoted_cholesky`        landmarks by greedy pivoted Cholesky of the kernel
+:func:`kmeans_plus_plus`        landmarks by k-means++ seeding in the kernel's feature space
+:func:`random_landmarks`        landmarks drawn uniformly
+:func:`cross_kernel`            K(X, Y) and its θ-gradient for any kernel (no white noise)
+:func:`kernel_diag`             k(x, x) with and without white noise, with gradients
+:func:`contracted_gradient`     Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ evaluated in row blocks
 =============================== ========================================================
 
 Examples
@@ -38,11 +46,14 @@ Examples
 """
 
 from .cached import Cached
+from .contract import contracted_gradient, cross_kernel, kernel_diag
 from .exp_similarity import ExpSimilarity
 from .feature_kernel import FeatureKernel
 from .featurize import MolecularFeaturizer, molecular_descriptors
 from .fingerprints import morgan_fingerprints
 from .gpr import GraphGPR
+from .landmarks import kmeans_plus_plus, pivoted_cholesky, random_landmarks
+from .lowrank import LowRankGPR
 from .metrics import regression_metrics
 from .molecular import MolecularGPR, molecular_kernel
 from .normalized import Normalized
@@ -64,4 +75,11 @@ __all__ = [
     "FeatureKernel",
     "ExpSimilarity",
     "Cached",
+    "LowRankGPR",
+    "pivoted_cholesky",
+    "kmeans_plus_plus",
+    "random_landmarks",
+    "cross_kernel",
+    "kernel_diag",
+    "contracted_gradient",
 ]

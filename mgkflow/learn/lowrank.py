@@ -1,0 +1,521 @@
+"""Low-rank Gaussian-process regression on graphs: :class:`LowRankGPR`, O(n·m²) time, O(n·m) memory.
+
+An exact GP on n graphs needs the n × n kernel matrix: n²/2 graph-kernel solves and an O(n³)
+factorization. With m landmarks Z chosen among the training graphs (:mod:`.landmarks`), the
+Nyström approximation Q = K_nm K_mm⁻¹ K_mn needs only the n·m entries K(X, Z), the m × m block
+K(Z, Z) and the n diagonal entries k(x, x). Three covariances of the training targets build on
+it (Quiñonero-Candela & Rasmussen 2005; Titsias 2009; Bauer et al. 2016), all with the same
+Woodbury algebra and analytic gradients:
+
+``"dtc"`` (default)
+    The deterministic-training-conditional (subset-of-regressors) evidence log N(y | 0, Q + Λ),
+    Λ the white noise.
+``"vfe"``
+    Titsias's variational bound: the same minus ½ Σᵢ (kᵢᵢ − Qᵢᵢ) / λᵢ. A lower bound of the exact
+    evidence that tightens as landmarks are added; the penalty favours hyperparameters under which
+    the landmarks explain the kernel, so with few landmarks it underfits (on FreeSolv it gave a
+    descriptor kernel of high rank no weight; docs/learning.md). The same predictions as ``"dtc"``.
+``"fitc"``
+    The fully independent training conditional: Λ also takes the diagonal Q misses,
+    λᵢ = k(xᵢ, xᵢ) + noise − Qᵢᵢ (heteroscedastic), and its evidence; known to underestimate the
+    noise when its hyperparameters are fitted (Bauer et al.).
+
+All three equal the exact GP when every training point is a landmark. Predictive mean
+K_*m B⁻¹ K_mn Λ⁻¹ y and variance k(x*, x*) − Q_** + K_*m B⁻¹ K_m* with B = K_mm + K_mn Λ⁻¹ K_nm
+(the standard deviation of a noisy observation, like :class:`GraphGPR`: the kernel's white noise
+is included).
+
+**Noise.** The kernel holds its noise as a ``WhiteKernel`` (as for :class:`GraphGPR`), anywhere in
+a sum or product: λᵢ is ``kernel.diag`` minus the kernel's value on the pair (xᵢ, xᵢ) taken as
+a cross entry (what a ``WhiteKernel`` leaves out). K(Z, Z) is such a cross block: no noise,
+off the diagonal or on it. A kernel without white noise is refused.
+
+**Stability.** K_mm gets a jitter (``jitter`` times its mean diagonal; part of the model, so the
+gradient is exact); with K_mm = L Lᵀ and V = L⁻¹ K_mn, every solve is with L or with the
+Cholesky factor of I + V Λ⁻¹ Vᵀ (eigenvalues ≥ 1).
+
+**Gradients.** The objective's θ-gradient is Σᵢⱼ W_ij ∂K(X, Z)_ij + Σ W'_ij ∂K(Z, Z)_ij plus
+weighted derivatives of the diagonal, for weights W, W' from m × m algebra: the n × m × H
+derivatives of K(X, Z) are either kept from the value pass (when they fit
+:attr:`LowRankGPR.max_gradient_bytes`) or contracted block by block by
+:func:`~mgkflow.learn.contract.contracted_gradient`. The landmarks are chosen once, with the
+kernel's starting hyperparameters, and kept while the hyperparameters are fitted.
+
+Examples
+--------
+>>> import numpy as np
+>>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+>>> X = np.linspace(0, 6, 40)[:, None]
+>>> y = np.sin(X[:, 0])
+>>> gp = LowRankGPR(RBF(1.0) + WhiteKernel(1e-2), n_landmarks=10, verbose=0).fit(X, y)
+>>> mean, std = gp.predict(X[:3], return_std=True)
+>>> gp.landmark_indices_.shape, bool(np.abs(mean - y[:3]).max() < 0.1), bool(np.all(std > 0))
+((10,), True, True)
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.optimize
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+
+from ..errors import ParameterError, ParameterTypeError
+from .contract import _check_sets, _take, contracted_gradient, cross_kernel, kernel_diag
+from .landmarks import LANDMARK_METHODS, select_landmarks
+from .objectives import NotPositiveDefiniteError
+
+__all__ = ["LowRankGPR", "lowrank_log_likelihood", "APPROXIMATIONS"]
+
+#: The low-rank covariances of the training targets (see the module docstring).
+APPROXIMATIONS = ("dtc", "vfe", "fitc")
+
+
+def _chol(A: np.ndarray, what: str) -> np.ndarray:
+    try:
+        return sla.cholesky(A, lower=True, check_finite=False)
+    except np.linalg.LinAlgError as exc:
+        raise NotPositiveDefiniteError(
+            f"{what} is not positive definite at these hyperparameters; raise jitter or choose other landmarks"
+        ) from exc
+
+
+def _solve_l(L: np.ndarray, B: np.ndarray, trans: int = 0) -> np.ndarray:
+    return sla.solve_triangular(L, B, lower=True, trans=trans, check_finite=False)
+
+
+class _Factors:
+    """The m × m factors of one low-rank covariance: L_A L_Aᵀ = K_mm + εI, V = L_A⁻¹ K_mn,
+    λ (the diagonal Λ), L_C L_Cᵀ = I + V Λ⁻¹ Vᵀ."""
+
+    def __init__(self, Knm: np.ndarray, Kmm: np.ndarray, value: np.ndarray, signal: np.ndarray, approximation: str,
+                 jitter: float) -> None:
+        m = Kmm.shape[0]
+        scale = float(np.mean(np.diag(Kmm)))
+        if not (scale > 0 and np.isfinite(scale)):
+            raise NotPositiveDefiniteError(f"the landmarks' kernel matrix has diagonal mean {scale}")
+        self.m, self.jitter = m, jitter
+        A = Kmm + (jitter * scale) * np.eye(m)
+        self.L_A = _chol(A, "the landmarks' kernel matrix K(Z, Z)")
+        self.V = _solve_l(self.L_A, Knm.T)
+        self.q = np.einsum("ij,ij->j", self.V, self.V)  # diag of Q
+        self.t = signal - self.q  # what Q misses of the diagonal (≥ 0 up to the jitter)
+        noise = value - signal
+        self.lam = noise + self.t if approximation == "fitc" else noise
+        if not np.all(self.lam > 0):
+            raise NotPositiveDefiniteError("the low-rank covariance's diagonal Λ is not positive; add noise")
+        Vs = self.V / np.sqrt(self.lam)
+        self.L_C = _chol(np.eye(m) + Vs @ Vs.T, "I + V Λ⁻¹ Vᵀ")
+
+    def objective(self, y: np.ndarray, approximation: str) -> tuple[float, np.ndarray]:
+        """The log evidence (vfe: the bound) and β = L_C⁻¹ V Λ⁻¹ y."""
+        n = len(y)
+        yl = y / self.lam
+        beta = _solve_l(self.L_C, self.V @ yl)
+        quad = float(y @ yl - beta @ beta)
+        logdet = float(np.sum(np.log(self.lam)) + 2.0 * np.sum(np.log(np.diag(self.L_C))))
+        value = -0.5 * quad - 0.5 * logdet - 0.5 * n * np.log(2 * np.pi)
+        if approximation == "vfe":
+            value -= 0.5 * float(np.sum(self.t / self.lam))
+        return value, beta
+
+    def weights(self, y: np.ndarray, beta: np.ndarray, approximation: str):
+        """(W_nm, W_mm, w_value, w_signal): the objective's gradient is Σ W_nm ∘ ∂K(X, Z) +
+        Σ W_mm ∘ ∂K(Z, Z) + w_value · ∂diag + w_signal · ∂diag_signal."""
+        V, lam, L_A, L_C, m = self.V, self.lam, self.L_A, self.L_C, self.m
+        I = np.eye(m)
+        cb = _solve_l(L_C, beta, trans=1)  # C⁻¹ V Λ⁻¹ y
+        alpha = y / lam - (V.T @ cb) / lam  # Σ⁻¹ y
+        Cinv = sla.cho_solve((L_C, True), I, check_finite=False)
+        CV = Cinv @ V
+        Va = V @ alpha
+        # R = ½ (α αᵀ − Σ⁻¹): R Vᵀ = ½ (α (Vα)ᵀ − Λ⁻¹ Vᵀ C⁻¹), V R Vᵀ = ½ ((Vα)(Vα)ᵀ − I + C⁻¹)
+        RVt = 0.5 * (np.outer(alpha, Va) - CV.T / lam[:, None])
+        VRVt = 0.5 * (np.outer(Va, Va) - I + Cinv)
+        r = 0.5 * (alpha * alpha - (1.0 / lam - np.einsum("ij,ij->j", V, CV) / (lam * lam)))
+        if approximation == "dtc":
+            c, w_value, w_signal = np.zeros_like(lam), r, -r
+        elif approximation == "fitc":  # λ = diag − diag Q: R − diag(r) meets ∂Q
+            c, w_value, w_signal = -r, r, np.zeros_like(r)
+        else:  # vfe: the trace term −½ Σ tᵢ/λᵢ adds diag(1/2λ) to what meets ∂Q
+            s = 0.5 / lam
+            e = self.t / (2.0 * lam * lam)
+            c, w_value, w_signal = s, r + e, -r - s - e
+        M = RVt + c[:, None] * V.T
+        N = VRVt + (V * c) @ V.T
+        W_nm = 2.0 * _solve_l(L_A, M.T, trans=1).T  # 2 M L_A⁻¹
+        W_mm = -_solve_l(L_A, _solve_l(L_A, N, trans=1).T, trans=1).T  # −L_A⁻ᵀ N L_A⁻¹
+        W_mm = 0.5 * (W_mm + W_mm.T)
+        W_mm += (self.jitter / m) * np.trace(W_mm) * I  # the jitter ε = jitter · mean diag K_mm
+        return W_nm, W_mm, w_value, w_signal
+
+
+def _lowrank(
+    kernel: Any,
+    X: Sequence,
+    Z: Sequence,
+    y: np.ndarray,
+    approximation: str,
+    jitter: float,
+    gradient: bool,
+    block_rows: int,
+    cache: dict | None,
+    max_gradient_bytes: int,
+) -> tuple[float, np.ndarray | None, _Factors, np.ndarray]:
+    """(objective, gradient or None, factors, β) at the kernel's θ."""
+    n, m, H = len(X), len(Z), kernel.n_dims
+    d = kernel_diag(kernel, X, eval_gradient=gradient, cache=cache)
+    if gradient:
+        Kmm, dKmm = cross_kernel(kernel, Z, Z, eval_gradient=True, cache=cache)
+    else:
+        Kmm = cross_kernel(kernel, Z, Z, cache=cache)
+    keep = gradient and n * m * H * 8 <= max_gradient_bytes
+    if keep:
+        Knm, dKnm = cross_kernel(kernel, X, Z, eval_gradient=True, cache=cache, block_rows=block_rows)
+    else:
+        Knm = cross_kernel(kernel, X, Z, cache=cache, block_rows=block_rows)
+    f = _Factors(Knm, Kmm, d.value, d.signal, approximation, jitter)
+    value, beta = f.objective(y, approximation)
+    if not gradient:
+        return value, None, f, beta
+    W_nm, W_mm, w_value, w_signal = f.weights(y, beta, approximation)
+    if keep:
+        g = np.einsum("ij,ijh->h", W_nm, dKnm)
+    else:
+        g = contracted_gradient(kernel, X, Z, W_nm, block_rows=block_rows, cache=cache)[1]
+    g = g + np.einsum("ij,ijh->h", W_mm, dKmm) + w_value @ d.gradient + w_signal @ d.signal_gradient
+    return value, g, f, beta
+
+
+def lowrank_log_likelihood(
+    kernel: Any,
+    X: Sequence,
+    Z: Sequence,
+    y: Any,
+    approximation: str = "dtc",
+    jitter: float = 1e-8,
+    eval_gradient: bool = False,
+    block_rows: int = 512,
+    cache: dict | None = None,
+    max_gradient_bytes: int = 2**28,
+) -> float | tuple[float, np.ndarray]:
+    """The low-rank GP's log evidence of y (``"vfe"``: Titsias's lower bound) at the kernel's θ,
+    and with ``eval_gradient`` its gradient over θ (log space).
+
+    Parameters
+    ----------
+    kernel : scikit-learn kernel (with white noise)
+    X : sequence of graphs or 2-D array, the training inputs
+    Z : the landmarks (any inputs of the kernel; usually some of X)
+    y : array (n,), the targets
+    approximation : {"dtc", "vfe", "fitc"}
+    jitter : float
+        Added to K(Z, Z)'s diagonal, times its mean diagonal.
+    eval_gradient : bool
+    block_rows : int
+        Rows of K(X, Z) per kernel evaluation.
+    cache : dict, optional
+        Kept blocks of ``Cached`` kernels (:func:`~mgkflow.learn.contract.cross_kernel`).
+    max_gradient_bytes : int
+        The derivatives of K(X, Z) (n·m·H floats) are kept from the value pass when they fit in
+        this many bytes; otherwise they are contracted block by block in a second pass.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> X = np.linspace(0, 1, 6)[:, None]; y = X[:, 0] ** 2
+    >>> value, grad = lowrank_log_likelihood(RBF(1.0) + WhiteKernel(0.1), X, X[::2], y, eval_gradient=True)
+    >>> grad.shape
+    (2,)
+    """
+    if approximation not in APPROXIMATIONS:
+        raise ParameterError(f"approximation must be one of {', '.join(APPROXIMATIONS)}, got {approximation!r:.60}")
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 1 or len(y) != len(X):
+        raise ParameterError(f"y must be one number per sample of X, got shape {y.shape} for {len(X)}")
+    value, g, _, _ = _lowrank(
+        kernel, X, Z, y, approximation, float(jitter), bool(eval_gradient), int(block_rows), cache,
+        int(max_gradient_bytes),
+    )
+    return (value, g) if eval_gradient else value
+
+
+def _int(value: Any, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+        raise ParameterError(f"{name} must be an integer >= {low}, got {value!r:.60}")
+    return int(value)
+
+
+class LowRankGPR(RegressorMixin, BaseEstimator):
+    """Gaussian-process regression with a low-rank (Nyström) covariance on m landmarks.
+
+    For training sets where the exact :class:`GraphGPR` is too slow: the kernel is evaluated on
+    n·m pairs (plus m² and the n diagonal entries) per optimizer step instead of n²/2, and the
+    algebra costs O(n·m²) instead of O(n³). The hyperparameters are fitted by the chosen
+    approximation's log evidence (L-BFGS-B, analytic gradients, restarts), with the landmarks
+    fixed. See :mod:`mgkflow.learn.lowrank` for the mathematics.
+
+    Parameters
+    ----------
+    kernel : scikit-learn kernel
+        The prior covariance with its noise as a ``WhiteKernel``, e.g.
+        ``molecular_kernel()`` or ``C(1.0) * MarginalizedGraphKernel(..., normalize=True) +
+        WhiteKernel(1e-2)``.
+    n_landmarks : int
+        m; more than the training points takes them all.
+    landmarks : {"pivoted_cholesky", "kmeans++", "random"} or array of int
+        How the landmarks are chosen among the training points (:mod:`.landmarks`), or their
+        indices (``n_landmarks`` is then ignored).
+    approximation : {"dtc", "vfe", "fitc"}
+        The low-rank covariance and its objective: the DTC / subset-of-regressors evidence
+        (default), Titsias's variational bound, or FITC's evidence.
+    jitter : float
+        Added to the landmarks' kernel matrix diagonal, times its mean diagonal.
+    normalize_y : bool
+        Fit to targets scaled to zero mean and unit variance (predictions are scaled back).
+    n_restarts : int
+        Further searches started from θ drawn uniformly within the bounds (log space).
+    max_iter : int
+        L-BFGS-B iterations per search.
+    optimize : bool
+        False keeps the kernel's hyperparameters as given.
+    block_rows : int
+        Training points per evaluation of K(X, Z) (memory O(block_rows · m · H) for gradients).
+    random_state : int or None
+        Seed of the landmarks (``"kmeans++"``, ``"random"``) and of the restarts.
+    verbose : int
+        1: a line per optimizer step on stderr; 0: silent.
+
+    Attributes
+    ----------
+    kernel_ : the fitted kernel
+    landmark_indices_ : ndarray of int, the landmarks' positions in the training set
+    X_landmarks_ : the landmarks (all that prediction needs of the training inputs)
+    objective_value_ : float, the objective at ``kernel_.theta``
+    n_evaluations_ : int, objective evaluations during the fit
+    landmark_seconds_, fit_seconds_ : float, time to choose the landmarks, and for the whole fit
+
+    max_gradient_bytes : int (class attribute, 2**28)
+        The n × m × H derivatives of K(X, Z) are kept from an optimizer step's value pass when
+        they fit; beyond, they are computed again block by block and contracted at once.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> X = np.linspace(0, 6, 30)[:, None]
+    >>> y = np.cos(X[:, 0])
+    >>> gp = LowRankGPR(RBF(1.0) + WhiteKernel(1e-2), n_landmarks=8, verbose=0).fit(X, y)
+    >>> bool(gp.score(X, y) > 0.95), gp.n_landmarks_
+    (True, 8)
+    """
+
+    max_gradient_bytes: int = 2**28
+
+    def __init__(
+        self,
+        kernel: Any,
+        n_landmarks: int = 100,
+        landmarks: Any = "pivoted_cholesky",
+        approximation: str = "dtc",
+        jitter: float = 1e-8,
+        normalize_y: bool = True,
+        n_restarts: int = 0,
+        max_iter: int = 100,
+        optimize: bool = True,
+        block_rows: int = 512,
+        random_state: int | None = None,
+        verbose: int = 1,
+    ) -> None:
+        self.kernel = kernel
+        self.n_landmarks = n_landmarks
+        self.landmarks = landmarks
+        self.approximation = approximation
+        self.jitter = jitter
+        self.normalize_y = normalize_y
+        self.n_restarts = n_restarts
+        self.max_iter = max_iter
+        self.optimize = optimize
+        self.block_rows = block_rows
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ checks
+    def _check(self) -> None:
+        k = self.kernel
+        if not callable(k) or not hasattr(k, "diag") or not hasattr(k, "theta"):
+            raise ParameterTypeError(f"kernel must be a scikit-learn kernel, got {type(k).__name__}")
+        _int(self.n_landmarks, "n_landmarks", 1)
+        if isinstance(self.landmarks, str):
+            if self.landmarks not in LANDMARK_METHODS:
+                raise ParameterError(
+                    f"landmarks must be one of {', '.join(LANDMARK_METHODS)} or indices, got {self.landmarks!r:.60}"
+                )
+        elif not isinstance(self.landmarks, Sequence | np.ndarray):
+            raise ParameterTypeError(
+                f"landmarks must be a method name or a sequence of indices, got {type(self.landmarks).__name__}"
+            )
+        if not isinstance(self.approximation, str) or self.approximation not in APPROXIMATIONS:
+            raise ParameterError(
+                f"approximation must be one of {', '.join(APPROXIMATIONS)}, got {self.approximation!r:.60}"
+            )
+        j = self.jitter
+        if isinstance(j, bool) or not isinstance(j, int | float | np.floating | np.integer) or not 0 <= j < 1:
+            raise ParameterError(f"jitter must be a number in [0, 1), got {j!r:.60}")
+        for name in ("normalize_y", "optimize"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise ParameterTypeError(f"{name} must be True or False, got {getattr(self, name)!r:.60}")
+        _int(self.n_restarts, "n_restarts", 0)
+        _int(self.max_iter, "max_iter", 1)
+        _int(self.block_rows, "block_rows", 1)
+        _int(self.verbose, "verbose", 0)
+        r = self.random_state
+        if r is not None:
+            _int(r, "random_state", 0)
+
+    def _landmark_indices(self, X: Sequence, rng: np.random.Generator) -> np.ndarray:
+        n = len(X)
+        if isinstance(self.landmarks, str):
+            return select_landmarks(self.landmarks, self.kernel_, X, min(int(self.n_landmarks), n), rng,
+                                    cache=self._cache, block_rows=int(self.block_rows))
+        try:
+            idx = np.asarray(self.landmarks)
+        except (TypeError, ValueError):
+            raise ParameterTypeError("landmarks must be a method name or a sequence of indices") from None
+        if idx.ndim != 1 or idx.size == 0 or idx.dtype.kind not in "iu":
+            raise ParameterTypeError(f"landmark indices must be a non-empty 1-D sequence of integers, got {idx!r:.60}")
+        if idx.min() < 0 or idx.max() >= n or len(np.unique(idx)) != idx.size:
+            raise ParameterError(f"landmark indices must be distinct and in [0, {n}), got {idx!r:.60}")
+        return idx.astype(np.int64)
+
+    def _say(self, text: str) -> None:
+        if self.verbose:
+            print(f"mgkflow: {text}", file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------------ fitting
+    def _run(self, gradient: bool):
+        return _lowrank(
+            self.kernel_, self._X, self.X_landmarks_, self._y, self.approximation, float(self.jitter), gradient,
+            int(self.block_rows), self._cache, int(self.max_gradient_bytes),
+        )
+
+    def _evaluate(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        self.kernel_.theta = theta
+        self.n_evaluations_ += 1
+        try:
+            value, g, _, _ = self._run(True)
+        except NotPositiveDefiniteError:
+            return -np.inf, np.zeros_like(theta)
+        return value, g
+
+    def _search(self, theta0: np.ndarray, bounds: np.ndarray, label: str) -> tuple[float, np.ndarray]:
+        t0 = time.perf_counter()
+        step = [0]
+        last: dict = {}
+
+        def fun(theta):
+            value, grad = self._evaluate(theta)
+            last["value"] = value
+            if not np.isfinite(value):
+                return 1e300, np.zeros_like(theta)
+            return -value, -grad
+
+        def callback(xk):
+            step[0] += 1
+            theta = ", ".join(f"{v:.3g}" for v in np.exp(xk))
+            self._say(
+                f"low-rank fit {label}step {step[0]}: {self.approximation} = {last.get('value', float('nan')):.6g}, "
+                f"hyperparameters [{theta}] ({time.perf_counter() - t0:.1f} s)"
+            )
+
+        res = scipy.optimize.minimize(
+            fun, theta0, jac=True, method="L-BFGS-B", bounds=bounds, callback=callback,
+            options={"maxiter": int(self.max_iter)},
+        )
+        return -float(res.fun), np.asarray(res.x, dtype=np.float64)
+
+    def fit(self, X: Sequence, y: Any) -> LowRankGPR:
+        """Choose the landmarks, fit the hyperparameters (unless ``optimize=False``) and the posterior."""
+        self._check()
+        _check_sets(X, X)
+        try:
+            y = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ParameterTypeError(f"y must be numbers, one per sample, got {y!r:.60}") from None
+        if y.ndim != 1 or len(y) != len(X) or len(y) < 2:
+            raise ParameterError(f"y must be one number per sample of X (at least 2), got shape {y.shape} for {len(X)}")
+        if not np.all(np.isfinite(y)):
+            raise ParameterError("y has NaN or infinite values")
+        t0 = time.perf_counter()
+        self._y_mean = float(y.mean()) if self.normalize_y else 0.0
+        self._y_std = float(y.std()) if self.normalize_y and y.std() > 0 else 1.0
+        self._X = X if isinstance(X, np.ndarray) else list(X)
+        self._y = (y - self._y_mean) / self._y_std
+        self.kernel_ = clone(self.kernel)
+        self.n_evaluations_ = 0
+        self._cache: dict | None = {}
+        rng = np.random.default_rng(self.random_state)
+        try:
+            d = kernel_diag(self.kernel_, self._X, cache=self._cache)
+            if not np.all(d.value - d.signal > 0):
+                raise ParameterError(
+                    "LowRankGPR needs white noise in the kernel (e.g. kernel + WhiteKernel(1e-2)): "
+                    "its low-rank covariance is singular without"
+                )
+            idx = self._landmark_indices(self._X, rng)
+            self.landmark_indices_ = idx
+            self.n_landmarks_ = len(idx)
+            self.X_landmarks_ = _take(self._X, idx)
+            self.landmark_seconds_ = time.perf_counter() - t0
+            how = self.landmarks if isinstance(self.landmarks, str) else "given"
+            self._say(f"low-rank fit: {len(idx)} landmarks ({how}) of {len(y)} in {self.landmark_seconds_:.1f} s")
+            if self.optimize and self.kernel_.n_dims:
+                bounds = np.asarray(self.kernel_.bounds, dtype=np.float64)
+                best = self._search(self.kernel_.theta.copy(), bounds, "")
+                for r in range(int(self.n_restarts)):
+                    cand = self._search(rng.uniform(bounds[:, 0], bounds[:, 1]), bounds, f"restart {r + 1}, ")
+                    if cand[0] > best[0]:
+                        best = cand
+                self.kernel_.theta = best[1]
+            self._posterior()
+        finally:
+            self._cache = None
+            del self._X, self._y
+        self.fit_seconds_ = time.perf_counter() - t0
+        self._say(f"low-rank fit done: {self.approximation} = {self.objective_value_:.6g} after {self.n_evaluations_} "
+                  f"evaluations in {self.fit_seconds_:.1f} s; kernel {self.kernel_}")
+        return self
+
+    def _posterior(self) -> None:
+        try:
+            value, _, f, beta = self._run(False)
+        except NotPositiveDefiniteError as exc:
+            raise NotPositiveDefiniteError(
+                f"the fitted low-rank covariance is not positive definite ({exc}); raise jitter or add noise"
+            ) from exc
+        self.objective_value_ = float(value)
+        self._L_A, self._L_C = f.L_A, f.L_C
+        self._w_mean = _solve_l(f.L_A, _solve_l(f.L_C, beta, trans=1), trans=1)  # B⁻¹ K_mn Λ⁻¹ y
+
+    # ------------------------------------------------------------------ prediction
+    def predict(self, X: Sequence, return_std: bool = False):
+        """Posterior mean (and standard deviation of a noisy observation with ``return_std``) at X."""
+        if not hasattr(self, "_w_mean"):
+            raise ParameterError("this LowRankGPR is not fitted yet: call fit(X, y) first")
+        if not isinstance(return_std, bool | np.bool_):
+            raise ParameterTypeError(f"return_std must be True or False, got {return_std!r:.60}")
+        _check_sets(X, X)
+        Ks = np.asarray(self.kernel_(X, self.X_landmarks_), dtype=np.float64)
+        mean = Ks @ self._w_mean * self._y_std + self._y_mean
+        if not return_std:
+            return mean
+        v = _solve_l(self._L_A, Ks.T)
+        w = _solve_l(self._L_C, v)
+        var = self.kernel_.diag(X) - np.einsum("ij,ij->j", v, v) + np.einsum("ij,ij->j", w, w)
+        return mean, np.sqrt(np.clip(var, 0.0, None)) * self._y_std

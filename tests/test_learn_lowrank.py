@@ -1,0 +1,460 @@
+"""LowRankGPR, the landmark choices and the contracted gradients (mgkflow.learn.lowrank, landmarks,
+contract): cross blocks and their gradients against the joint Gram matrix and central differences,
+contractions against the full dK, the low-rank objectives' gradients against central differences,
+equality with the exact GP when every point is a landmark, the landmarks' properties, the
+estimator's API."""
+
+import pickle
+
+import networkx as nx
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.gaussian_process.kernels import RBF, DotProduct, Exponentiation, Matern, WhiteKernel
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+from mgkflow import Graph, MarginalizedGraphKernel
+from mgkflow.errors import ParameterError, ParameterTypeError
+from mgkflow.kernels import KroneckerDelta
+from mgkflow.learn import (
+    Cached,
+    ExpSimilarity,
+    FeatureKernel,
+    GraphGPR,
+    LowRankGPR,
+    Normalized,
+    contracted_gradient,
+    cross_kernel,
+    kernel_diag,
+    kmeans_plus_plus,
+    pivoted_cholesky,
+    random_landmarks,
+)
+from mgkflow.learn.lowrank import APPROXIMATIONS, lowrank_log_likelihood
+from mgkflow.learn.objectives import log_marginal_likelihood
+
+
+# ---------------------------------------------------------------------------- data
+def _graphs(n=10, seed=0):
+    """Small labeled graphs (4–7 nodes) with a 3-vector of graph features."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        size = int(rng.integers(4, 8))
+        G = nx.cycle_graph(size) if i % 2 else nx.path_graph(size)
+        if size > 4 and i % 3 == 0:
+            G.add_edge(0, 2)
+        A = nx.to_numpy_array(G)
+        E = np.where(A > 0, rng.integers(1, 3, size=A.shape), 0)
+        E = np.triu(E, 1) + np.triu(E, 1).T
+        out.append(Graph(A, node_labels={"a": rng.integers(0, 3, size=size)}, edge_labels={"b": E},
+                         features=rng.normal(size=3), title=f"g{i}"))
+    return out
+
+
+def _target(gs):
+    return np.array([g.n_nodes + 0.5 * float(np.sum(g.node_labels["a"] == 1)) for g in gs])
+
+
+def _mgk(free=True, normalize=True):
+    hb = (0.05, 0.95) if free else "fixed"
+    return MarginalizedGraphKernel(KroneckerDelta(0.5, "a", h_bounds=hb), KroneckerDelta(0.6, "b", h_bounds=hb),
+                                   q=0.2, q_bounds=(0.01, 0.9) if free else "fixed", normalize=normalize,
+                                   backend="exact")
+
+
+GRAPH_KERNELS = {
+    "mgk normalized": lambda: _mgk(),
+    "mgk raw": lambda: _mgk(normalize=False),
+    "molecular-like": lambda: (C(1.5) * ExpSimilarity(Cached(_mgk(free=False)), gamma=3.0)
+                               + C(0.5) * FeatureKernel(RBF(2.0)) + WhiteKernel(0.1)),
+    "free exp + features ARD": lambda: C(1.2) * ExpSimilarity(_mgk(), gamma=2.0) * FeatureKernel(RBF([1.0, 2.0, 3.0]))
+    + WhiteKernel(0.05),
+    "normalized raw + white": lambda: Normalized(_mgk(normalize=False) + WhiteKernel(0.01)),
+    "power of normalized": lambda: Exponentiation(Normalized(C(2.0) * _mgk(normalize=False)), 2.0),
+}
+
+VECTOR_KERNELS = {
+    "rbf ard": lambda: C(2.0) * RBF([1.0, 2.0]) + WhiteKernel(0.1),
+    "matern * dot": lambda: Matern(1.2) * DotProduct(0.5) + WhiteKernel(0.1),  # the generic path
+}
+
+
+def _theta_fd(f, k, eps=1e-6):
+    """Central differences of f(kernel) over the kernel's θ (stacked along the last axis)."""
+    th = k.theta.copy()
+    cols = []
+    for j in range(th.size):
+        e = np.zeros_like(th)
+        e[j] = eps
+        cols.append((np.asarray(f(k.clone_with_theta(th + e))) - np.asarray(f(k.clone_with_theta(th - e)))) / (2 * eps))
+    return np.stack(cols, axis=-1)
+
+
+def _rel(a, b):
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300)
+
+
+# ---------------------------------------------------------------------------- contract
+@pytest.mark.parametrize("name", sorted(GRAPH_KERNELS))
+def test_cross_block_and_gradient_equal_the_joint_gram_block(name):
+    k = GRAPH_KERNELS[name]()
+    gs = _graphs(7)
+    X, Y = gs[:4], gs[4:]
+    K, dK = cross_kernel(k, X, Y, eval_gradient=True)
+    J, dJ = k(X + Y, eval_gradient=True)
+    assert dK.shape == (4, 3, k.n_dims)
+    np.testing.assert_allclose(K, J[:4, 4:], rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(dK, dJ[:4, 4:], rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(cross_kernel(k, X, Y), k(X, Y), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", sorted(VECTOR_KERNELS))
+def test_cross_block_of_vector_kernels(name):
+    k = VECTOR_KERNELS[name]()
+    rng = np.random.default_rng(3)
+    A, B = rng.normal(size=(5, 2)), rng.normal(size=(3, 2))
+    K, dK = cross_kernel(k, A, B, eval_gradient=True)
+    J, dJ = k(np.vstack([A, B]), eval_gradient=True)
+    np.testing.assert_allclose(K, J[:5, 5:], rtol=1e-12)
+    np.testing.assert_allclose(dK, dJ[:5, 5:], rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_graph_kernel_cross_gradient_against_central_differences(normalize):
+    k = _mgk(normalize=normalize)
+    gs = _graphs(5, seed=1)
+    _, dK = cross_kernel(k, gs[:3], gs[3:], eval_gradient=True)
+    fd = _theta_fd(lambda kk: kk(gs[:3], gs[3:]), k)
+    assert _rel(dK, fd) <= 1e-6
+
+
+def test_white_noise_is_left_out_of_cross_blocks_even_on_equal_points():
+    X = np.array([[0.0], [1.0]])
+    k = RBF(1.0) + WhiteKernel(0.5)
+    np.testing.assert_allclose(cross_kernel(k, X, X), RBF(1.0)(X))
+    gs = _graphs(3)
+    kg = C(1.0) * _mgk() + WhiteKernel(0.5)
+    np.testing.assert_allclose(cross_kernel(kg, gs, list(gs)), _mgk()(gs), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(GRAPH_KERNELS))
+def test_diagonal_with_and_without_noise(name):
+    k = GRAPH_KERNELS[name]()
+    gs = _graphs(4, seed=2)
+    d = kernel_diag(k, gs, eval_gradient=True)
+    K, dK = k(gs, eval_gradient=True)
+    np.testing.assert_allclose(d.value, np.diag(K), rtol=1e-12)
+    np.testing.assert_allclose(d.gradient, np.einsum("iih->ih", dK), rtol=1e-9, atol=1e-13)
+    own = np.array([cross_kernel(k, [g], [g])[0, 0] for g in gs])
+    np.testing.assert_allclose(d.signal, own, rtol=1e-12)
+    fd = _theta_fd(lambda kk: kernel_diag(kk, gs).signal, k)
+    np.testing.assert_allclose(d.signal_gradient, fd, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("block_rows", [1, 3, 100])
+def test_contracted_gradient_equals_the_full_contraction(block_rows):
+    k = GRAPH_KERNELS["free exp + features ARD"]()
+    gs = _graphs(8, seed=4)
+    X, Y = gs[:6], gs[6:]
+    K, dK = cross_kernel(k, X, Y, eval_gradient=True)
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(6, 2))
+    K2, g = contracted_gradient(k, X, Y, W, block_rows=block_rows)
+    np.testing.assert_allclose(K2, K, rtol=1e-13)
+    full = np.einsum("ij,ijh->h", W, dK)
+    assert _rel(g, full) <= 1e-6
+    Ws = rng.normal(size=(3, 6, 2))  # several weight matrices at once
+    _, gs3 = contracted_gradient(k, X, Y, Ws, block_rows=block_rows)
+    assert _rel(gs3, np.einsum("rij,ijh->rh", Ws, dK)) <= 1e-6
+
+
+def test_contracted_gradient_needs_weights_of_the_block_shape():
+    X = np.zeros((3, 1))
+    with pytest.raises(ParameterError, match="shape"):
+        contracted_gradient(RBF(1.0), X, X[:2], np.ones((2, 3)))
+    with pytest.raises(ParameterError, match="NaN"):
+        contracted_gradient(RBF(1.0), X, X[:2], np.full((3, 2), np.nan))
+    with pytest.raises(ParameterError, match="block_rows"):
+        contracted_gradient(RBF(1.0), X, X[:2], np.ones((3, 2)), block_rows=0)
+
+
+class _Counting(RBF):
+    """An RBF whose calls are counted (a kernel the contraction knows only by the generic path)."""
+
+    calls = 0
+
+    def __call__(self, X, Y=None, eval_gradient=False):
+        type(self).calls += 1
+        return super().__call__(X, Y, eval_gradient)
+
+
+def test_a_cache_keeps_the_blocks_of_fixed_cached_kernels():
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    k = C(2.0) * Cached(_Counting(1.0, length_scale_bounds="fixed")) + WhiteKernel(0.1)
+    cache: dict = {}
+    _Counting.calls = 0
+    first = cross_kernel(k, X, X[:2], eval_gradient=True, cache=cache, block_rows=4)
+    calls = _Counting.calls
+    assert calls == 2  # one per block
+    again = contracted_gradient(k, X, X[:2], np.ones((6, 2)), block_rows=4, cache=cache)
+    assert _Counting.calls == calls  # the same blocks: kept
+    np.testing.assert_allclose(again[0], first[0])
+    k.k1.k1.constant_value = 3.0  # a free hyperparameter outside the cached part changes: still kept
+    cross_kernel(k, X, X[:2], cache=cache, block_rows=4)
+    assert _Counting.calls == calls
+
+
+def test_landmark_columns_serve_the_fit_and_the_graph_kernels_diagonal_is_kept():
+    gs = _graphs(16, seed=11)
+    mgk = _mgk(free=False)
+    k = C(1.0) * ExpSimilarity(Cached(mgk), gamma=2.0) + WhiteKernel(0.1)
+    cache: dict = {}
+    idx = pivoted_cholesky(k, gs, 5, cache=cache, block_rows=6)
+    Z = [gs[i] for i in idx]
+    mgk.last_stats = None
+    K = cross_kernel(k, gs, Z, cache=cache, block_rows=6)
+    assert mgk.last_stats is None  # no graph-kernel solve: every column was kept
+    np.testing.assert_allclose(K, k(gs, Z), rtol=1e-12)
+    # a normalized graph kernel's cross block with a cache keeps X's self similarities
+    cache = {}
+    first = cross_kernel(mgk, gs, Z[:1], cache=cache)
+    assert mgk.last_stats.pairs == 2 * len(gs) + 1  # the column, X's self pairs and Z[0]'s
+    cols = np.hstack([first] + [cross_kernel(mgk, gs, [g], cache=cache) for g in Z[1:]])
+    assert mgk.last_stats.pairs == len(gs) + 1  # the column and the one new self pair
+    np.testing.assert_allclose(cols, mgk(gs, Z), rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------- low-rank objective
+@pytest.mark.parametrize("approximation", APPROXIMATIONS)
+@pytest.mark.parametrize("keep", [True, False])
+def test_objective_gradient_against_central_differences(approximation, keep):
+    gs = _graphs(9, seed=5)
+    y = _target(gs)
+    y = (y - y.mean()) / y.std()
+    k = C(1.3) * ExpSimilarity(_mgk(), gamma=2.0) + C(0.4) * FeatureKernel(RBF(2.0)) + WhiteKernel(0.2)
+    Z = [gs[i] for i in (0, 3, 7)]
+    mgb = 2**28 if keep else 0  # keep: dK of K(X, Z) from the value pass; else contracted in blocks
+    value, g = lowrank_log_likelihood(k, gs, Z, y, approximation, eval_gradient=True, block_rows=4,
+                                      max_gradient_bytes=mgb)
+    assert value == pytest.approx(lowrank_log_likelihood(k, gs, Z, y, approximation), rel=1e-13)
+    fd = _theta_fd(lambda kk: lowrank_log_likelihood(kk, gs, Z, y, approximation), k, eps=1e-5)
+    assert _rel(g, fd) <= 1e-6
+
+
+@pytest.mark.parametrize("approximation", APPROXIMATIONS)
+def test_objective_with_every_point_a_landmark_is_the_exact_evidence(approximation):
+    gs = _graphs(8, seed=6)
+    y = _target(gs)
+    y = y - y.mean()
+    k = C(1.0) * _mgk() + WhiteKernel(0.1)
+    exact = log_marginal_likelihood(*k(gs, eval_gradient=True), y)
+    value, g = lowrank_log_likelihood(k, gs, list(reversed(gs)), y, approximation, jitter=1e-12, eval_gradient=True)
+    assert value == pytest.approx(exact[0], rel=1e-8)
+    assert _rel(g, exact[1]) <= 1e-6
+
+
+def test_the_variational_bound_grows_with_nested_landmarks_up_to_the_evidence():
+    X = np.linspace(0, 8, 40)[:, None]
+    y = np.sin(X[:, 0])
+    k = RBF(1.0) + WhiteKernel(0.05)
+    order = pivoted_cholesky(k, X, 40)
+    bounds = [lowrank_log_likelihood(k, X, X[order[:m]], y, "vfe", jitter=1e-10) for m in (2, 4, 8, 16, 40)]
+    exact = log_marginal_likelihood(*k(X, eval_gradient=True), y)[0]
+    assert np.all(np.diff(bounds) >= -1e-8)
+    assert bounds[-1] == pytest.approx(exact, rel=1e-7)
+    assert all(b <= exact + 1e-8 for b in bounds)
+
+
+@pytest.mark.parametrize("approximation", APPROXIMATIONS)
+def test_with_every_point_a_landmark_the_model_is_the_exact_gp(approximation):
+    gs = _graphs(12, seed=7)
+    y = _target(gs)
+    k = C(1.0) * _mgk(free=False) + WhiteKernel(0.1)
+    exact = GraphGPR(k, optimize=False, verbose=0).fit(gs[:9], y[:9])
+    low = LowRankGPR(k, n_landmarks=9, approximation=approximation, jitter=1e-12, optimize=False,
+                     verbose=0).fit(gs[:9], y[:9])
+    assert sorted(low.landmark_indices_.tolist()) == list(range(9))
+    m0, s0 = exact.predict(gs[9:], return_std=True)
+    m1, s1 = low.predict(gs[9:], return_std=True)
+    np.testing.assert_allclose(m1, m0, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s1, s0, rtol=1e-6, atol=1e-6)
+    assert low.objective_value_ == pytest.approx(exact.objective_value_, rel=1e-7)
+
+
+def test_fitted_hyperparameters_equal_the_exact_gps_with_every_point_a_landmark():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(25, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=25)
+    k = C(1.0) * RBF([1.0, 1.0]) + WhiteKernel(0.1)
+    exact = GraphGPR(k, verbose=0).fit(X, y)
+    low = LowRankGPR(k, n_landmarks=25, jitter=1e-12, verbose=0).fit(X, y)
+    np.testing.assert_allclose(low.kernel_.theta, exact.kernel_.theta, atol=1e-4)
+    np.testing.assert_allclose(low.predict(X[:5]), exact.predict(X[:5]), atol=1e-5)
+
+
+def test_fit_on_graphs_with_few_landmarks():
+    gs = _graphs(40, seed=8)
+    y = np.array([np.sin(g.features[0]) + 0.5 * g.features[1] for g in gs])  # what the features tell
+    k = C(1.0) * ExpSimilarity(Cached(_mgk(free=False)), gamma=2.0) + C(1.0) * FeatureKernel(RBF(1.0))
+    k = k + WhiteKernel(0.1)
+    # from θ0 the bound's best is all noise (a local optimum of sparse GPs); a restart finds the fit
+    gp = LowRankGPR(k, n_landmarks=15, n_restarts=1, max_iter=40, random_state=0, verbose=0).fit(gs[:30], y[:30])
+    assert gp.n_landmarks_ == 15 and gp.n_evaluations_ > 1
+    assert gp.score(gs[30:], y[30:]) > 0.8
+    mean, std = gp.predict(gs[30:], return_std=True)
+    assert mean.shape == std.shape == (10,) and np.all(std > 0)
+
+
+# ---------------------------------------------------------------------------- landmarks
+def test_pivoted_cholesky_picks_distinct_points_and_its_residual_trace_decreases():
+    gs = _graphs(12, seed=9)
+    k = C(2.0) * _mgk() + WhiteKernel(0.3)
+    idx, trace = pivoted_cholesky(k, gs, 8, return_trace=True)
+    assert len(set(idx.tolist())) == 8 and trace.shape == (9,)
+    assert np.all(np.diff(trace) <= 1e-12)
+    assert trace[0] == pytest.approx(2.0 * len(gs))  # the signal's diagonal: no noise
+    # the residual trace is that of K − K_nZ K_ZZ⁻¹ K_Zn
+    K = cross_kernel(k, gs, gs)
+    Z = idx[:5]
+    resid = K - K[:, Z] @ np.linalg.solve(K[np.ix_(Z, Z)], K[Z, :])
+    assert trace[5] == pytest.approx(np.trace(resid), rel=1e-8, abs=1e-10)
+    assert trace[-1] < trace[0]
+
+
+def test_pivoted_cholesky_past_the_numerical_rank():
+    X = np.array([[0.0], [0.0], [3.0], [3.0], [9.0]])  # duplicates: rank 3
+    idx, trace = pivoted_cholesky(RBF(1.0), X, 5, return_trace=True)
+    assert sorted(idx.tolist()) == [0, 1, 2, 3, 4]
+    assert {int(i) for i in idx[:3]} in ({0, 2, 4}, {0, 3, 4}, {1, 2, 4}, {1, 3, 4})
+    assert trace[3] == pytest.approx(0.0, abs=1e-10)
+
+
+def test_kmeans_plus_plus_draws_distinct_points_and_never_a_duplicate_first():
+    X = np.array([[0.0], [0.0], [0.0], [5.0], [10.0]])
+    for seed in range(10):
+        idx = kmeans_plus_plus(RBF(1.0), X, 3, random_state=seed)
+        assert len(set(idx.tolist())) == 3
+        assert len({0, 1, 2} & set(idx.tolist())) == 1  # two copies of a point are never both taken
+    assert np.array_equal(kmeans_plus_plus(RBF(1.0), X, 5, random_state=1), kmeans_plus_plus(RBF(1.0), X, 5, 1))
+    gs = _graphs(10)
+    assert len(set(kmeans_plus_plus(_mgk(), gs, 6, random_state=0).tolist())) == 6
+
+
+def test_random_landmarks_are_distinct_and_seeded():
+    a = random_landmarks(np.zeros((20, 1)), 7, random_state=3)
+    assert len(set(a.tolist())) == 7
+    assert np.array_equal(a, random_landmarks(np.zeros((20, 1)), 7, random_state=3))
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda: pivoted_cholesky(RBF(1.0), np.zeros((3, 1)), 4), ParameterError),
+        (lambda: pivoted_cholesky(RBF(1.0), np.zeros((3, 1)), 0), ParameterError),
+        (lambda: pivoted_cholesky(RBF(1.0), np.zeros((3, 1)), 2, tol=2.0), ParameterError),
+        (lambda: pivoted_cholesky("rbf", np.zeros((3, 1)), 2), ParameterTypeError),
+        (lambda: kmeans_plus_plus(RBF(1.0), np.zeros((3, 1)), 2, random_state=-1), ParameterError),
+        (lambda: random_landmarks("abc", 2), ParameterTypeError),
+        (lambda: random_landmarks([], 1), ParameterError),
+    ],
+)
+def test_landmark_arguments_raise_mgkflow_errors(call, error):
+    with pytest.raises(error):
+        call()
+
+
+# ---------------------------------------------------------------------------- estimator API
+def _small():
+    X = np.linspace(0, 6, 30)[:, None]
+    return X, np.sin(X[:, 0])
+
+
+def test_clone_params_pickle_and_score():
+    X, y = _small()
+    gp = LowRankGPR(RBF(1.0) + WhiteKernel(1e-2), n_landmarks=8, landmarks="kmeans++", random_state=0, verbose=0)
+    assert clone(gp).get_params()["n_landmarks"] == 8
+    gp.fit(X, y)
+    back = pickle.loads(pickle.dumps(gp))
+    m0, s0 = gp.predict(X[:7], return_std=True)
+    m1, s1 = back.predict(X[:7], return_std=True)
+    np.testing.assert_array_equal(m0, m1)
+    np.testing.assert_array_equal(s0, s1)
+    assert gp.score(X, y) > 0.95
+    assert not hasattr(gp, "_X")  # prediction needs only the landmarks
+    assert len(gp.X_landmarks_) == 8
+
+
+def test_pickle_round_trip_on_graphs():
+    gs = _graphs(10, seed=10)
+    y = _target(gs)
+    gp = LowRankGPR(C(1.0) * Cached(_mgk(free=False)) + WhiteKernel(0.1), n_landmarks=4, max_iter=5,
+                    verbose=0).fit(gs, y)
+    back = pickle.loads(pickle.dumps(gp))
+    np.testing.assert_allclose(back.predict(gs[:3]), gp.predict(gs[:3]), rtol=1e-12)
+
+
+def test_landmarks_given_as_indices_and_more_landmarks_than_points():
+    X, y = _small()
+    gp = LowRankGPR(RBF(1.0) + WhiteKernel(1e-2), landmarks=[0, 10, 20, 29], optimize=False, verbose=0).fit(X, y)
+    assert gp.landmark_indices_.tolist() == [0, 10, 20, 29]
+    gp = LowRankGPR(RBF(1.0) + WhiteKernel(1e-2), n_landmarks=100, optimize=False, verbose=0).fit(X, y)
+    assert gp.n_landmarks_ == 30
+
+
+def test_restarts_and_progress_lines(capsys):
+    X, y = _small()
+    gp = LowRankGPR(RBF(1.0) + WhiteKernel(1e-2), n_landmarks=6, n_restarts=1, max_iter=5, random_state=0,
+                    verbose=1).fit(X, y)
+    err = capsys.readouterr().err
+    assert "landmarks" in err and "restart 1" in err and "low-rank fit done" in err
+    assert np.isfinite(gp.objective_value_)
+
+
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"n_landmarks": 0}, ParameterError),
+        ({"n_landmarks": 2.5}, ParameterError),
+        ({"n_landmarks": True}, ParameterError),
+        ({"landmarks": "greedy"}, ParameterError),
+        ({"landmarks": 3}, ParameterTypeError),
+        ({"landmarks": [0, 0]}, ParameterError),
+        ({"landmarks": [0, 99]}, ParameterError),
+        ({"landmarks": [0.5]}, ParameterTypeError),
+        ({"approximation": "sor"}, ParameterError),
+        ({"jitter": -1.0}, ParameterError),
+        ({"jitter": float("nan")}, ParameterError),
+        ({"normalize_y": "yes"}, ParameterTypeError),
+        ({"n_restarts": -1}, ParameterError),
+        ({"max_iter": 0}, ParameterError),
+        ({"block_rows": 0}, ParameterError),
+        ({"random_state": -3}, ParameterError),
+        ({"verbose": "loud"}, ParameterError),
+        ({"kernel": "rbf"}, ParameterTypeError),
+        ({"kernel": RBF(1.0)}, ParameterError),  # no white noise
+    ],
+)
+def test_bad_parameters_raise_mgkflow_errors(params, error):
+    X, y = _small()
+    gp = LowRankGPR(RBF(1.0) + WhiteKernel(1e-2), n_landmarks=5, verbose=0).set_params(**params)
+    with pytest.raises(error):
+        gp.fit(X, y)
+
+
+def test_bad_data_and_unfitted_prediction_raise_mgkflow_errors():
+    X, y = _small()
+    gp = LowRankGPR(RBF(1.0) + WhiteKernel(1e-2), n_landmarks=5, verbose=0)
+    with pytest.raises(ParameterError, match="not fitted"):
+        gp.predict(X)
+    with pytest.raises(ParameterError):
+        gp.fit(X, y[:-1])
+    with pytest.raises(ParameterError):
+        gp.fit(X, np.where(np.arange(30) == 3, np.nan, y))
+    with pytest.raises(ParameterTypeError):
+        gp.fit(X, ["a"] * 30)
+    with pytest.raises(ParameterTypeError):
+        gp.fit("abc", y)
+    gp.fit(X, y)
+    with pytest.raises(ParameterTypeError):
+        gp.predict(X, return_std="yes")
