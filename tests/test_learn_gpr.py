@@ -123,3 +123,24 @@ def test_singular_covariance_is_an_mgkflow_error():
     X = np.zeros((4, 1))
     with pytest.raises(NotPositiveDefiniteError):
         GraphGPR(RBF(1.0), alpha=0.0, optimize=False, verbose=0).fit(X, np.arange(4.0))
+
+
+@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+def test_objective_weights_give_the_gradient_of_every_objective(name):
+    """The weights W of each objective (g_j = Σ W ∘ ∂K_j) against the stacked-gradient form."""
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    from mgkflow.learn.contract import gram_contraction
+    from mgkflow.learn.objectives import WEIGHTS
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(15, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=15)
+    k = C(1.5) * RBF([0.8, 1.3]) + C(0.3, "fixed") * RBF(0.2) + WhiteKernel(0.05)
+    K, dK = k(X, eval_gradient=True)
+    value, grad = OBJECTIVES[name](K, dK, y)
+    K2, g = gram_contraction(k, X)
+    v2, W = WEIGHTS[name](K2, y)
+    assert v2 == pytest.approx(value, rel=1e-12)
+    np.testing.assert_allclose(g(W), grad, rtol=1e-9, atol=1e-10)

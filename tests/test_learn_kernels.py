@@ -418,3 +418,20 @@ def test_cached_leaves_what_it_cannot_key_to_the_wrapped_kernel():
         with pytest.raises(ParameterTypeError):
             k(bad)
     assert k._last is None
+
+
+def test_gram_contraction_equals_the_stacked_gradient(graphs):
+    """GraphGPR's gradient path: K and Σ W ∘ ∂K/∂θ through sums and products, without dK."""
+    from mgkflow.learn.contract import gram_contraction
+
+    views = ((("element", "aromatic"), ("bond_order",)), (("element", "aromatic", "hydrogens"), ("bond_order",)))
+    W = np.random.default_rng(3).normal(size=(len(graphs), len(graphs)))
+    for k in (
+        molecular_kernel(views, backend="cpu"),
+        molecular_kernel(views[:1], fit_graph_kernel=True, backend="cpu"),
+        C(2.0, "fixed") * FeatureKernel() + WhiteKernel(0.1, "fixed"),
+    ):
+        K0, dK0 = k(graphs, eval_gradient=True)
+        K, g = gram_contraction(k, graphs)
+        np.testing.assert_allclose(K, K0, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(g(W), np.einsum("ij,ijh->h", W, dK0), rtol=1e-10, atol=1e-12)

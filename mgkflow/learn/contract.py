@@ -6,6 +6,9 @@ points and a few landmarks Z, and for the landmarks' own K(Z, Z) *without* the n
 gives both, for every kernel over graphs or vectors:
 
 =================================== =============================================================
+:func:`gram_contraction`            K(X, X) with its noise and ``W -> Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ``, for an
+                                    exact GP: sums and products pass the weights down instead of
+                                    stacking an n × n × H array
 :func:`cross_kernel`                K(X, Y) (and dK, shape len X × len Y × H) with X and Y taken as
                                     different sets: a ``WhiteKernel`` adds nothing, even where
                                     Y holds the same points as X
@@ -82,7 +85,7 @@ from .exp_similarity import ExpSimilarity
 from .feature_kernel import FeatureKernel, _features
 from .normalized import Normalized
 
-__all__ = ["cross_kernel", "kernel_diag", "contracted_gradient", "KernelDiag"]
+__all__ = ["cross_kernel", "kernel_diag", "contracted_gradient", "gram_contraction", "KernelDiag"]
 
 
 class KernelDiag(NamedTuple):
@@ -225,6 +228,59 @@ def contracted_gradient(
         K[a:b] = Kb
         g += np.einsum("rij,ijh->rh", Ws[:, a:b], dKb)
     return K, (g[0] if W.ndim == 2 else g)
+
+
+def gram_contraction(kernel: Any, X: Any) -> tuple[np.ndarray, Any]:
+    """K(X, X) with its noise, and a function ``W -> g`` with g_h = Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ_h.
+
+    The training covariance of an exact Gaussian process and its gradient's contraction, without
+    the n × n × H stack that ``kernel(X, eval_gradient=True)`` builds: scikit-learn's ``Sum`` and
+    ``Product`` pass the weights down (a product multiplies them by the other factor),
+    ``ConstantKernel`` stays a number and ``WhiteKernel`` a diagonal; any other kernel is a leaf
+    that gives its own (value, gradient) and contracts it. θ's order is ``kernel.theta``'s.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> from sklearn.gaussian_process.kernels import ConstantKernel as C
+    >>> k = C(2.0) * RBF(1.5) + C(0.5) * RBF(0.3) + WhiteKernel(0.1)
+    >>> X = np.linspace(0, 3, 6)[:, None]
+    >>> K, g = gram_contraction(k, X)
+    >>> K0, dK0 = k(X, eval_gradient=True)
+    >>> W = np.arange(36.0).reshape(6, 6)
+    >>> bool(np.allclose(K, K0)), bool(np.allclose(g(W), np.einsum("ij,ijh->h", W, dK0)))
+    (True, True)
+    """
+    value, g = _tree(kernel, X, len(X))
+    if np.ndim(value) == 0:
+        value = np.full((len(X), len(X)), float(value))
+    return np.array(value, dtype=np.float64, copy=True), g
+
+
+def _tree(k: Any, X: Any, n: int) -> tuple[Any, Any]:
+    """(value, contract) of a kernel over X, X: value a number, or an n × n array."""
+    if isinstance(k, Sum | Product):
+        v1, g1 = _tree(k.k1, X, n)
+        v2, g2 = _tree(k.k2, X, n)
+        if isinstance(k, Sum):
+            return v1 + v2, lambda W: np.concatenate([g1(W), g2(W)])
+        return v1 * v2, lambda W: np.concatenate([g1(W * v2), g2(W * v1)])
+    if isinstance(k, ConstantKernel):
+        c = float(k.constant_value)
+        if k.hyperparameter_constant_value.fixed:
+            return c, lambda W: np.zeros(0)
+        return c, lambda W: np.array([c * float(np.sum(W))])  # ∂K/∂log c = K
+    if isinstance(k, WhiteKernel):
+        s = float(k.noise_level)
+        value = np.diag(np.full(n, s))
+        if k.hyperparameter_noise_level.fixed:
+            return value, lambda W: np.zeros(0)
+        return value, lambda W: np.array([s * float(np.trace(W))])
+    K, dK = k(X, eval_gradient=True)
+    if dK.shape[2] == 0:
+        return K, lambda W: np.zeros(0)
+    return K, lambda W: (W.reshape(1, -1) @ dK.reshape(n * n, -1))[0]
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -8,6 +8,8 @@ and its compositions included. Beside scikit-learn's ``GaussianProcessRegressor`
   predictive probability (``"loo"``) or squared error (``"loo_mse"``), all with analytic
   gradients (:mod:`mgkflow.learn.objectives`);
 - restarts from θ drawn uniformly (in log space) within the bounds, with a seed;
+- the gradient as one contraction Σ W ∘ ∂K/∂θⱼ through the kernel's sums and products
+  (:func:`~mgkflow.learn.contract.gram_contraction`), never the n × n × H array;
 - one kernel object for the whole search: θ is set in place at each step, so what a graph
   kernel keeps between calls on the same graphs (prepared systems, a GPU backend with its packed
   graphs) is reused instead of rebuilt (scikit-learn clones the kernel at every step);
@@ -43,7 +45,8 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError
-from .objectives import OBJECTIVES, NotPositiveDefiniteError
+from .contract import gram_contraction
+from .objectives import OBJECTIVES, WEIGHTS, NotPositiveDefiniteError
 
 __all__ = ["GraphGPR", "blas_threads"]
 
@@ -144,13 +147,14 @@ class GraphGPR(RegressorMixin, BaseEstimator):
     def _evaluate(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         """Objective and gradient at θ, with the kernel's θ set in place (caches kept)."""
         self.kernel_.theta = theta
-        K, dK = self.kernel_(self._X, eval_gradient=True)
+        K, contract = gram_contraction(self.kernel_, self._X)
         K[np.diag_indices_from(K)] += self.alpha
         self.n_evaluations_ += 1
         try:
-            return OBJECTIVES[self.objective](K, dK, self._y)
+            value, W = WEIGHTS[self.objective](K, self._y)
         except NotPositiveDefiniteError:
             return -np.inf, np.zeros_like(theta)
+        return value, contract(W)
 
     def _search(self, theta0: np.ndarray, bounds: np.ndarray, label: str) -> tuple[float, np.ndarray]:
         t0 = time.perf_counter()
@@ -214,9 +218,9 @@ class GraphGPR(RegressorMixin, BaseEstimator):
             self.kernel_.theta = best[1]
 
     def _posterior(self) -> None:
-        K, dK = self.kernel_(self._X, eval_gradient=True)
+        K = self.kernel_(self._X)
         K[np.diag_indices_from(K)] += self.alpha
-        self.objective_value_ = float(OBJECTIVES[self.objective](K, dK, self._y)[0])
+        self.objective_value_ = float(WEIGHTS[self.objective](K, self._y)[0])
         try:
             self.L_ = sla.cholesky(K, lower=True, check_finite=False)
         except np.linalg.LinAlgError as exc:

@@ -12,9 +12,12 @@ gradient over θ. Larger is better for all three (they are maximized):
 :func:`loo_neg_squared_error`  −Σᵢ (yᵢ − μ₋ᵢ)², minus the leave-one-out squared error
 ============================= =================================================================
 
-The leave-one-out forms cost one inverse of K and one product K⁻¹ ∂K/∂θⱼ per hyperparameter,
-like the evidence's gradient, and no refit: with c = diag(K⁻¹) and a = K⁻¹ y, the mean left out
-of point i is yᵢ − aᵢ/cᵢ and its variance 1/cᵢ.
+Every gradient is a contraction g_j = Σ W ∘ ∂K/∂θⱼ with one weight matrix W (``WEIGHTS``: the
+``*_weights`` functions return the value and W), so a caller that can contract without forming
+∂K (:func:`mgkflow.learn.contract.gram_contraction`) never holds the n × n × H array. The
+leave-one-out forms cost one inverse of K and one more n³ product, for all hyperparameters
+together, and no refit: with c = diag(K⁻¹) and a = K⁻¹ y, the mean left out of point i is
+yᵢ − aᵢ/cᵢ and its variance 1/cᵢ.
 
 Examples
 --------
@@ -43,7 +46,18 @@ import scipy.linalg as sla
 
 from ..errors import ParameterError
 
-__all__ = ["log_marginal_likelihood", "loo_log_predictive", "loo_neg_squared_error", "OBJECTIVES", "Objective"]
+__all__ = [
+    "log_marginal_likelihood",
+    "loo_log_predictive",
+    "loo_neg_squared_error",
+    "lml_weights",
+    "loo_log_predictive_weights",
+    "loo_neg_squared_error_weights",
+    "contract",
+    "OBJECTIVES",
+    "WEIGHTS",
+    "Objective",
+]
 
 #: ``objective(K, dK, y) -> (value, gradient)``; larger is better.
 Objective = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[float, np.ndarray]]
@@ -74,40 +88,67 @@ def _inverse(L: np.ndarray) -> np.ndarray:
     return lower + np.tril(inv, -1).T
 
 
-def log_marginal_likelihood(K: np.ndarray, dK: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
-    """log p(y | θ) = −½ yᵀK⁻¹y − ½ log|K| − n/2 log 2π and its gradient ½ tr((aaᵀ − K⁻¹) ∂K/∂θⱼ).
+def contract(W: np.ndarray, dK: np.ndarray) -> np.ndarray:
+    """g_j = Σᵢₖ Wᵢₖ ∂Kᵢₖ/∂θⱼ: one matrix-vector product over the flattened matrices."""
+    n = W.shape[0]
+    return (W.reshape(1, -1) @ dK.reshape(n * n, -1))[0] if dK.shape[2] else np.zeros(0)
 
-    ``y`` may have several columns (independent outputs sharing K): values and gradients add up.
-    """
+
+def lml_weights(K: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """log p(y | θ) and the weights W of its gradient, g_j = Σ W ∘ ∂K/∂θⱼ (W = ½ (aaᵀ − m K⁻¹))."""
     y = np.asarray(y, dtype=np.float64)
     Y = y[:, None] if y.ndim == 1 else y
     L = _cholesky(K)
     a = sla.cho_solve((L, True), Y, check_finite=False)
     n, m = Y.shape
     value = -0.5 * float(np.sum(Y * a)) - m * float(np.log(np.diag(L)).sum()) - 0.5 * n * m * np.log(2 * np.pi)
-    inner = a @ a.T - m * _inverse(L)
-    # tr(inner ∂K_j) with inner symmetric: one matrix-vector product over the flattened matrices
-    grad = 0.5 * (inner.reshape(1, -1) @ dK.reshape(n * n, -1))[0] if dK.shape[2] else np.zeros(0)
-    return value, grad
+    W = _inverse(L)
+    W *= -0.5 * m
+    W += 0.5 * (a @ a.T)
+    return value, W
 
 
-def _loo_parts(K: np.ndarray, dK: np.ndarray, y: np.ndarray):
+def _loo_parts(K: np.ndarray, y: np.ndarray):
     y = np.asarray(y, dtype=np.float64)
     if y.ndim != 1:
         raise ParameterError("the leave-one-out objectives take one target column")
-    L = _cholesky(K)
-    Kinv = _inverse(L)
+    Kinv = _inverse(_cholesky(K))
     a = Kinv @ y
     c = np.diag(Kinv).copy()
-    # Z_j = K⁻¹ ∂K_j (one BLAS product per hyperparameter): [Z_j a] and diag(Z_j K⁻¹)
-    n, H = K.shape[0], dK.shape[2]
-    Za = np.empty((n, H))
-    ZKd = np.empty((n, H))
-    for j in range(H):
-        Z = Kinv @ dK[:, :, j]
-        Za[:, j] = Z @ a
-        ZKd[:, j] = np.einsum("ij,ji->i", Z, Kinv)
-    return a, c, Za, ZKd
+    return Kinv, a, c
+
+
+def _loo_weights(Kinv: np.ndarray, a: np.ndarray, u: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """W with Σ W ∘ ∂K_j = Σᵢ uᵢ [K⁻¹∂K_j a]ᵢ − Σᵢ βᵢ [K⁻¹∂K_j K⁻¹]ᵢᵢ, i.e. (K⁻¹u)aᵀ − K⁻¹ diag(β) K⁻¹
+    (symmetrized: ∂K_j is symmetric). One n³ product for every hyperparameter together."""
+    W = -((Kinv * beta) @ Kinv)
+    left = np.outer(Kinv @ u, a)
+    W += 0.5 * (left + left.T)
+    return W
+
+
+def loo_log_predictive_weights(K: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """Σᵢ log p(yᵢ | rest) and the weights W of its gradient (see :func:`loo_log_predictive`)."""
+    Kinv, a, c = _loo_parts(K, y)
+    value = float(np.sum(0.5 * np.log(c) - 0.5 * a * a / c - 0.5 * np.log(2 * np.pi)))
+    return value, _loo_weights(Kinv, a, a / c, 0.5 * (1.0 + a * a / c) / c)
+
+
+def loo_neg_squared_error_weights(K: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """−Σᵢ rᵢ² and the weights W of its gradient (see :func:`loo_neg_squared_error`)."""
+    Kinv, a, c = _loo_parts(K, y)
+    r = a / c
+    # ∂rᵢ = (aᵢ [ZK⁻¹]ᵢᵢ − cᵢ [Za]ᵢ) / cᵢ², so −2 Σ rᵢ ∂rᵢ = Σ 2rᵢ/cᵢ [Za]ᵢ − Σ 2rᵢaᵢ/cᵢ² [ZK⁻¹]ᵢᵢ
+    return -float(np.sum(r * r)), _loo_weights(Kinv, a, 2.0 * r / c, 2.0 * r * a / (c * c))
+
+
+def log_marginal_likelihood(K: np.ndarray, dK: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """log p(y | θ) = −½ yᵀK⁻¹y − ½ log|K| − n/2 log 2π and its gradient ½ tr((aaᵀ − K⁻¹) ∂K/∂θⱼ).
+
+    ``y`` may have several columns (independent outputs sharing K): values and gradients add up.
+    """
+    value, W = lml_weights(K, y)
+    return value, contract(W, dK)
 
 
 def loo_log_predictive(K: np.ndarray, dK: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -117,10 +158,8 @@ def loo_log_predictive(K: np.ndarray, dK: np.ndarray, y: np.ndarray) -> tuple[fl
     log p = ½ log cᵢ − aᵢ²/(2cᵢ) − ½ log 2π; its derivative is
     (aᵢ [Zⱼa]ᵢ − ½ (1 + aᵢ²/cᵢ) [ZⱼK⁻¹]ᵢᵢ) / cᵢ with Zⱼ = K⁻¹ ∂K/∂θⱼ.
     """
-    a, c, Za, ZKd = _loo_parts(K, dK, y)
-    value = float(np.sum(0.5 * np.log(c) - 0.5 * a * a / c - 0.5 * np.log(2 * np.pi)))
-    grad = ((a[:, None] * Za - 0.5 * (1.0 + (a * a / c))[:, None] * ZKd) / c[:, None]).sum(axis=0)
-    return value, grad
+    value, W = loo_log_predictive_weights(K, y)
+    return value, contract(W, dK)
 
 
 def loo_neg_squared_error(K: np.ndarray, dK: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -129,10 +168,16 @@ def loo_neg_squared_error(K: np.ndarray, dK: np.ndarray, y: np.ndarray) -> tuple
     ∂aᵢ/∂θⱼ = −[Zⱼa]ᵢ and ∂cᵢ/∂θⱼ = −[ZⱼK⁻¹]ᵢᵢ, so ∂rᵢ/∂θⱼ = (aᵢ [ZⱼK⁻¹]ᵢᵢ − cᵢ [Zⱼa]ᵢ) / cᵢ².
     Unlike the other two it ignores the predicted variances: it tunes the mean alone.
     """
-    a, c, Za, ZKd = _loo_parts(K, dK, y)
-    r = a / c
-    dr = (a[:, None] * ZKd - c[:, None] * Za) / (c * c)[:, None]
-    return -float(np.sum(r * r)), -2.0 * (r[:, None] * dr).sum(axis=0)
+    value, W = loo_neg_squared_error_weights(K, y)
+    return value, contract(W, dK)
+
+
+#: ``weights(K, y) -> (value, W)`` of each objective: its gradient is Σ W ∘ ∂K/∂θⱼ.
+WEIGHTS: dict[str, Callable[[np.ndarray, np.ndarray], tuple[float, np.ndarray]]] = {
+    "lml": lml_weights,
+    "loo": loo_log_predictive_weights,
+    "loo_mse": loo_neg_squared_error_weights,
+}
 
 
 #: Objectives by name (``GraphGPR(objective=...)``).
