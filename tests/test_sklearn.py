@@ -268,3 +268,30 @@ def test_a_kernel_pickled_before_the_split_loads_and_computes():
     ]
     np.testing.assert_array_equal(old(gs), new(gs))
     assert old.last_stats is not None and old._get_backend().name == "exact"
+
+
+def test_fixed_hyperparameters_solve_no_gradient(monkeypatch):
+    """eval_gradient=True with every hyperparameter fixed (a Cached graph kernel in a GP) returns
+    K and an empty dK without the gradient solves (which cost as much as several K)."""
+    import mgkflow.evaluation.matrix as matrix
+    from mgkflow import datasets
+    from mgkflow.kernels import KroneckerDelta
+
+    seen = []
+    real = matrix.solve
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("gradient", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(matrix, "solve", spy)
+    g = datasets.freesolv(n_graphs=8).graphs
+    k = MarginalizedGraphKernel(
+        KroneckerDelta(0.5, "element", h_bounds="fixed"), KroneckerDelta(0.5, "bond_order", h_bounds="fixed"),
+        q=0.2, q_bounds="fixed", normalize=True, backend="cpu",
+    )  # fmt: skip
+    K, dK = k(g, eval_gradient=True)
+    assert dK.shape == (8, 8, 0) and not any(seen)
+    np.testing.assert_array_equal(K, k(g))
+    K2, dK2 = k(g, g, eval_gradient=True)  # the same graphs as Y: still a Gram matrix
+    assert dK2.shape == (8, 8, 0) and np.array_equal(K2, K)
