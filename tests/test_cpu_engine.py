@@ -184,12 +184,12 @@ def test_kronecker_codes_follow_numpy_equality():
     np.testing.assert_array_equal(f1[1], gs[1].edge_labels["e"])
 
 
-def test_progress_is_called_once_per_pair():
+def test_progress_counts_every_pair_once():
     xs = systems(datasets.nws(n_graphs=3, labeled=True), *NWS_K)
     for threads in (1, 2):
         calls = []
         ce.NumbaCPUBackend(threads=threads).solve(xs, xs, gram_pairs(3), *NWS_K, progress=calls.append)
-        assert calls == [1] * 6
+        assert sum(calls) == 6 and min(calls) >= 1
 
 
 def test_not_converged_is_reported_like_the_oracle():
@@ -223,6 +223,7 @@ def test_out_of_memory_names_the_pair(monkeypatch):
         raise MemoryError("Unable to allocate")
 
     monkeypatch.setattr(ce._Context, "_solve_pair", no_memory)
+    monkeypatch.setattr(ce, "_solve_batch", no_memory)  # a batch out of memory leaves its pairs to the per-pair path
     with pytest.raises(MemoryError, match=r"pair \(graph 0 .*96 x 96 = 9216 unknowns"):
         ce.NumbaCPUBackend(threads=1).solve(xs, xs, [(0, 1)], *NWS_K)
 

@@ -38,15 +38,19 @@ docs/gradients.md: a second PCG solve M y = p_x with the same operator (and the 
 edge-pair products), then dK/dh = yᵀ (db/dh − (dM/dh) x), the edge-kernel derivatives
 evaluated through the kernel's numpy ``gradient`` on blocks of edge pairs.
 
-Parallelism: small pairs are spread over ``threads`` worker threads, a few pairs per
-task, each pair set up and solved in compiled calls that release the GIL (the Python
-between them holds it, and is what keeps the threads from scaling: keep it short); a
-large pair is solved one at a time with its rows split over the threads. The threads come
-from :mod:`concurrent.futures`. Compiled code is cached on disk (numba ``cache=True``): only
-the first process on a machine pays the compile time (10–20 s). :func:`warm_up` compiles
-or loads every kernel once per process before the first solve (a kernel call does it before
-its clock starts, so ``last_stats`` never counts it) and says so on stderr when numba
-actually compiles.
+Parallelism: small pairs are spread over ``threads`` worker threads in tasks of many pairs,
+each task solved in one compiled call that releases the GIL (:func:`_solve_batch`: the node
+kernel run as a program on node features, setup, products and PCG of every pair, no Python
+per pair, so the threads scale); a pair the batch cannot finish (a node-kernel value not > 0,
+an overflow, a diagonal that needs rescaling) and every pair of a call the batch does not
+compile (gradients, kernels evaluated through numpy) take the per-pair path, a few compiled
+calls per pair with Python between them that holds the GIL. A large pair is solved one at a
+time with its rows split over the threads. The threads come from :mod:`concurrent.futures`.
+
+Compiled code is cached on disk (numba ``cache=True``): only the first process on a machine
+pays the compile time (10–20 s). :func:`warm_up` compiles or loads every kernel once per
+process before the first solve (a kernel call does it before its clock starts, so
+``last_stats`` never counts it) and says so on stderr when numba actually compiles.
 
 Examples
 --------
@@ -91,6 +95,10 @@ _BIG_UNKNOWNS = 1_000_000
 _OP_CONST, _OP_DELTA, _OP_SQEXP, _OP_MUL, _OP_ADD = 0, 1, 2, 3, 4
 # matrix-vector product modes
 _MODE_CACHED, _MODE_FREE, _MODE_CONST = 0, 1, 2
+_MODE_CODES = {"cached": _MODE_CACHED, "matrix-free": _MODE_FREE, "constant": _MODE_CONST}
+#: Most small pairs one compiled call of a batch solves (:class:`_Batch`; tasks are smaller when
+#: there are too few pairs to give every thread several).
+_BATCH_PAIRS = 256
 
 
 # ====================================================================== compiled kernels
@@ -584,6 +592,106 @@ def _node_gradient_sums(prog, par, hp, N1, N2, depth, w, out):  # pragma: no cov
             out[c] += s
 
 
+# ====================================================================== batches of small pairs
+#: columns of the ``offs`` table of a packed side of a call (:func:`_pack_side`)
+_O_N, _O_NNZ, _O_NODE, _O_PTR, _O_PTRLEN, _O_EDGE, _O_FEAT, _O_NFEAT = range(8)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _solve_batch(ts, pi, pj, X, Y, ns_e, ns_n, const_mode, prog, par, depth, nprog, npar, ndepth, cconst, budget,
+                 rtol, max_iter, nodal_off, nodal_out, values, iters, res, modes):  # fmt: skip
+    """Pairs ``ts`` (pair t: row graph ``pi[t]`` of ``X``, column graph ``pj[t]`` of ``Y``) solved in one
+    call, each as :meth:`_Context._solve_pair` solves a small pair on one thread (the same compiled
+    steps in the same order), with the node kernel run as a program (``nprog``) on node features.
+
+    ``X`` and ``Y`` are the packed sides of :func:`_pack_side`; ``const_mode`` selects the constant
+    product, else a pair's products are cached when they fit ``budget`` bytes and matrix-free when not.
+    Writes values[t], iters[t], res[t] and modes[t] (0 cached, 1 matrix-free, 2 constant; -1: the pair
+    needs the per-pair path, which raises or rescales: a node-kernel value not > 0, an overflow, a
+    degree product that underflows, or a diagonal far from 1); with a non-empty ``nodal_out``, the
+    pair's block p_a p'_b x_ab (columns in G''s own node order) at ``nodal_out[nodal_off[t]:]``."""  # pragma: no cover
+    xo, xptr, xix, xw, xfeat, xd, xq, xp, xnfeat, _ = X
+    yo, ybk, yix, yw, yfeat, yd, yq, yp, ynfeat, yperm = Y
+    # work arrays for the largest pair of the batch, carved per pair
+    nm_max = m_max = c_max = g_max = 0
+    for k in range(ts.shape[0]):
+        a, b = pi[ts[k]], pj[ts[k]]
+        n, nnz1, m, nnz2 = xo[a, _O_N], xo[a, _O_NNZ], yo[b, _O_N], yo[b, _O_NNZ]
+        nm_max = max(nm_max, n * m)
+        m_max = max(m_max, m)
+        if const_mode:
+            g_max = max(g_max, n * m)
+        elif nnz1 * nnz2 * 8 <= budget:
+            c_max = max(c_max, nnz1 * nnz2)
+            if (nnz1 + n) * nnz2 * 8 <= budget:
+                g_max = max(g_max, n * nnz2)
+    work = np.empty(6 * nm_max)
+    cbuf = np.empty(c_max)
+    gbuf = np.empty(g_max)
+    sbuf = np.empty((ndepth + 1) * m_max)
+    empty2 = np.empty((0, 0))
+    for k in range(ts.shape[0]):
+        t = ts[k]
+        a, b = pi[t], pj[t]
+        n, nnz1, m, nnz2 = xo[a, _O_N], xo[a, _O_NNZ], yo[b, _O_N], yo[b, _O_NNZ]
+        nm = n * m
+        v0, p0, e0, f0, h0 = xo[a, _O_NODE], xo[a, _O_PTR], xo[a, _O_EDGE], xo[a, _O_FEAT], xo[a, _O_NFEAT]
+        ip1 = xptr[p0 : p0 + n + 1]
+        ix1, w1 = xix[e0 : e0 + nnz1], xw[e0 : e0 + nnz1]
+        F1 = xfeat[f0 : f0 + ns_e * nnz1].reshape((ns_e, nnz1))
+        d1, q1, p1 = xd[v0 : v0 + n], xq[v0 : v0 + n], xp[v0 : v0 + n]
+        N1 = xnfeat[h0 : h0 + ns_n * n].reshape((ns_n, n))
+        v0, p0, e0, f0, h0 = yo[b, _O_NODE], yo[b, _O_PTR], yo[b, _O_EDGE], yo[b, _O_FEAT], yo[b, _O_NFEAT]
+        bk2 = ybk[p0 : p0 + 4 * yo[b, _O_PTRLEN]].reshape((yo[b, _O_PTRLEN], 4))
+        ix2, w2 = yix[e0 : e0 + nnz2], yw[e0 : e0 + nnz2]
+        F2 = yfeat[f0 : f0 + ns_e * nnz2].reshape((ns_e, nnz2))
+        d2, q2, p2, perm2 = yd[v0 : v0 + m], yq[v0 : v0 + m], yp[v0 : v0 + m], yperm[v0 : v0 + m]
+        N2 = ynfeat[h0 : h0 + ns_n * m].reshape((ns_n, m))
+        V = work[0:nm].reshape((n, m))
+        diag = work[nm : 2 * nm].reshape((n, m))
+        r = work[2 * nm : 3 * nm].reshape((n, m))
+        x = work[3 * nm : 4 * nm].reshape((n, m))
+        y = work[4 * nm : 5 * nm].reshape((n, m))
+        p = work[5 * nm : 6 * nm].reshape((n, m))
+        stack = sbuf[: (ndepth + 1) * m].reshape((ndepth + 1, m))
+        for i in range(n):  # the node kernel
+            _eval_edge_row(nprog, npar, N1, i, N2, stack)
+            V[i, :] = stack[0]
+        bad, over, top, dtop, dmin = _setup_pair(d1, d2, q1, q2, p1, p2, V, diag, r)
+        if bad >= 0 or over or not dmin > 0 or (dtop > 0 and not (2.0**-100 <= dtop <= 2.0**100)):
+            modes[t] = -1
+            continue
+        shift = 0 if top == 0 else 1 - math.frexp(top)[1]
+        bb = _scale_pair(shift, 0, diag, r, x)
+        C, X2 = empty2, empty2
+        if const_mode:
+            mode = 2
+            X2 = gbuf[:nm].reshape((n, m))  # T = X A'^T
+        elif nnz1 * nnz2 * 8 <= budget:
+            mode = 0
+            if (nnz1 + n) * nnz2 * 8 <= budget:
+                X2 = gbuf[: n * nnz2].reshape((n, nnz2))
+            C = cbuf[: nnz1 * nnz2].reshape((nnz1, nnz2))
+            _build_cache(0, nnz1, w1, w2, prog, par, F1, F2, depth, C)
+        else:
+            mode = 1
+        it, rs = _pcg_serial(mode, ip1, ix1, w1, bk2, ix2, w2, C, prog, par, F1, F2, depth, cconst, X2, diag, r,
+                             x, y, p, bb, rtol, max_iter)  # fmt: skip
+        if shift != 0:
+            for i in range(n):
+                for c in range(m):
+                    x[i, c] = math.ldexp(x[i, c], -shift)
+        values[t] = _bilinear(0, n, p1, x, p2)
+        iters[t] = it
+        res[t] = rs
+        modes[t] = mode
+        if nodal_out.shape[0] > 0:  # p_a p'_b x_ab with the columns back in G''s own node order
+            o = nodal_off[t]
+            for i in range(n):
+                for c in range(m):
+                    nodal_out[o + i * m + perm2[c]] = (p1[i] * p2[c]) * x[i, c]
+
+
 # ====================================================================== edge-kernel programs
 @dataclass(frozen=True)
 class EdgeProgram:
@@ -796,6 +904,97 @@ def _row_chunks(ip: np.ndarray, n_chunks: int, weight_edges: bool = True) -> lis
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
+def _pack_side(arrays: Sequence[_GraphArrays], nfeats: Sequence[np.ndarray], columns: bool) -> tuple:
+    """The graphs of one side of a call in a few concatenated arrays, as :func:`_solve_batch` reads them.
+
+    Returns ``(offs, ptr, ix, w, feat, d, q, p, nfeat, perm)``: ``offs`` (G, 8) holds per graph its node
+    and edge counts and its offsets (columns ``_O_*``); ``ptr`` the row pointers ``ip`` (rows, G) or
+    the flattened degree buckets ``bk`` (``columns``, G'), then the edges, the flattened edge features
+    (slots, nnz), the node arrays, the flattened node features (node slots, n) and the column order."""
+    offs = np.zeros((len(arrays), 8), dtype=np.int64)
+    ptrs = [g.bk.ravel() if columns else g.ip for g in arrays]
+    offs[:, _O_N] = [len(g.d) for g in arrays]
+    offs[:, _O_NNZ] = [len(g.w) for g in arrays]
+    offs[:, _O_PTRLEN] = [len(g.bk) if columns else len(g.ip) for g in arrays]
+    for col, sizes in ((_O_NODE, offs[:, _O_N]), (_O_PTR, [len(a) for a in ptrs]), (_O_EDGE, offs[:, _O_NNZ]),
+                       (_O_FEAT, [g.feat.size for g in arrays]), (_O_NFEAT, [f.size for f in nfeats])):  # fmt: skip
+        offs[1:, col] = np.cumsum(sizes)[:-1]
+
+    def cat(parts: Sequence[np.ndarray], dtype: Any) -> np.ndarray:
+        return np.ascontiguousarray(np.concatenate([np.asarray(a).ravel() for a in parts]), dtype=dtype)
+
+    i8, f8 = np.int64, np.float64
+    return (offs, cat(ptrs, i8), cat([g.ix for g in arrays], i8), cat([g.w for g in arrays], f8),
+            cat([g.feat for g in arrays], f8), cat([g.d for g in arrays], f8), cat([g.q for g in arrays], f8),
+            cat([g.p for g in arrays], f8), cat(nfeats, f8), cat([g.perm for g in arrays], i8))  # fmt: skip
+
+
+class _Batch:
+    """The small pairs of one call solved many at a time, each task of pairs in one compiled call
+    (:func:`_solve_batch`) that holds no GIL: no Python runs per pair, so the threads scale.
+
+    Built by :meth:`build` where it applies (values and nodal blocks of compiled edge kernels or a
+    constant one, with a node kernel the engine compiles on 1-D numeric node labels); a pair it
+    cannot finish goes back to the per-pair path (:meth:`_Context.solve_pair`)."""
+
+    def __init__(self, ctx: _Context, pairs: np.ndarray, X: tuple, Y: tuple, pi: np.ndarray, pj: np.ndarray,
+                 nprog: EdgeProgram, small: np.ndarray, budget: int, nodal: bool) -> None:  # fmt: skip
+        self.X, self.Y, self.pi, self.pj, self.nprog, self.budget = X, Y, pi, pj, nprog, int(budget)
+        prog = ctx.program
+        self.prog = (prog.code, prog.par, prog.depth) if prog is not None else (_EMPTY_PROG, _EMPTY1, 1)
+        self.const_c, self.rtol, self.max_iter = ctx.const_c, ctx.rtol, ctx.max_iter
+        self.ns_e = 0 if ctx.const_c is not None else len(prog.slots)  # edge features: none for a constant
+        self.ns_n = len(nprog.slots)
+        self.nodal_off, self.nodal_out = _EMPTY1.astype(np.int64), _EMPTY1
+        if nodal:  # one flat array for the blocks of all small pairs
+            sizes = np.zeros(len(pairs), dtype=np.int64)
+            sizes[small] = X[0][pi[small], _O_N] * Y[0][pj[small], _O_N]
+            self.nodal_off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            self.nodal_out = np.empty(int(sizes.sum()))
+
+    @classmethod
+    def build(cls, ctx: _Context, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], pairs: np.ndarray,
+              used_x: np.ndarray, used_y: np.ndarray, gx: Mapping[int, _GraphArrays], gy: Mapping[int, _GraphArrays],
+              small: np.ndarray, budget: int) -> _Batch | None:  # fmt: skip
+        """The batch of a call, or None where it does not apply (gradients, edge kernels evaluated
+        through numpy, node kernels the engine does not compile or labels it cannot read)."""
+        if ctx.gradient or (ctx.program is None and ctx.const_c is None) or not len(small):
+            return None
+        nprog = compile_edge_program(ctx.node_kernel)
+        if nprog is None:
+            return None
+        nfeats = _edge_features(nprog, [xs[i] for i in used_x] + [ys[j] for j in used_y], nodes=True)
+        if nfeats is None:
+            return None
+        nx = len(used_x)
+        X = _pack_side([gx[i] for i in used_x], nfeats[:nx], columns=False)
+        Y = _pack_side([gy[j] for j in used_y], [f[:, gy[j].perm] for f, j in zip(nfeats[nx:], used_y)], columns=True)
+        pi = np.searchsorted(used_x, pairs[:, 0]).astype(np.int64)
+        pj = np.searchsorted(used_y, pairs[:, 1]).astype(np.int64)
+        return cls(ctx, pairs, X, Y, pi, pj, nprog, small, budget, ctx.nodal)
+
+    def solve(self, ts: np.ndarray, values: np.ndarray, iters: np.ndarray, res: np.ndarray, modes: np.ndarray,
+              blocks: list) -> np.ndarray:  # fmt: skip
+        """Solve pairs ``ts`` (int64) into the call's arrays; returns those left to the per-pair path."""
+        code, par, depth = self.prog
+        nprog = self.nprog
+        const = self.const_c is not None
+        cconst = float(self.const_c) if const else 0.0
+        try:
+            _solve_batch(ts, self.pi, self.pj, self.X, self.Y, self.ns_e, self.ns_n, const, code, par, depth,
+                         nprog.code, nprog.par, nprog.depth, cconst, self.budget, self.rtol, self.max_iter,
+                         self.nodal_off, self.nodal_out, values, iters, res, modes)  # fmt: skip
+        except MemoryError:  # the per-pair path says which pair did not fit
+            modes[ts] = -1
+        if self.nodal_out.size:
+            done = ts[modes[ts] >= 0]
+            sizes = zip(done.tolist(), self.X[0][self.pi[done], _O_N].tolist(), self.Y[0][self.pj[done], _O_N].tolist())
+            for t, n, m in sizes:
+                o = int(self.nodal_off[t])
+                blocks[t] = self.nodal_out[o : o + n * m].reshape(n, m)
+        return ts[modes[ts] < 0]
+
+
 class NumbaCPUBackend:
     """Float64 CPU backend without a size cap, on every core (numba-compiled Jacobi PCG).
 
@@ -873,7 +1072,7 @@ class NumbaCPUBackend:
         """Solve ``pairs`` ((n, 2) int array or [(i, j), ...]) between ``xs[i]`` and ``ys[j]``.
 
         Returns values, CG iterations, final relative residuals and converged flags aligned
-        with the pairs; ``progress(1)`` is called as each pair finishes.
+        with the pairs; ``progress(k)`` is called as pairs finish (k of them each time).
         """
         values, iters, res, conv, _ = self._run(xs, ys, pairs, node_kernel, edge_kernel, progress, False)
         return Solution(values, iters, res, conv)
@@ -944,12 +1143,64 @@ class NumbaCPUBackend:
         values = np.empty(k)
         iters = np.zeros(k, dtype=np.int64)
         res = np.empty(k)
-        conv = np.empty(k, dtype=bool)
+        modes = np.full(k, -1, dtype=np.int64)  # 0 cached, 1 matrix-free, 2 constant
         blocks: list[Any] = [None] * k
         if k == 0:
-            return values, iters, res, conv, blocks
-        used_x = sorted(set(pairs[:, 0].tolist()))
-        used_y = sorted(set(pairs[:, 1].tolist()))
+            return values, iters, res, np.empty(0, dtype=bool), blocks
+        used_x, used_y = np.unique(pairs[:, 0]), np.unique(pairs[:, 1])
+        ctx, gx, gy = self._context(xs, ys, used_x, used_y, node_kernel, edge_kernel, nodal, gradient, wrt_q)
+        sizes = [np.zeros((2, len(zs)), dtype=np.int64) for zs in (xs, ys)]  # nodes and edges per graph
+        for sz, used, gs in zip(sizes, (used_x, used_y), (gx, gy)):
+            sz[:, used] = [[len(gs[i].d) for i in used.tolist()], [len(gs[i].w) for i in used.tolist()]]
+        nm = sizes[0][0, pairs[:, 0]] * sizes[1][0, pairs[:, 1]]
+        ep = sizes[0][1, pairs[:, 0]] * sizes[1][1, pairs[:, 1]]
+        big = (ep > _BIG_EDGE_PAIRS) | (nm > _BIG_UNKNOWNS) | bool(split_all)
+        small, large = np.flatnonzero(~big), np.flatnonzero(big)
+        budget = self.cache_bytes // max(1, min(self.threads, len(small)))
+        batch = _Batch.build(ctx, xs, ys, pairs, used_x, used_y, gx, gy, small, budget)
+
+        def solve_one(t: int, budget: int, pool: Any) -> None:
+            i, j = pairs[t].tolist()
+            values[t], iters[t], res[t], mode, blocks[t] = ctx.solve_pair(xs[i], ys[j], gx[i], gy[j], budget, pool)
+            modes[t] = _MODE_CODES[mode]
+
+        def task(ts: np.ndarray) -> int:
+            rest = ts if batch is None else batch.solve(ts, values, iters, res, modes, blocks)
+            for t in rest.tolist():
+                solve_one(t, budget, None)
+            return len(ts)
+
+        # tasks of several pairs: a future per pair costs the GIL more than a small pair's solve; a
+        # batch's compiled call costs one dispatch for all its pairs
+        per_task = 16 if batch is None else 8
+        size = max(1, min(32 if batch is None else _BATCH_PAIRS, len(small) // (per_task * self.threads)))
+        tasks = [small[a : a + size] for a in range(0, len(small), size)]
+        with ThreadPoolExecutor(max_workers=self.threads) as executor:
+            pool = executor if self.threads > 1 else None
+            if pool is None:
+                for ts in tasks:
+                    _report(progress, task(ts))
+            else:
+                futs = [executor.submit(task, ts) for ts in tasks]
+                try:
+                    for f in as_completed(futs):
+                        _report(progress, f.result())
+                except BaseException:
+                    for f in futs:
+                        f.cancel()
+                    raise
+            for t in large.tolist():
+                solve_one(t, self.cache_bytes, pool)
+                _report(progress, 1)
+        counts = np.bincount(modes[modes >= 0], minlength=3)
+        self.last_extra = {"threads": self.threads, **{f"pairs_{name.replace('-', '_')}": int(counts[code])
+                                                       for name, code in _MODE_CODES.items()}}  # fmt: skip
+        return values, iters, res, res <= self.rtol, blocks
+
+    def _context(self, xs, ys, used_x, used_y, node_kernel, edge_kernel, nodal, gradient, wrt_q) -> tuple:
+        """The call's :class:`_Context` and the engine's arrays of the graphs it uses (rows ``gx``, columns
+        ``gy``, by index into ``xs`` and ``ys``)."""
+        used_x, used_y = used_x.tolist(), used_y.tolist()
         program = compile_edge_program(edge_kernel) if self.compiled_kernels else None
         const_c = edge_kernel.c if type(edge_kernel) is Constant else None
         gx: dict[int, _GraphArrays] = {}
@@ -980,51 +1231,7 @@ class NumbaCPUBackend:
             ctx.node_hp = np.array([h.value for h in node_kernel.hyperparameters], dtype=np.float64)
             ctx.edge_hp = np.array([h.value for h in edge_kernel.hyperparameters], dtype=np.float64)
         ctx.wrt_q = wrt_q
-
-        big, small = [], []
-        for t, (i, j) in enumerate(pairs.tolist()):
-            ep = xs[i].graph.nnz * ys[j].graph.nnz
-            nm = xs[i].n * ys[j].n
-            (big if split_all or ep > _BIG_EDGE_PAIRS or nm > _BIG_UNKNOWNS else small).append(t)
-        modes = {"cached": 0, "matrix-free": 0, "constant": 0}
-
-        def record(t: int, out: tuple[float, int, float, str, Any]) -> None:
-            values[t], iters[t], res[t], mode, blocks[t] = out
-            conv[t] = res[t] <= self.rtol
-            modes[mode] += 1
-            if progress is not None:
-                progress(1)
-
-        with ThreadPoolExecutor(max_workers=self.threads) as executor:
-            pool = executor if self.threads > 1 else None
-            if small and pool is None:
-                for t in small:
-                    i, j = pairs[t]
-                    record(t, ctx.solve_pair(xs[i], ys[j], gx[i], gy[j], self.cache_bytes, None))
-            elif small:
-                budget = self.cache_bytes // max(1, min(self.threads, len(small)))
-                plist = pairs.tolist()
-
-                def task(ts: list[int]) -> list[tuple[int, Any]]:
-                    return [(t, ctx.solve_pair(xs[plist[t][0]], ys[plist[t][1]], gx[plist[t][0]], gy[plist[t][1]],
-                                               budget, None)) for t in ts]  # fmt: skip
-
-                # tasks of several pairs (a future per pair costs the GIL more than a small pair's solve)
-                size = max(1, min(32, len(small) // (16 * self.threads)))
-                futs = [executor.submit(task, small[a : a + size]) for a in range(0, len(small), size)]
-                try:
-                    for f in as_completed(futs):
-                        for t, out in f.result():
-                            record(t, out)
-                except BaseException:
-                    for f in futs:
-                        f.cancel()
-                    raise
-            for t in big:
-                i, j = pairs[t]
-                record(t, ctx.solve_pair(xs[i], ys[j], gx[i], gy[j], self.cache_bytes, pool))
-        self.last_extra = {"threads": self.threads, **{f"pairs_{k.replace('-', '_')}": v for k, v in modes.items()}}
-        return values, iters, res, conv, blocks
+        return ctx, gx, gy
 
     def __repr__(self) -> str:
         return (
@@ -1402,6 +1609,12 @@ def _map(pool, fn, items) -> list:
     if pool is None or len(items) <= 1:
         return [fn(c) for c in items]
     return list(pool.map(fn, items))
+
+
+def _report(progress: Progress | None, done: int) -> None:
+    """``progress(done)`` when there is a progress callback."""
+    if progress is not None:
+        progress(done)
 
 
 def _sum2(parts) -> tuple[float, float]:
