@@ -177,11 +177,15 @@ def cmd_predict(args: Any) -> int:
     """``mgkflow predict``: screen the SMILES file with the model file, resumably."""
     from .learn.screening import parts_dir, screen
 
-    if parts_dir(args.out).exists() and not args.force:
-        _say(args, f"note: resuming the interrupted run in {parts_dir(args.out)}")
-    res = screen(args.model, args.candidates, args.out, chunk_size=args.chunk_size,
-                 smiles_column=args.smiles_column, id_column=args.id_column, force=args.force,
-                 progress=not args.quiet)  # fmt: skip
+    try:
+        res = screen(args.model, args.candidates, args.out, chunk_size=args.chunk_size,
+                     smiles_column=args.smiles_column, id_column=args.id_column, force=args.force,
+                     progress=not args.quiet, log=lambda m: _say(args, f"note: {m}"))  # fmt: skip
+    except KeyboardInterrupt:
+        if parts_dir(args.out).is_dir():
+            _say(args, f"note: the finished chunks are kept in {parts_dir(args.out)}; run the same command again "
+                       "to resume")  # fmt: skip
+        raise
     resumed = f"; {res.resumed} of {res.chunks} chunks were done by an earlier run" if res.resumed else ""
     failed = f" ({res.failed} without a prediction: see the error column)" if res.failed else ""
     _say(args, f"wrote {args.out}: {res.molecules} molecules{failed} in {res.seconds:.1f} s{resumed}")

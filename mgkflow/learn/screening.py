@@ -33,7 +33,7 @@ import os
 import pickle
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -300,6 +300,7 @@ def screen(
     force: bool = False,
     progress: bool = True,
     max_chunks: int | None = None,
+    log: Callable[[str], Any] | None = None,
 ) -> ScreenResult:
     """Predict mean and standard deviation for every SMILES of a file, chunk by chunk, resumably.
 
@@ -325,6 +326,8 @@ def screen(
     max_chunks : int, optional
         Predict at most this many chunks in this call, then stop with the work directory kept
         (``complete`` False): a run in several sittings.
+    log : callable, optional
+        Called with a line of text when an interrupted run is resumed.
 
     Returns
     -------
@@ -391,6 +394,8 @@ def screen(
     parts = [work / f"part-{k:07d}.csv" for k in range(n_chunks)]
     done = sum(1 for p in parts if p.exists())
     resumed = done
+    if done and log is not None:
+        log(f"resuming the interrupted run in {work}: {done} of {n_chunks} chunks are done")
     bar = None
     if progress:
         bar = progress_bar(n_records, desc="predict", unit="molecule",
