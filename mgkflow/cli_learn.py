@@ -131,7 +131,7 @@ def cmd_fit(args: Any) -> int:
     from ._version import __version__
     from .errors import OutputPathError
     from .io import check_writable
-    from .learn.fitting import build_model, read_training_table, training_digest
+    from .learn.fitting import build_model, graph_kernel_progress, read_training_table, training_digest
     from .learn.model_file import file_sha256, save_model
 
     t0 = time.perf_counter()
@@ -148,6 +148,8 @@ def cmd_fit(args: Any) -> int:
     model = build_model(backend=args.backend, descriptors=args.descriptors, restarts=args.restarts,
                         seed=args.seed, verbose=0 if args.quiet else 1)  # fmt: skip
     model.fit(table.smiles, table.y)
+    for kernel in (getattr(model, "kernel", None), getattr(model, "kernel_", None)):
+        graph_kernel_progress(kernel, False)  # predictions run chunk by chunk under mgkflow predict's own bar
     fit_seconds = time.perf_counter() - t0
     metadata = {
         "training": {

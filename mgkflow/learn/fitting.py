@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import FileFormatError, ParameterError, ParameterTypeError
 
-__all__ = ["TrainingTable", "read_training_table", "build_model", "training_digest"]
+__all__ = ["TrainingTable", "read_training_table", "build_model", "training_digest", "graph_kernel_progress"]
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,25 @@ def read_training_table(
                          table.smiles_name, target)  # fmt: skip
 
 
+def graph_kernel_progress(kernel: Any, on: bool) -> int:
+    """Switch the progress bar of every marginalized graph kernel inside a scikit-learn kernel; how many there are.
+
+    Examples
+    --------
+    >>> from mgkflow.learn import molecular_kernel
+    >>> graph_kernel_progress(molecular_kernel(), True)
+    1
+    """
+    from ..mgk import MarginalizedGraphKernel
+
+    found = [kernel] if isinstance(kernel, MarginalizedGraphKernel) else []
+    if hasattr(kernel, "get_params"):
+        found += [v for v in kernel.get_params(deep=True).values() if isinstance(v, MarginalizedGraphKernel)]
+    for k in found:
+        k.progress = bool(on)
+    return len(found)
+
+
 def build_model(
     backend: str = "auto",
     descriptors: bool = True,
@@ -188,19 +207,25 @@ def build_model(
     seed : int or None
         Seed of the restarts.
     verbose : int
-        1: a progress line per optimizer step on stderr.
+        1: a progress bar over the graph-kernel pairs and a progress line per optimizer step on stderr
+        (:func:`graph_kernel_progress` switches the bar off again, e.g. before saving the model).
 
     Examples
     --------
     >>> build_model(backend="cpu", restarts=0).n_restarts
     0
     """
-    from .molecular import MolecularGPR
+    from .molecular import MolecularGPR, molecular_kernel
 
     if backend not in ("auto", "cpu", "gpu"):
         raise ParameterError(f"backend must be 'auto', 'cpu' or 'gpu', got {backend!r:.60}")
     if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 0:
         raise ParameterError(f"restarts must be a whole number >= 0, got {restarts!r:.60}")
+    kernel = None
+    if verbose:  # the default covariance, with the graph kernel's progress bar (the first Gram takes longest)
+        kernel = molecular_kernel(descriptors=bool(descriptors), backend=backend)
+        graph_kernel_progress(kernel, True)
     return MolecularGPR(
-        descriptors=descriptors, n_restarts=int(restarts), backend=backend, random_state=seed, verbose=verbose
+        descriptors=descriptors, kernel=kernel, n_restarts=int(restarts), backend=backend, random_state=seed,
+        verbose=verbose,
     )
