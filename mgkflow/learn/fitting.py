@@ -116,7 +116,7 @@ def read_training_table(
     >>> read_training_table(p, "logp")  # doctest: +SKIP
     Traceback (most recent call last):
     ...
-    mgkflow.errors.FileFormatError: .../train.csv, line 3: invalid SMILES 'C1CC': RDKit could not parse it
+    mgkflow.errors.FileFormatError: .../train.csv, line 3: invalid SMILES 'C1CC': RDKit could not parse it (...)
     """
     from ..io.rdkit import require_rdkit
     from ..io.smiles_stream import open_smiles_table
