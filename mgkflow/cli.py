@@ -1,4 +1,4 @@
-"""Command-line interface: ``mgkflow {gram,compare,datasets,bench}``.
+"""Command-line interface: ``mgkflow {gram,compare,datasets,fit,predict,bench}``.
 
 ``gram`` and ``compare`` take a built-in dataset name or a user's file or
 directory (SMILES, SDF, GraphML, GML, TU dataset; see :mod:`mgkflow.io`).
@@ -273,6 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", type=Path, default=Path("reports"), help="output directory (default reports/)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, messages or summary table")
     p.set_defaults(func=cmd_compare)
+
+    from .cli_learn import add_commands  # fit, predict (their code is in cli_learn.py and mgkflow.learn)
+
+    add_commands(sub)
 
     p = sub.add_parser(
         "bench",

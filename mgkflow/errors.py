@@ -22,6 +22,8 @@ __all__ = [
     "ConvergenceWarning",
     "BackendUnavailableError",
     "ProblemTooLargeError",
+    "ModelFileError",
+    "ModelVersionError",
     "describe_graph",
 ]
 
@@ -94,6 +96,16 @@ class ProblemTooLargeError(MgkflowError, MemoryError):
 
     A ``MemoryError`` too, so ``except MemoryError`` keeps working.
     """
+
+
+class ModelFileError(MgkflowError, ValueError):
+    """A file given as a model is not an mgkflow model file, or is damaged (see :mod:`mgkflow.learn.model_file`);
+    the message names the file and what is wrong with it."""
+
+
+class ModelVersionError(ModelFileError):
+    """A model file was written by another major.minor version of mgkflow or of the model-file format; the
+    message names both versions (refit the model with this version)."""
 
 
 class ConvergenceWarning(RuntimeWarning):

