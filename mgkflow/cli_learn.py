@@ -77,9 +77,12 @@ def add_commands(sub: Any) -> None:
                    help="where the graph kernel runs (default auto: the GPU when present, else the CPU)")
     p.add_argument("--no-descriptors", dest="descriptors", action="store_false",
                    help="the graph kernel alone, without RDKit's 2-D descriptors (faster featurization)")
-    p.add_argument("--restarts", type=_count(0), default=2, metavar="N",
-                   help="optimizer restarts from random hyperparameters beyond the first run (default 2; 0 for "
+    p.add_argument("--restarts", type=_count(0), default=1, metavar="N",
+                   help="optimizer restarts from random hyperparameters beyond the first run (default 1; 0 for "
                    "one run, the fastest)")
+    p.add_argument("--low-rank", type=_count(1), default=None, metavar="M",
+                   help="a low-rank Gaussian process on M landmarks (chosen by pivoted Cholesky) instead of the "
+                   "exact one: n*M kernel entries instead of n*n, for large training sets (default: exact)")
     p.add_argument("--seed", type=_seed, default=0, help="seed of the restarts (default 0)")
     p.add_argument("--skip-invalid", action="store_true",
                    help="leave out rows whose SMILES RDKit cannot parse or whose target is not a number (counted "
@@ -146,7 +149,7 @@ def cmd_fit(args: Any) -> int:
     _say(args, f"fitting on {len(table)} molecules of {args.data} (SMILES {table.smiles_column!r}, target "
                f"{table.target!r})")  # fmt: skip
     model = build_model(backend=args.backend, descriptors=args.descriptors, restarts=args.restarts,
-                        seed=args.seed, verbose=0 if args.quiet else 1)  # fmt: skip
+                        seed=args.seed, verbose=0 if args.quiet else 1, low_rank=args.low_rank)  # fmt: skip
     model.fit(table.smiles, table.y)
     for kernel in (getattr(model, "kernel", None), getattr(model, "kernel_", None)):
         graph_kernel_progress(kernel, False)  # predictions run chunk by chunk under mgkflow predict's own bar
@@ -164,7 +167,7 @@ def cmd_fit(args: Any) -> int:
             "y_std": float(table.y.std()),
         },
         "options": {"backend": args.backend, "descriptors": bool(args.descriptors), "restarts": args.restarts,
-                    "seed": args.seed},
+                    "seed": args.seed, "low_rank": args.low_rank},
         "objective": {"name": getattr(model, "objective", None),
                       "value": getattr(getattr(model, "gpr_", None), "objective_value_", None)},
         "fit_seconds": round(fit_seconds, 3),

@@ -452,3 +452,26 @@ def test_save_model_refuses_what_it_cannot_write(tmp_path: Path) -> None:
     for bad in (None, 3, tmp_path):
         with pytest.raises(MgkflowError):
             load_model(bad)
+
+
+def test_fit_low_rank_then_predict(files: dict[str, Path], tmp_path: Path) -> None:
+    """--low-rank M fits MolecularGPR(n_landmarks=M): a LowRankGPR on M landmarks."""
+    from mgkflow.learn import LowRankGPR
+
+    model = tmp_path / "lr.mgk"
+    rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(model), "--restarts", "0",
+                    "--low-rank", "8", "--no-descriptors", "--backend", "cpu", "-q"])
+    assert rc == 0, err
+    info = read_model_info(model)
+    assert info["metadata"]["options"]["low_rank"] == 8
+    est = load_model(model)
+    assert isinstance(est.gpr_, LowRankGPR) and est.gpr_.n_landmarks_ == 8
+    out = tmp_path / "p.csv"
+    rc, err = _run(["predict", str(model), str(files["candidates"]), "--out", str(out), "-q"])
+    assert rc == 0, err
+    df = pd.read_csv(out, keep_default_na=False, na_values={"mean": ["nan"], "std": ["nan"]})
+    good = df[df.error == ""]
+    assert np.all(np.isfinite(good["mean"])) and np.all(good["std"] > 0)
+    rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(tmp_path / "x.mgk"),
+                    "--low-rank", "0"])
+    assert rc == 2 and "--low-rank" in err

@@ -156,3 +156,20 @@ def test_verbose_1_prints_a_line_per_step(capsys):
     assert len(steps) >= 2 and "lml =" in steps[0]
     assert lines[-1].startswith("mgkflow: fit done")
     assert m.gpr_.n_evaluations_ >= len(steps)
+
+
+def test_n_landmarks_fits_a_low_rank_gp():
+    """n_landmarks: a LowRankGPR inside MolecularGPR (its equality with the exact GP at m = n is
+    tested in test_learn_lowrank.py); bad values and a leave-one-out objective are refused."""
+    from mgkflow.learn import GraphGPR, LowRankGPR
+
+    kw = {**FAST, "descriptors": False, "max_iter": 1}
+    exact = MolecularGPR(**kw).fit(SMILES, Y)
+    low = MolecularGPR(n_landmarks=len(SMILES), **kw).fit(SMILES, Y)
+    assert isinstance(exact.gpr_, GraphGPR) and isinstance(low.gpr_, LowRankGPR)
+    small = MolecularGPR(n_landmarks=5, **kw).fit(SMILES, Y)
+    assert small.gpr_.n_landmarks_ == 5 and np.all(np.isfinite(small.predict(TEST)))
+    with pytest.raises(ParameterError, match="n_landmarks"):
+        MolecularGPR(n_landmarks=0, **kw).fit(SMILES, Y)
+    with pytest.raises(ParameterError, match="exact GP"):
+        MolecularGPR(n_landmarks=5, objective="loo", **kw).fit(SMILES, Y)

@@ -452,6 +452,9 @@ def _entries() -> list[Entry]:  # noqa: PLR0915 - one table
 UNTESTED: dict[str, str] = {
     **{n: "an exception or warning class" for n in mgkflow.__all__ if n.endswith(("Error", "Warning"))},
     "mgkflow.SolveStats": "a record of a solve (no checks)",
+    "mgkflow.learn.save_model": "writes a model file; its bad inputs are tested in test_learn_commands.py",
+    "mgkflow.learn.load_model": "reads a model file; bad and foreign files are tested in test_learn_commands.py",
+    "mgkflow.learn.screen": "streams files; bad inputs and resumes are tested in test_learn_commands.py",
     "mgkflow.gpu_available": "no parameters",
     "mgkflow.io.GraphSet": "a record returned by the readers",
     "mgkflow.io.FORMATS": "a constant", "mgkflow.io.MOLECULE_FORMATS": "a constant",

@@ -33,6 +33,10 @@ name                            what it is
 :func:`cross_kernel`            K(X, Y) and its θ-gradient for any kernel (no white noise)
 :func:`kernel_diag`             k(x, x) with and without white noise, with gradients
 :func:`contracted_gradient`     Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ evaluated in row blocks
+:func:`save_model`              a fitted model to a versioned model file (``mgkflow fit``)
+:func:`load_model`              a model file back, refused from an incompatible version
+:func:`screen`                  mean and std over a large SMILES file, streamed and
+                                resumable (``mgkflow predict``)
 =============================== ========================================================
 
 Examples
@@ -55,8 +59,10 @@ from .gpr import GraphGPR
 from .landmarks import kmeans_plus_plus, pivoted_cholesky, random_landmarks
 from .lowrank import LowRankGPR
 from .metrics import regression_metrics
+from .model_file import load_model, save_model
 from .molecular import MolecularGPR, molecular_kernel
 from .normalized import Normalized
+from .screening import screen
 from .splits import kfold_splits, labelled_split
 from .tanimoto import Tanimoto
 
@@ -76,6 +82,9 @@ __all__ = [
     "ExpSimilarity",
     "Cached",
     "LowRankGPR",
+    "save_model",
+    "load_model",
+    "screen",
     "pivoted_cholesky",
     "kmeans_plus_plus",
     "random_landmarks",

@@ -186,9 +186,10 @@ def graph_kernel_progress(kernel: Any, on: bool) -> int:
 def build_model(
     backend: str = "auto",
     descriptors: bool = True,
-    restarts: int = 2,
+    restarts: int = 1,
     seed: int | None = 0,
     verbose: int = 1,
+    low_rank: int | None = None,
 ) -> Any:
     """The estimator ``mgkflow fit`` fits: a :class:`~mgkflow.learn.MolecularGPR` with these choices.
 
@@ -209,6 +210,8 @@ def build_model(
     verbose : int
         1: a progress bar over the graph-kernel pairs and a progress line per optimizer step on stderr
         (:func:`graph_kernel_progress` switches the bar off again, e.g. before saving the model).
+    low_rank : int or None
+        A low-rank GP on this many landmarks (``MolecularGPR(n_landmarks=...)``); None: the exact GP.
 
     Examples
     --------
@@ -221,11 +224,14 @@ def build_model(
         raise ParameterError(f"backend must be 'auto', 'cpu' or 'gpu', got {backend!r:.60}")
     if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 0:
         raise ParameterError(f"restarts must be a whole number >= 0, got {restarts!r:.60}")
+    bad_rank = isinstance(low_rank, bool) or not isinstance(low_rank, int | np.integer) or low_rank < 1
+    if low_rank is not None and bad_rank:
+        raise ParameterError(f"low_rank must be None or a whole number >= 1, got {low_rank!r:.60}")
     kernel = None
     if verbose:  # the default covariance, with the graph kernel's progress bar (the first Gram takes longest)
         kernel = molecular_kernel(descriptors=bool(descriptors), backend=backend)
         graph_kernel_progress(kernel, True)
     return MolecularGPR(
         descriptors=descriptors, kernel=kernel, n_restarts=int(restarts), backend=backend, random_state=seed,
-        verbose=verbose,
+        verbose=verbose, n_landmarks=None if low_rank is None else int(low_rank),
     )

@@ -42,6 +42,7 @@ from .featurize import (
     MolecularFeaturizer,
 )
 from .gpr import GraphGPR
+from .lowrank import LowRankGPR
 
 __all__ = ["MolecularGPR", "molecular_kernel", "DEFAULT_VIEWS"]
 
@@ -175,6 +176,11 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         What the hyperparameter fit maximizes (see :class:`GraphGPR`).
     n_restarts : int
         Further optimizer runs from random starting points.
+    n_landmarks : int or None
+        None: the exact Gaussian process (:class:`GraphGPR`). m: a low-rank one on m landmarks
+        chosen by pivoted Cholesky (:class:`~mgkflow.learn.LowRankGPR`, DTC): its fit and
+        predictions cost n·m kernel entries instead of n², for training sets of 10⁴ molecules and
+        more. ``objective`` must then be ``"lml"`` (the approximation's evidence).
     max_iter : int
         L-BFGS-B iterations per run.
     backend : str
@@ -187,7 +193,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
     Attributes
     ----------
     featurizer_ : MolecularFeaturizer
-    gpr_ : GraphGPR
+    gpr_ : GraphGPR or LowRankGPR
     kernel_ : the fitted covariance
 
     Examples
@@ -207,6 +213,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         kernel: Any = None,
         objective: str = "lml",
         n_restarts: int = 1,
+        n_landmarks: int | None = None,
         max_iter: int = 100,
         backend: str = "auto",
         random_state: int | None = 0,
@@ -220,6 +227,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         self.kernel = kernel
         self.objective = objective
         self.n_restarts = n_restarts
+        self.n_landmarks = n_landmarks
         self.max_iter = max_iter
         self.backend = backend
         self.random_state = random_state
@@ -270,6 +278,15 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
             isinstance(r, bool) or not isinstance(r, int | np.integer) or r < 0
         ):
             raise ParameterError(f"random_state must be None or an integer >= 0, got {r!r:.60}")
+        m = self.n_landmarks
+        if m is not None:
+            if isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 1:
+                raise ParameterError(f"n_landmarks must be None or an integer >= 1, got {m!r:.60}")
+            if self.objective != "lml":
+                raise ParameterError(
+                    f"objective={self.objective!r} needs the exact GP: a low-rank fit (n_landmarks={m}) maximizes "
+                    "its own evidence; use objective='lml' or n_landmarks=None"
+                )
         k = self.kernel
         if k is not None and (not callable(k) or not hasattr(k, "diag") or not hasattr(k, "theta")):
             raise ParameterTypeError(f"kernel must be None or a scikit-learn kernel, got {type(k).__name__}")
@@ -292,14 +309,12 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
                 self.backend,
             )
         graphs = self._graphs(X, fit=True)
-        self.gpr_ = GraphGPR(
-            kernel,
-            objective=self.objective,
-            n_restarts=self.n_restarts,
-            max_iter=self.max_iter,
-            random_state=self.random_state,
-            verbose=self.verbose,
-        ).fit(graphs, y)
+        common = dict(n_restarts=self.n_restarts, max_iter=self.max_iter, random_state=self.random_state,
+                      verbose=self.verbose)  # fmt: skip
+        if self.n_landmarks is None:
+            self.gpr_ = GraphGPR(kernel, objective=self.objective, **common).fit(graphs, y)
+        else:
+            self.gpr_ = LowRankGPR(kernel, n_landmarks=int(self.n_landmarks), **common).fit(graphs, y)
         self.kernel_ = self.gpr_.kernel_
         return self
 
