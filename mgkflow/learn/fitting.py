@@ -170,8 +170,8 @@ def graph_kernel_progress(kernel: Any, on: bool) -> int:
     Examples
     --------
     >>> from mgkflow.learn import molecular_kernel
-    >>> graph_kernel_progress(molecular_kernel(), True)
-    1
+    >>> graph_kernel_progress(molecular_kernel(), True)  # one per view
+    2
     """
     from ..mgk import MarginalizedGraphKernel
 

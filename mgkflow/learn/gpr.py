@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
-import scipy.optimize
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError
+from ._search import fit_hyperparameters
 from .contract import gram_contraction
 from .objectives import OBJECTIVES, WEIGHTS, NotPositiveDefiniteError
 
@@ -156,32 +156,6 @@ class GraphGPR(RegressorMixin, BaseEstimator):
             return -np.inf, np.zeros_like(theta)
         return value, contract(W)
 
-    def _search(self, theta0: np.ndarray, bounds: np.ndarray, label: str) -> tuple[float, np.ndarray]:
-        t0 = time.perf_counter()
-        step = [0]
-        last = {}
-
-        def fun(theta):
-            value, grad = self._evaluate(theta)
-            last["value"] = value
-            if not np.isfinite(value):
-                return 1e300, np.zeros_like(theta)
-            return -value, -grad
-
-        def callback(xk):
-            step[0] += 1
-            theta = ", ".join(f"{v:.3g}" for v in np.exp(xk))
-            self._say(
-                f"fit {label}step {step[0]}: {self.objective} = {last.get('value', float('nan')):.6g}, "
-                f"hyperparameters [{theta}] ({time.perf_counter() - t0:.1f} s)"
-            )
-
-        res = scipy.optimize.minimize(
-            fun, theta0, jac=True, method="L-BFGS-B", bounds=bounds, callback=callback,
-            options={"maxiter": int(self.max_iter)},
-        )
-        return -float(res.fun), np.asarray(res.x, dtype=np.float64)
-
     def fit(self, X: Sequence, y: np.ndarray) -> GraphGPR:
         """Fit the hyperparameters (unless ``optimize=False``) and the posterior to (X, y)."""
         self._check()
@@ -207,15 +181,9 @@ class GraphGPR(RegressorMixin, BaseEstimator):
 
     def _fit_hyperparameters(self) -> None:
         if self.optimize and self.kernel_.n_dims:
-            bounds = np.asarray(self.kernel_.bounds, dtype=np.float64)
-            best = self._search(self.kernel_.theta.copy(), bounds, "")
             rng = np.random.default_rng(self.random_state)
-            for r in range(int(self.n_restarts)):
-                theta0 = rng.uniform(bounds[:, 0], bounds[:, 1])
-                cand = self._search(theta0, bounds, f"restart {r + 1}, ")
-                if cand[0] > best[0]:
-                    best = cand
-            self.kernel_.theta = best[1]
+            fit_hyperparameters(self.kernel_, self._evaluate, self.n_restarts, self.max_iter, rng, self._say, "fit ",
+                                self.objective)  # fmt: skip
 
     def _posterior(self) -> None:
         K = self.kernel_(self._X)

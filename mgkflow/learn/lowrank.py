@@ -62,10 +62,10 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
-import scipy.optimize
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 
 from ..errors import ParameterError, ParameterTypeError
+from ._search import fit_hyperparameters
 from .contract import _check_sets, _take, contracted_gradient, cross_kernel, kernel_diag
 from .landmarks import LANDMARK_METHODS, select_landmarks
 from .objectives import NotPositiveDefiniteError
@@ -414,32 +414,6 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
             return -np.inf, np.zeros_like(theta)
         return value, g
 
-    def _search(self, theta0: np.ndarray, bounds: np.ndarray, label: str) -> tuple[float, np.ndarray]:
-        t0 = time.perf_counter()
-        step = [0]
-        last: dict = {}
-
-        def fun(theta):
-            value, grad = self._evaluate(theta)
-            last["value"] = value
-            if not np.isfinite(value):
-                return 1e300, np.zeros_like(theta)
-            return -value, -grad
-
-        def callback(xk):
-            step[0] += 1
-            theta = ", ".join(f"{v:.3g}" for v in np.exp(xk))
-            self._say(
-                f"low-rank fit {label}step {step[0]}: {self.approximation} = {last.get('value', float('nan')):.6g}, "
-                f"hyperparameters [{theta}] ({time.perf_counter() - t0:.1f} s)"
-            )
-
-        res = scipy.optimize.minimize(
-            fun, theta0, jac=True, method="L-BFGS-B", bounds=bounds, callback=callback,
-            options={"maxiter": int(self.max_iter)},
-        )
-        return -float(res.fun), np.asarray(res.x, dtype=np.float64)
-
     def fit(self, X: Sequence, y: Any) -> LowRankGPR:
         """Choose the landmarks, fit the hyperparameters (unless ``optimize=False``) and the posterior."""
         self._check()
@@ -476,13 +450,8 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
             how = self.landmarks if isinstance(self.landmarks, str) else "given"
             self._say(f"low-rank fit: {len(idx)} landmarks ({how}) of {len(y)} in {self.landmark_seconds_:.1f} s")
             if self.optimize and self.kernel_.n_dims:
-                bounds = np.asarray(self.kernel_.bounds, dtype=np.float64)
-                best = self._search(self.kernel_.theta.copy(), bounds, "")
-                for r in range(int(self.n_restarts)):
-                    cand = self._search(rng.uniform(bounds[:, 0], bounds[:, 1]), bounds, f"restart {r + 1}, ")
-                    if cand[0] > best[0]:
-                        best = cand
-                self.kernel_.theta = best[1]
+                fit_hyperparameters(self.kernel_, self._evaluate, self.n_restarts, self.max_iter, rng, self._say,
+                                    "low-rank fit ", self.approximation)  # fmt: skip
             self._posterior()
         finally:
             self._cache = None
