@@ -4,7 +4,8 @@ Suites: ``gpu`` (paper workloads, GPU solver, optional GraphDot ratios), ``cpu``
 (CPU backend vs GraKeL), ``reorder`` (orderings: octiles and time), ``primitives``
 and ``ablation`` (GPU primitive map and ablation), ``gpu_sweep`` (a hyperparameter sweep:
 compiles and time per evaluation), ``gpu_calibrate`` (cost models of the GPU strategies),
-``gram`` (tiled Gram matrices: in-process vs Dask, kill and resume) and ``fuzz``
+``gram`` (tiled Gram matrices: in-process vs Dask, kill and resume), ``theta`` (one warm
+K + dK step of a GP fit: wall, device and host time) and ``fuzz``
 (property-based fuzzing of the API and CLI). Each writes CSV or JSON under ``reports/``.
 
 The benchmarks live here, apart from the runtime code they measure; ``fuzz`` is not a
@@ -26,6 +27,7 @@ SUITES = {
     "gpu_sweep": "mgkflow.bench.gpu_sweep",
     "gpu_calibrate": "mgkflow.bench.gpu_calibrate",
     "gram": "mgkflow.bench.gram",
+    "theta": "mgkflow.bench.theta_loop",
     "fuzz": "mgkflow.fuzz",
 }
 
