@@ -43,7 +43,6 @@ from .errors import MgkflowError, ParameterError, ParameterTypeError
 from .evaluation import LMIN_RESOLUTION, Q_MIN, DegenerateKernelWarning, SolveStats, gpu_available
 from .evaluation.backend import get_backend, oracle
 from .evaluation.checks import check_convergence, check_finite, is_scalar, same_graphs, validate
-from .evaluation.gradient import log_space
 from .evaluation.matrix import diagonal, kernel_matrix
 from .evaluation.solve import record, solve
 from .evaluation.systems import prepare
@@ -381,9 +380,10 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         if not np.any(free) and not nodal and (Y is None or same_graphs(X, Y)):
             K = kernel_matrix(self, X, normalize=normalize)  # every hyperparameter fixed: no gradient solves
             return K, np.empty(K.shape + (0,))
-        K, dK = kernel_matrix(self, X, Y, eval_gradient=True, normalize=normalize, nodal=nodal, free=free)
         values = np.array([v for _, _, v in self._hyper_entries()], dtype=np.float64)
-        return K, log_space(dK[:, :, free], values[free])
+        return kernel_matrix(
+            self, X, Y, eval_gradient=True, normalize=normalize, nodal=nodal, free=free, log_values=values
+        )
 
     def diag(self, X: Sequence[Graph], nodal: bool = False) -> np.ndarray:
         """K(G, G) for every graph of X, solving only those N pairs (ones when normalized).

@@ -26,6 +26,8 @@ __all__ = [
     "prepare_graph",
     "scale_weights",
     "scale_start",
+    "with_stop",
+    "with_stop_many",
     "check_label_kinds",
     "NodeProbability",
 ]
@@ -64,6 +66,9 @@ class GraphSystem:
     #: ``"f"`` (float64), ``"i"`` (int64, all within ±2**53) or ``"I"`` (int64 holding ``value``, an
     #: integer beyond ±2**53 that float64 cannot hold); see :func:`check_label_kinds`.
     label_kinds: tuple[tuple[tuple[str, str], str, int], ...] = ()
+    #: the weighted degrees Σ_j A_ij of the scaled graph, 1 for isolated nodes (d = rowsum / (1 − q));
+    #: kept so that another scalar q costs one division (:func:`with_stop`); None: computed on demand
+    rowsum: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -185,14 +190,7 @@ def prepare_graph(
                     "it as a scalar; use a vector kernel (VectorSquareExponential, CosineSimilarity, MinMax)"
                 )
     qv = _node_vector(q, graph, "stop probability q", who)
-    q_lo, q_hi = qv.min(initial=0.5), qv.max(initial=0.5)  # (an empty graph has no q to check)
-    if q_lo <= 0 or q_hi >= 1:
-        raise GraphError(f"{who}: stop probability q must lie in (0, 1), got values in [{q_lo}, {q_hi}]")
-    if q_lo < 1e-10:
-        raise GraphError(
-            f"{who}: stop probability q = {q_lo:g} is below 1e-10: the system's condition number grows "
-            "as 1/q and float64 can no longer resolve K"
-        )
+    _check_stop(qv, who)
     pv = _node_vector(p, graph, "start probability p", who)
     if pv.min(initial=0.0) < 0:
         raise GraphError(f"{who}: start probability p must be non-negative")
@@ -204,7 +202,83 @@ def prepare_graph(
     d = rowsum / (1.0 - qv)
     _check_weight_span(d * qv, graph, who)
     kinds = _label_kinds(graph, node_kernel, edge_kernel)
-    return GraphSystem(graph=graph, index=index, p=pv, q=qv, d=d, weight_exponent=shift, label_kinds=kinds)
+    return GraphSystem(
+        graph=graph, index=index, p=pv, q=qv, d=d, weight_exponent=shift, label_kinds=kinds, rowsum=rowsum
+    )
+
+
+def _check_stop(qv: np.ndarray, who: str) -> None:
+    q_lo, q_hi = qv.min(initial=0.5), qv.max(initial=0.5)  # (an empty graph has no q to check)
+    if q_lo <= 0 or q_hi >= 1:
+        raise GraphError(f"{who}: stop probability q must lie in (0, 1), got values in [{q_lo}, {q_hi}]")
+    if q_lo < 1e-10:
+        raise GraphError(
+            f"{who}: stop probability q = {q_lo:g} is below 1e-10: the system's condition number grows "
+            "as 1/q and float64 can no longer resolve K"
+        )
+
+
+def with_stop(system: GraphSystem, q: float) -> GraphSystem:
+    """``system`` with another scalar stop probability ``q`` (its q and d), checked as
+    :func:`prepare_graph` checks it: a hyperparameter search moving q re-uses the validated graph.
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant
+    >>> g = Graph(np.array([[0, 1.5], [1.5, 0]]))
+    >>> s = prepare_graph(g, 0, Constant(1.0), Constant(1.0), q=0.5)
+    >>> t = with_stop(s, 0.25)
+    >>> bool(np.array_equal(t.d, prepare_graph(g, 0, Constant(1.0), Constant(1.0), q=0.25).d)), t.q.tolist()
+    (True, [0.25, 0.25])
+    """
+    who = describe_graph(system.index, system.graph.title)
+    qv = _node_vector(q, system.graph, "stop probability q", who)
+    _check_stop(qv, who)
+    rowsum = system.rowsum
+    if rowsum is None:
+        rowsum = system.graph.degree_sum()
+        rowsum = np.where(rowsum > 0, rowsum, 1.0)
+    d = rowsum / (1.0 - qv)
+    _check_weight_span(d * qv, system.graph, who)
+    return replace(system, q=qv, d=d, rowsum=rowsum)
+
+
+def with_stop_many(systems: Sequence[GraphSystem], q: float) -> list[GraphSystem]:
+    """:func:`with_stop` of many systems and one scalar ``q``, vectorized over their nodes (a
+    hyperparameter search over a few thousand molecules moves q at every step).
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant
+    >>> gs = [Graph(np.array([[0, 1.0], [1.0, 0]])), Graph(np.array([[0, 2.0, 0], [2.0, 0, 1], [0, 1, 0]]))]
+    >>> ss = [prepare_graph(g, i, Constant(1.0), Constant(1.0), q=0.5) for i, g in enumerate(gs)]
+    >>> all(np.array_equal(a.d, with_stop(s, 0.2).d) for a, s in zip(with_stop_many(ss, 0.2), ss))
+    True
+    """
+    systems = list(systems)
+    if not systems:
+        return []
+    q = float(q)
+    if not (np.isfinite(q) and 1e-10 <= q < 1) or any(s.rowsum is None for s in systems):
+        return [with_stop(s, q) for s in systems]  # the errors name the graph
+    sizes = [s.n for s in systems]
+    rows = np.concatenate([s.rowsum for s in systems])
+    d = rows / (1.0 - q)
+    qv = np.full(rows.size, q)
+    bounds = np.cumsum([0, *sizes])
+    nonempty = np.flatnonzero(np.diff(bounds) > 0)
+    if nonempty.size:
+        low = np.minimum.reduceat(d * qv, bounds[nonempty])
+        bad = nonempty[low < DQ_MIN]
+        if bad.size:
+            with_stop(systems[int(bad[0])], q)  # raises, naming the graph
+    out = []
+    for k, s in enumerate(systems):
+        a, b = bounds[k], bounds[k + 1]
+        new = object.__new__(GraphSystem)  # a frozen dataclass: copy its fields, two of them new
+        new.__dict__.update(s.__dict__, q=qv[a:b], d=d[a:b])
+        out.append(new)
+    return out
 
 
 def _label_kinds(graph: Graph, node_kernel: BaseKernel, edge_kernel: BaseKernel) -> tuple:

@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import GraphError, ParameterError, ParameterTypeError
 from ..graph import Graph
 from ..system import GraphSystem
+from .assemble import gram_with_gradient
 from .backend import get_backend
 from .checks import check_convergence, check_diagonal, check_finite, same_graphs, warn_degenerate
 from .gradient import normalized_gradient
@@ -49,12 +50,14 @@ def kernel_matrix(
     normalize: bool | None = None,
     nodal: bool = False,
     free: np.ndarray | None = None,
+    log_values: np.ndarray | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``K`` (or ``(K, dK)`` with ``eval_gradient``, dK of shape (N, N, H) in the backend layout).
 
     Arguments as :meth:`mgkflow.MarginalizedGraphKernel.__call__`; ``normalize`` None means
     ``kern.normalize``. ``free`` (boolean, length H) marks the hyperparameters whose derivatives
-    must be finite (default: all).
+    must be finite (default: all); with ``log_values`` (the H hyperparameters' values) dK holds only
+    the ``free`` columns, in log space (dK/d log h = h dK/dh), scikit-learn's layout.
     """
     normalize = kern.normalize if normalize is None else normalize
     if not isinstance(normalize, bool | np.bool_):
@@ -75,7 +78,7 @@ def kernel_matrix(
     if nodal:
         return nodal_matrix(kern, xs, ys, normalize)
     if ys is None:
-        K, dK, C, R = _gram(kern, xs, eval_gradient, normalize, free)
+        K, dK, C, R = _gram(kern, xs, eval_gradient, normalize, free, log_values)
     else:
         K, C, R = _cross(kern, xs, ys, normalize)
         dK = None
@@ -83,14 +86,24 @@ def kernel_matrix(
     return (K, dK) if eval_gradient else K
 
 
-def _gram(kern: KernelSpec, xs: list[GraphSystem], gradient: bool, normalize: bool, free: np.ndarray | None):
+def _gram(
+    kern: KernelSpec,
+    xs: list[GraphSystem],
+    gradient: bool,
+    normalize: bool,
+    free: np.ndarray | None,
+    log_values: np.ndarray | None = None,
+):
     """The symmetric matrix of xs (upper triangle solved, mirrored), its derivatives with
-    ``gradient``; returns K, dK or None, converged and residual matrices."""
+    ``gradient`` (the ``free`` columns, times ``log_values`` when given: log space); returns K, dK
+    or None, converged and residual matrices."""
     t0 = time.perf_counter()
     N = len(xs)
     pairs = gram_pairs(N)
     iu, ju = pairs[:, 0], pairs[:, 1]
     vals, grads, its, res, conv = solve(kern, xs, xs, pairs, gradient=gradient, raw=not normalize)
+    if grads is not None:
+        return _gram_gradient(kern, xs, pairs, vals, grads, its, res, conv, normalize, free, log_values, t0)
     K = np.empty((N, N))
     K[iu, ju] = vals
     K[ju, iu] = vals
@@ -100,23 +113,37 @@ def _gram(kern: KernelSpec, xs: list[GraphSystem], gradient: bool, normalize: bo
         M[ju, iu] = a
     record(kern, K.shape, len(pairs), I, R, C, t0)
     check_finite(K, xs, xs)
-    dK = None
-    if grads is not None:
-        dK = np.empty((N, N, grads.shape[1]))
-        dK[iu, ju] = grads
-        dK[ju, iu] = grads
-        sel = dK if free is None else dK[:, :, free]
-        if not np.all(np.isfinite(sel)):
-            i, j = (int(v) for v in np.argwhere(~np.isfinite(sel).all(axis=2))[0])
-            raise GraphError(
-                f"the derivatives of K({xs[i].name}, {xs[j].name}) overflow float64 "
-                "(start probabilities p too large?)"
-            )
     if normalize:
         kd = np.diag(K).copy()
         check_diagonal(kern, kd, xs, "X")
-        dkd = None if dK is None else dK[np.arange(N), np.arange(N)].copy()
-        K, dK = normalized_gradient(K, dK, kd, dkd, kd, dkd)
+        K, _ = normalized_gradient(K, None, kd, None, kd, None)
+    return K, None, C, R
+
+
+def _gram_gradient(kern, xs, pairs, vals, grads, its, res, conv, normalize, free, log_values, t0):
+    """:func:`_gram`'s gradient case: K and dK assembled from the pairs in one compiled pass
+    (:func:`mgkflow.evaluation.assemble.gram_with_gradient`), checked as the value case is."""
+    N = len(xs)
+    self_ = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
+    kd = np.empty(N)
+    kd[pairs[self_, 0]] = vals[self_]
+    if not np.all(np.isfinite(vals)):
+        K = np.empty((N, N))
+        K[pairs[:, 0], pairs[:, 1]] = vals
+        K[pairs[:, 1], pairs[:, 0]] = vals
+        check_finite(K, xs, xs)
+    if normalize:
+        check_diagonal(kern, kd, xs, "X")
+    cols = np.arange(grads.shape[1]) if free is None else np.flatnonzero(free)
+    scale = np.ones(cols.size) if log_values is None else np.asarray(log_values, dtype=np.float64)[cols]
+    K, dK, I, R, C, bad = gram_with_gradient(N, pairs, vals, grads, its, res, conv, cols, scale, normalize)
+    record(kern, K.shape, len(pairs), I, R, C, t0)
+    if bad:
+        t = int(np.flatnonzero(~np.isfinite(grads[:, cols]).all(axis=1))[0])
+        i, j = (int(v) for v in pairs[t])
+        raise GraphError(
+            f"the derivatives of K({xs[i].name}, {xs[j].name}) overflow float64 (start probabilities p too large?)"
+        )
     return K, dK, C, R
 
 

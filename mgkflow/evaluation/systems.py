@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import GraphError, ParameterError, ParameterTypeError
 from ..graph import Graph
-from ..system import GraphSystem, check_label_kinds, prepare_graph, scale_start
+from ..system import GraphSystem, check_label_kinds, prepare_graph, scale_start, with_stop_many
 from .checks import is_scalar
 from .spec import KernelSpec
 
@@ -69,25 +69,52 @@ def prepare(
     # same graphs, hyperparameter searches, benchmarks) unless p or q is a callable or a vector.
     p = 1.0 if is_scalar(kern.p) else kern.p  # a scalar p is applied to the results (p_scale)
     cacheable = all(isinstance(v, int | float | str) for v in (p, kern.q))
+    # a scalar q moves at every step of a hyperparameter search: a system prepared for another scalar q
+    # only needs its q and d again (with_stop), not the graph's validation
+    q_number = isinstance(kern.q, int | float) and not isinstance(kern.q, bool)
     key = (kern.node_kernel.fields, kern.edge_kernel.fields, repr(p), repr(kern.q))
     old = kern._systems.get(what, {}) if cacheable else {}
     new: dict = {}
-    out = []
+    out: list = []
+    hits = 0
+    stale: list[tuple[int, GraphSystem]] = []
     for i, g in enumerate(graphs):
         hit = old.get((id(g), i))
         if hit is not None and hit[0] is g and hit[1] == key:
             sys_ = hit[2]
+            hits += 1
+        elif hit is not None and hit[0] is g and q_number and hit[1][:3] == key[:3] and hit[3]:
+            sys_ = None  # another q: refreshed below, all at once
+            stale.append((i, hit[2]))
+            hits += 1
         else:
             try:
                 sys_ = scale_start(prepare_graph(g, i, kern.node_kernel, kern.edge_kernel, p=p, q=kern.q))
             except (GraphError, TypeError) as exc:
                 # name the argument too: "graph 3" alone is ambiguous in kern(X, Y)
                 raise type(exc)(f"in {what}: {exc}") from exc
-        new[(id(g), i)] = (g, key, sys_)
+        new[(id(g), i)] = (g, key, sys_, q_number)
         out.append(sys_)
+    if stale:
+        try:
+            fresh = with_stop_many([s for _, s in stale], kern.q)
+        except GraphError as exc:
+            raise type(exc)(f"in {what}: {exc}") from exc
+        for (i, _), sys_ in zip(stale, fresh, strict=True):
+            out[i] = sys_
+            g = graphs[i]
+            new[(id(g), i)] = (g, key, sys_, q_number)
+    # the label kinds depend on the graphs and the fields only: checked already when every system is the
+    # previous call's graph again (with its fields) and that call checked this argument alone
+    checked = what + "#checked"
+    again = cacheable and others is None and hits == len(out) == len(old) and kern._systems.get(checked, False)
     if cacheable:
         kern._systems[what] = new
-    check_label_kinds(([("X", others)] if others is not None else []) + [(what, out)])
+        kern._systems[checked] = False
+    if not again:
+        check_label_kinds(([("X", others)] if others is not None else []) + [(what, out)])
+    if cacheable and others is None:
+        kern._systems[checked] = True
     return out
 
 
