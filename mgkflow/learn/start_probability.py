@@ -169,9 +169,7 @@ class StartProbabilities(Kernel):
     def _check_static(self) -> None:
         k = self.kernel
         if not isinstance(k, MarginalizedGraphKernel):
-            raise ParameterTypeError(
-                f"StartProbabilities needs a MarginalizedGraphKernel, got {type(k).__name__}"
-            )
+            raise ParameterTypeError(f"StartProbabilities needs a MarginalizedGraphKernel, got {type(k).__name__}")
         if k.n_dims:
             free = [h.name for h in k.hyperparameters if not h.fixed]
             raise ParameterError(
@@ -488,12 +486,14 @@ class StartProbabilities(Kernel):
         if sym:
             S = self._gram_S(X)
             K, dK = _contract(S, p, eval_gradient)
+            K = 0.5 * (K + K.T)  # exactly symmetric (S is, up to the order of the pooling's sums)
+            if dK is not None:
+                dK = 0.5 * (dK + dK.transpose(1, 0, 2))
             if self.normalize:
                 kx = np.ascontiguousarray(np.diagonal(K))
                 dkx = None if dK is None else np.ascontiguousarray(np.diagonal(dK, axis1=0, axis2=1).T)
                 _check_positive(kx, X)
                 K, dK = normalized_gradient(K, dK, kx, dkx, kx, dkx)
-                K = 0.5 * (K + K.T)
         else:
             S = self._cross_S(X, Y)
             K, dK = _contract(S, p, eval_gradient)
