@@ -311,3 +311,37 @@ def test_size_kernel_errors():
         SizeRatioKernel(1.0, alpha_bounds=(0.0, 1.0))([Graph(np.zeros((1, 1)))])
     with pytest.raises(ParameterTypeError, match="not a Graph"):
         SizeKernel()([Graph(np.zeros((1, 1))), "C"])
+
+
+# ---------------------------------------------------------------------------- wiring
+def test_molecular_gpr_options():
+    pytest.importorskip("rdkit")
+    from mgkflow.learn import MolecularGPR, molecular_kernel
+
+    smiles = ["CCO", "CCCO", "CCN", "c1ccccc1", "Cc1ccccc1", "CC(=O)O", "CCCl", "OCCO"]
+    y = np.array([1.0, 1.4, 0.8, 3.0, 3.3, 0.2, 1.9, 0.5])
+    m = MolecularGPR(
+        descriptors=False, start_probabilities=True, size_kernel=True, n_restarts=0, max_iter=5, backend="cpu",
+        verbose=0,
+    ).fit(smiles, y)  # fmt: skip
+    names = [h.name for h in m.kernel_.hyperparameters if not h.fixed]
+    assert sum(n.endswith("kernel__p") for n in names) == 2 and sum(n.endswith("length_scale") for n in names) == 2
+    assert m.predict(["CCCCO"]).shape == (1,)
+    with pytest.raises(ParameterError, match="fit_graph_kernel=False"):
+        molecular_kernel(start_probabilities=True, fit_graph_kernel=True)
+    with pytest.raises(ParameterError, match="'element'"):
+        molecular_kernel(views=[(("charge",), ("bond_order",))], start_probabilities=True)
+    with pytest.raises(ParameterTypeError, match="size_kernel"):
+        molecular_kernel(size_kernel=1)
+
+
+def test_benchmark_study_models():
+    pytest.importorskip("rdkit")
+    from mgkflow.examples import property_benchmark as pb
+
+    p = pb.prepare("freesolv", n_molecules=12)
+    folds, _ = pb.benchmark(
+        [p], models=("molecular_p", "molecular_size", "graph_p"), folds=2, seeds=(0,), backend="cpu"
+    )
+    assert len(folds) == 6 and np.all(np.isfinite(folds.rmse))
+    assert "StartProbabilities" in folds.kernel[folds.model == "graph_p"].iloc[0]
