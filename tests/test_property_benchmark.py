@@ -28,7 +28,7 @@ def test_prepare_featurizes_without_features(prepared):
 
 def test_benchmark_fits_every_model_on_the_same_folds(prepared):
     folds, preds = pb.benchmark([prepared], folds=3, seeds=(0,), backend="cpu")
-    assert set(folds.model) == set(pb.MODELS) and len(folds) == 3 * len(pb.MODELS)
+    assert set(folds.model) == set(pb.DEFAULT_MODELS) and len(folds) == 3 * len(pb.DEFAULT_MODELS)
     assert np.all(np.isfinite(folds.rmse))
     for _, g in preds.groupby("model"):  # each model predicted each molecule once
         assert sorted(g["index"]) == list(range(24))

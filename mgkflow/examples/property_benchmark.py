@@ -6,6 +6,12 @@ same training folds in the same run:
 
 ``molecular``    the default :class:`~mgkflow.learn.MolecularGPR` (graph kernel + descriptors)
 ``graph``        ``MolecularGPR(descriptors=False)``: the graph kernel alone
+``molecular_p``  ``MolecularGPR(start_probabilities=True)``: a start probability per element, fitted
+``molecular_size`` ``MolecularGPR(size_kernel=True)``: each graph term times an RBF on the atom count
+``graph_p``      ``MolecularGPR(descriptors=False, start_probabilities=True)``
+
+The last three are studies (``--models molecular,molecular_p,molecular_size``); a run without
+``--models`` fits the first five (:data:`DEFAULT_MODELS`).
 ``descriptors``  a GP with an RBF kernel on the standardized RDKit descriptors alone
 ``tanimoto``     a GP with the Tanimoto kernel on Morgan fingerprints (radius 2, 2048 bits)
 ``mean``         the mean of the training targets
@@ -29,7 +35,7 @@ Usage::
 Examples
 --------
 >>> [m for m in MODELS]
-['molecular', 'graph', 'descriptors', 'tanimoto', 'mean']
+['molecular', 'graph', 'descriptors', 'tanimoto', 'mean', 'molecular_p', 'molecular_size', 'graph_p']
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ from ..learn import (
     regression_metrics,
 )
 
-__all__ = ["MODELS", "DATASETS", "PreparedSet", "prepare", "benchmark", "main"]
+__all__ = ["MODELS", "DEFAULT_MODELS", "DATASETS", "PreparedSet", "prepare", "benchmark", "main"]
 
 #: The benchmark's sets, all shipped by :mod:`mgkflow.datasets`.
 DATASETS = ("freesolv", "solubility", "lombardo", "photoswitch", "lipophilicity")
@@ -119,14 +125,26 @@ def _with_features(p: PreparedSet, tr: np.ndarray, te: np.ndarray) -> tuple[list
     return [p.graphs[i].with_features(Z[i]) for i in tr], [p.graphs[i].with_features(Z[i]) for i in te]
 
 
-def _model_molecular(p, tr, te, backend, descriptors=True):
+def _model_molecular(p, tr, te, backend, descriptors=True, **options):
     Xtr, Xte = _with_features(p, tr, te) if descriptors else ([p.graphs[i] for i in tr], [p.graphs[i] for i in te])
-    m = MolecularGPR(descriptors=descriptors, backend=backend, verbose=0).fit(Xtr, p.y[tr])
+    m = MolecularGPR(descriptors=descriptors, backend=backend, verbose=0, **options).fit(Xtr, p.y[tr])
     return m.predict(Xte), str(m.kernel_)
 
 
 def _model_graph(p, tr, te, backend):
     return _model_molecular(p, tr, te, backend, descriptors=False)
+
+
+def _model_molecular_p(p, tr, te, backend):
+    return _model_molecular(p, tr, te, backend, start_probabilities=True)
+
+
+def _model_molecular_size(p, tr, te, backend):
+    return _model_molecular(p, tr, te, backend, size_kernel=True)
+
+
+def _model_graph_p(p, tr, te, backend):
+    return _model_molecular(p, tr, te, backend, descriptors=False, start_probabilities=True)
 
 
 def _gp(kernel, Xtr, ytr, Xte):
@@ -156,12 +174,18 @@ MODELS: dict[str, Callable[..., tuple[np.ndarray, str]]] = {
     "descriptors": _model_descriptors,
     "tanimoto": _model_tanimoto,
     "mean": _model_mean,
+    "molecular_p": _model_molecular_p,
+    "molecular_size": _model_molecular_size,
+    "graph_p": _model_graph_p,
 }
+
+#: The models a run fits unless told otherwise.
+DEFAULT_MODELS = ("molecular", "graph", "descriptors", "tanimoto", "mean")
 
 
 def benchmark(
     prepared: Sequence[PreparedSet],
-    models: Sequence[str] = tuple(MODELS),
+    models: Sequence[str] = DEFAULT_MODELS,
     folds: int = 5,
     seeds: Sequence[int] = (0, 1, 2),
     backend: str = "auto",
@@ -276,7 +300,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m mgkflow.examples.property_benchmark", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--datasets", type=lambda s: _csv_list(s, DATASETS, "dataset"), default=list(DATASETS))
-    ap.add_argument("--models", type=lambda s: _csv_list(s, tuple(MODELS), "model"), default=list(MODELS))
+    ap.add_argument("--models", type=lambda s: _csv_list(s, tuple(MODELS), "model"), default=list(DEFAULT_MODELS))
     ap.add_argument("--folds", type=int, default=5, help="K of the K-fold splits (default 5)")
     ap.add_argument("--seeds", type=_seeds, default=[0, 1, 2], help="shuffling seeds, e.g. 0,1,2 (default)")
     ap.add_argument("--n-molecules", type=int, default=None, help="a random subset of each set (for a quick run)")

@@ -16,6 +16,12 @@ the numbers are in ``docs/learning.md``):
   leave-one-out objective). The graph kernels' own hyperparameters stay fixed by default, so each
   is computed once per fit (:class:`~mgkflow.learn.Cached`); ``fit_graph_kernel=True`` fits them
   too, at one graph-kernel evaluation per step.
+
+Two options (off by default) extend each view's term: ``start_probabilities=True`` fits a start
+probability per element (:class:`~mgkflow.learn.start_probability.StartProbabilities`: the graph
+kernel's node-pair similarities are solved once, each step only contracts them), and
+``size_kernel=True`` multiplies the term by an RBF kernel on the number of heavy atoms
+(:class:`~mgkflow.learn.size_kernel.SizeKernel`, its length scale fitted).
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ from .featurize import (
 )
 from .gpr import GraphGPR
 from .lowrank import LowRankGPR
+from .size_kernel import SizeKernel
+from .start_probability import StartProbabilities
 
 __all__ = ["MolecularGPR", "molecular_kernel", "DEFAULT_VIEWS"]
 
@@ -103,10 +111,12 @@ def molecular_kernel(
     descriptors: bool = True,
     fit_graph_kernel: bool = False,
     backend: str = "auto",
+    start_probabilities: bool = False,
+    size_kernel: bool = False,
 ) -> Any:
     """The default covariance of :class:`MolecularGPR`, a scikit-learn kernel over graphs.
 
-    ``Σ_views C · ExpSimilarity(normalized MGK) [+ C · FeatureKernel(RBF)] + WhiteKernel``.
+    ``Σ_views C · ExpSimilarity(normalized MGK) [· SizeKernel] [+ C · FeatureKernel(RBF)] + WhiteKernel``.
 
     Parameters
     ----------
@@ -123,6 +133,14 @@ def molecular_kernel(
         Leave the deltas' values and q free for the fit (bounds (0.05, 0.95) and (0.01, 0.9)).
     backend : str
         The graph kernels' backend (``"auto"``: the GPU when present, else the CPU).
+    start_probabilities : bool
+        Each view's graph kernel becomes ``StartProbabilities(mgk, field="element")``: a start
+        probability per element (the 6 most frequent of the training set, the rest pooled in one
+        class), fitted, instead of 1 for every atom (:class:`Cached`). Needs ``fit_graph_kernel=False``
+        and the field ``element`` in the views; S takes N² · 49 float64 (N training molecules).
+    size_kernel : bool
+        Multiply each view's term by a :class:`SizeKernel` on the number of heavy atoms (its length
+        scale fitted, from 10).
 
     Examples
     --------
@@ -130,13 +148,29 @@ def molecular_kernel(
     >>> [h.name for h in k.hyperparameters if not h.fixed]  # doctest: +NORMALIZE_WHITESPACE
     ['k1__k1__k1__constant_value', 'k1__k1__k2__gamma', 'k1__k2__k1__constant_value',
      'k1__k2__k2__gamma', 'k2__noise_level']
+    >>> k = molecular_kernel(views=DEFAULT_VIEWS[:1], descriptors=False, start_probabilities=True, size_kernel=True)
+    >>> [(h.name, h.n_elements) for h in k.hyperparameters if not h.fixed]  # doctest: +NORMALIZE_WHITESPACE
+    [('k1__k1__k1__constant_value', 1), ('k1__k1__k2__gamma', 1), ('k1__k1__k2__kernel__p', 6),
+     ('k1__k2__length_scale', 1), ('k2__noise_level', 1)]
     """
     h, q = _fraction(h, "h"), _fraction(q, "q")
-    if not _is_bool(descriptors) or not _is_bool(fit_graph_kernel):
-        raise ParameterTypeError("descriptors and fit_graph_kernel must be True or False")
+    flags = (descriptors, fit_graph_kernel, start_probabilities, size_kernel)
+    if not all(_is_bool(v) for v in flags):
+        raise ParameterTypeError(
+            "descriptors, fit_graph_kernel, start_probabilities and size_kernel must be True or False"
+        )
+    views = _check_views(views)
+    if start_probabilities:
+        if fit_graph_kernel:
+            raise ParameterError(
+                "start_probabilities=True needs fit_graph_kernel=False: the start probabilities are fitted on "
+                "a graph kernel whose own hyperparameters stay fixed"
+            )
+        if "element" not in _union(views, 0):
+            raise ParameterError("start_probabilities=True needs the atom field 'element' in the views")
     bounds = (0.05, 0.95) if fit_graph_kernel else "fixed"
     kernel = None
-    for atom_fields, bond_fields in _check_views(views):
+    for atom_fields, bond_fields in views:
         mgk = MarginalizedGraphKernel(
             _deltas(atom_fields, h, bounds),
             _deltas(bond_fields, h, bounds),
@@ -145,7 +179,10 @@ def molecular_kernel(
             backend=backend,
             normalize=True,
         )
-        term = ConstantKernel(1.0, (1e-3, 1e3)) * ExpSimilarity(Cached(mgk), gamma=5.0)
+        graph = StartProbabilities(mgk, field="element") if start_probabilities else Cached(mgk)
+        term = ConstantKernel(1.0, (1e-3, 1e3)) * ExpSimilarity(graph, gamma=5.0)
+        if size_kernel:
+            term = term * SizeKernel()
         kernel = term if kernel is None else kernel + term
     if descriptors:
         kernel = kernel + ConstantKernel(1.0, (1e-3, 1e3)) * FeatureKernel()
@@ -170,6 +207,12 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         The graph kernel's delta value and stop probability (see :func:`molecular_kernel`).
     fit_graph_kernel : bool
         Fit h (per field) and q too; one graph-kernel evaluation (with gradient) per optimizer step.
+    start_probabilities : bool
+        Fit a start probability per element in each view's graph kernel (see
+        :func:`molecular_kernel`); the graph kernel's node-pair similarities are solved once per
+        fit, N² · 49 float64 of memory per view for N training molecules. Default False.
+    size_kernel : bool
+        Multiply each view's term by an RBF kernel on the number of heavy atoms. Default False.
     kernel : scikit-learn kernel over graphs, optional
         Replaces the default covariance (the featurizer still builds the graphs).
     objective : {"lml", "loo", "loo_mse"}
@@ -218,6 +261,8 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         backend: str = "auto",
         random_state: int | None = 0,
         verbose: int = 1,
+        start_probabilities: bool = False,
+        size_kernel: bool = False,
     ) -> None:
         self.descriptors = descriptors
         self.views = views
@@ -232,6 +277,8 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         self.backend = backend
         self.random_state = random_state
         self.verbose = verbose
+        self.start_probabilities = start_probabilities
+        self.size_kernel = size_kernel
 
     def _graphs(self, X: Any, fit: bool) -> list[Graph]:
         if hasattr(X, "tolist") and not isinstance(X, np.ndarray):  # a pandas Series or Index
@@ -265,8 +312,11 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         return self.featurizer_.transform(items)
 
     def _check(self) -> None:
-        if not _is_bool(self.descriptors) or not _is_bool(self.fit_graph_kernel):
-            raise ParameterTypeError("descriptors and fit_graph_kernel must be True or False")
+        flags = (self.descriptors, self.fit_graph_kernel, self.start_probabilities, self.size_kernel)
+        if not all(_is_bool(v) for v in flags):
+            raise ParameterTypeError(
+                "descriptors, fit_graph_kernel, start_probabilities and size_kernel must be True or False"
+            )
         _check_views(self.views)
         if not isinstance(self.objective, str):
             raise ParameterTypeError(f"objective must be a string, got {self.objective!r:.60}")
@@ -307,6 +357,8 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
                 self.descriptors,
                 self.fit_graph_kernel,
                 self.backend,
+                self.start_probabilities,
+                self.size_kernel,
             )
         graphs = self._graphs(X, fit=True)
         common = dict(n_restarts=self.n_restarts, max_iter=self.max_iter, random_state=self.random_state,
