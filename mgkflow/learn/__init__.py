@@ -25,6 +25,11 @@ name                            what it is
 :class:`FeatureKernel`          a vector kernel on the graphs' graph-level ``features``
 :class:`ExpSimilarity`          exp(γ (k − 1)) of a normalized kernel, γ fitted
 :class:`Cached`                 a kernel that remembers its last Gram matrix
+:class:`StartProbabilities`     a graph kernel with a fitted start probability per
+                                node-label class (element), from nodal similarities
+                                solved once
+:class:`SizeKernel`             RBF on the graphs' node counts
+:class:`SizeRatioKernel`        (min(n, n′) / max(n, n′))^α of the node counts
 :class:`LowRankGPR`             Gaussian-process regression on m landmarks (Nyström; VFE,
                                 DTC or FITC), O(n·m²) time and O(n·m) memory
 :func:`pivoted_cholesky`        landmarks by greedy pivoted Cholesky of the kernel
@@ -63,7 +68,9 @@ from .model_file import load_model, save_model
 from .molecular import MolecularGPR, molecular_kernel
 from .normalized import Normalized
 from .screening import screen
+from .size_kernel import SizeKernel, SizeRatioKernel
 from .splits import kfold_splits, labelled_split
+from .start_probability import StartProbabilities
 from .tanimoto import Tanimoto
 
 __all__ = [
@@ -81,6 +88,9 @@ __all__ = [
     "FeatureKernel",
     "ExpSimilarity",
     "Cached",
+    "StartProbabilities",
+    "SizeKernel",
+    "SizeRatioKernel",
     "LowRankGPR",
     "save_model",
     "load_model",
