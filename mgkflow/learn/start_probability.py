@@ -382,7 +382,7 @@ class StartProbabilities(Kernel):
         return self.kernel(X, Y, normalize=False, nodal=True)
 
     def _solve_gram(self, X: list) -> np.ndarray:
-        """S(X, X), shape (N, L, N, L): nodal solves of the upper block triangle in row blocks."""
+        """S(X, X), shape (N, N, L, L): nodal solves of the upper block triangle in row blocks."""
         n = len(X)
         self._check_memory(n, n)
         L = int(self.max_classes) + 1
@@ -404,10 +404,10 @@ class StartProbabilities(Kernel):
                 S[a * L : b * L, b * L :] = block
                 S[b * L :, a * L : b * L] = block.T
             a = b
-        return S.reshape(n, L, n, L)
+        return _pair_major(S, n, n, L)
 
     def _solve_cross(self, X: list, Y: list) -> np.ndarray:
-        """S(X, Y), shape (N, L, M, L), in row blocks of X."""
+        """S(X, Y), shape (N, M, L, L), in row blocks of X."""
         n, m = len(X), len(Y)
         self._check_memory(n, m)
         L = int(self.max_classes) + 1
@@ -422,7 +422,7 @@ class StartProbabilities(Kernel):
                 b += 1
             S[a * L : b * L] = _pool(Px[a * L : b * L, ox[a] : ox[b]], self._nodal(X[a:b], Y), Py)
             a = b
-        return S.reshape(n, L, m, L)
+        return _pair_major(S, n, m, L)
 
     def _self_similarities(self, X: list, keep_others: bool = False) -> np.ndarray:
         """S(G, G) of every graph of X, shape (N, L, L): kept ones (from a Gram matrix or an
@@ -437,7 +437,7 @@ class StartProbabilities(Kernel):
         for g in X:
             hit = old.get(id(g))
             if hit is None or hit[0] is not g or hit[1] != key:
-                hit = (g, key, self._solve_gram([g])[0, :, 0, :])
+                hit = (g, key, self._solve_gram([g])[0, 0])
             new[id(g)] = hit
             out.append(hit[2])
         self._selfs = new
@@ -451,11 +451,11 @@ class StartProbabilities(Kernel):
         if kx is not None and last is not None and last[0] == key:
             return last[1]
         if len(X) == 1:  # one graph (a diagonal entry's gradient, say): the kept Gram matrix stays
-            return self._self_similarities(X, keep_others=True)[:, :, None, :]
+            return self._self_similarities(X, keep_others=True)[:, None]
         S = self._solve_gram(X)
         if kx is not None:
             self._gram = (key, S, kept_inputs(X))
-            self._selfs = {id(g): (g, key[1], S[i, :, i, :].copy()) for i, g in enumerate(X)}
+            self._selfs = {id(g): (g, key[1], S[i, i].copy()) for i, g in enumerate(X)}
         return S
 
     def _cross_S(self, X: list, Y: list) -> np.ndarray:
@@ -534,14 +534,26 @@ def _pool(Pa: sp.csr_array, R: np.ndarray, Pb: sp.csr_array) -> np.ndarray:
     return np.asarray((Pb @ left.T).T)
 
 
+def _pair_major(S: np.ndarray, n: int, m: int, L: int) -> np.ndarray:
+    """The pooled (n·L, m·L) matrix as S[i, j, a, b] (n, m, L, L): each pair's L × L block contiguous,
+    so that a step's contraction is one matrix product over the pairs."""
+    return np.ascontiguousarray(S.reshape(n, L, m, L).transpose(0, 2, 1, 3))
+
+
 def _contract(S: np.ndarray, p: np.ndarray, grad: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """K_ij = Σ_ab p_a p_b S[i, a, j, b] and, with ``grad``, dK[i, j, c] = ∂K_ij/∂p_c."""
-    A = S @ p  # (N, L, M): Σ_b S[i, a, j, b] p_b
-    K = np.einsum("iaj,a->ij", A, p)
+    """K_ij = Σ_ab p_a p_b S[i, j, a, b] and, with ``grad``, dK[i, j, c] = ∂K_ij/∂p_c
+    = Σ_b S[i, j, c, b] p_b + Σ_a p_a S[i, j, a, c]: two matrix products over the pairs (BLAS),
+    ``S`` viewed as (N·M, L²)."""
+    n, m, L = S.shape[0], S.shape[1], p.size
+    F = S.reshape(n * m, L * L)
+    K = (F @ np.outer(p, p).reshape(-1)).reshape(n, m)
     if not grad:
         return K, None
-    B = np.einsum("a,iajb->ijb", p, S)  # Σ_a p_a S[i, a, j, b]
-    return K, A.transpose(0, 2, 1) + B
+    G = np.zeros((L, L, L))  # G[a, b, c] = δ_ac p_b + p_a δ_bc
+    for c in range(L):
+        G[c, :, c] += p
+        G[:, c, c] += p
+    return K, (F @ G.reshape(L * L, L)).reshape(n, m, L)
 
 
 def _self_values(Sd: np.ndarray, p: np.ndarray, grad: bool) -> tuple[np.ndarray, np.ndarray | None]:
