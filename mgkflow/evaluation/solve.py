@@ -70,7 +70,7 @@ def solve(
             bar.close()
     vals = np.asarray(vals, dtype=np.float64)
     if grads is not None:
-        grads = np.array(grads, dtype=np.float64)
+        grads = np.asarray(grads, dtype=np.float64)  # the backend's own array (each call returns a new one)
     if kern.lmin == 1:
         vals, grads = _minus_length0(kern, xs, ys, pairs, vals, grads, wrt_q and grads is not None)
     pscale, ex = p_factor(kern, xs, ys, pairs, raw)

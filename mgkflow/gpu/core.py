@@ -106,15 +106,27 @@ class DeviceBatch:
     def refresh_vectors(self, systems: Sequence[GraphSystem], digest: int) -> None:
         """Upload new start/stop probabilities and degrees (same graphs, e.g. another q): the
         structure, labels and weights stay on the device."""
-        total = int(self.batch.d.size)
-        d, p, q = np.ones(total), np.zeros(total), np.zeros(total)
-        for k, s in enumerate(systems):
-            perm = slice(None) if self.perms is None else self.perms[k]
-            o, n = int(self.batch.node_offset[k]), s.n
-            d[o : o + n], p[o : o + n], q[o : o + n] = s.d[perm], s.p[perm], s.q[perm]
+        src = self.vector_source(systems)
+        d, p, q = (np.concatenate([[pad], *(getattr(s, name) for s in systems)])[src]
+                   for name, pad in (("d", 1.0), ("p", 0.0), ("q", 0.0)))  # fmt: skip
         self.batch = replace(self.batch, d=d, p=p, q=q)
         self.arrays.update(d=device.upload(d), p=device.upload(p), q=device.upload(q))
         self.vec_digest = digest
+
+    def vector_source(self, systems: Sequence[GraphSystem]) -> np.ndarray:
+        """For every packed node slot, its index into [pad, the systems' node vectors concatenated] (0: a
+        padding slot, d = 1, p = q = 0), in the packed order (``perms``); built once per batch."""
+        src = getattr(self, "_vector_source", None)
+        if src is None:
+            src = np.zeros(int(self.batch.d.size), dtype=np.int64)
+            start = 1
+            for k, s in enumerate(systems):
+                perm = np.arange(s.n) if self.perms is None else np.asarray(self.perms[k])
+                o = int(self.batch.node_offset[k])
+                src[o : o + s.n] = start + perm
+                start += s.n
+            self._vector_source = src
+        return src
 
 
 def record(event: Any, stream: Any) -> None:
@@ -235,3 +247,5 @@ class SharedArgs:
         #: product unknowns and estimated cost of every pair of the call (set by ``solve``)
         self.N: np.ndarray = np.zeros(0, dtype=np.int64)
         self.cost: np.ndarray | None = None
+        #: job order of each launch's pair selection (by id), kept by a caller that repeats its launches
+        self.orders: dict | None = None

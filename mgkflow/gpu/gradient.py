@@ -144,13 +144,16 @@ class _GradientOut:
     #: factor on the value solve's shared-memory bytes per product entry
     smem_vectors = 2
 
-    def __init__(self, cuda: Any, npairs: int, n_grad: int, buf: Any = None) -> None:
+    def __init__(self, cuda: Any, npairs: int, n_grad: int, buf: Any = None, host: np.ndarray | None = None) -> None:
         self.cuda = cuda
         self.n_grad = n_grad
         self.npairs = npairs
         # ``buf``: a device buffer of at least npairs * n_grad doubles kept by the backend between calls
         self.buf = cuda.mem_alloc(8 * max(npairs, 1) * n_grad) if buf is None else buf
-        self._jobs = np.empty((npairs, n_grad))  # the launches' rows, in job order, one launch after another
+        # the launches' rows, in job order, one launch after another; ``host``: page-locked staging of at least
+        # npairs * n_grad doubles kept by the backend, which lets :meth:`queue` copy behind each kernel
+        self._jobs = np.empty((npairs, n_grad)) if host is None else host[: npairs * n_grad].reshape(npairs, n_grad)
+        self.pinned = host is not None
         self._orders: list[np.ndarray] = []
         self._grad: np.ndarray | None = None
 
@@ -161,8 +164,18 @@ class _GradientOut:
         return {"out_grad": self.buf}
 
     def collect(self, order: np.ndarray) -> None:
+        """Read a completed launch's rows (jobs ``order``)."""
         off = sum(len(o) for o in self._orders)
         self.cuda.memcpy_dtoh(self._jobs[off : off + len(order)], self.buf)
+        self._orders.append(order)
+        self._grad = None
+
+    def queue(self, order: np.ndarray, stream: Any) -> None:
+        """Queue the read-back of a launch's rows (jobs ``order``) in ``stream`` behind its kernel, into the
+        page-locked staging: the next launch of the stream may then reuse ``buf``, and the launches of a call
+        run back to back (the caller completes the stream before reading :attr:`grad`)."""
+        off = sum(len(o) for o in self._orders)
+        self.cuda.memcpy_dtoh_async(self._jobs[off : off + len(order)], self.buf, stream)
         self._orders.append(order)
         self._grad = None
 
@@ -288,7 +301,7 @@ def _per_pair(
     plan_key = (id(db), kind, config, npairs, _pairs_digest(pairs))
     kept = getattr(backend, "_plan_kept", None)
     if kept is not None and kept[0] == plan_key and kept[1] is db:
-        plan, budget, N, cost = kept[2:]
+        plan, budget, N, cost, orders = kept[2:]
     else:
         # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
         # are returned for the CPU oracle
@@ -297,32 +310,38 @@ def _per_pair(
                                  smem_vectors=_GradientOut.smem_vectors if kind == "gradient" else 1)  # fmt: skip
         N = db.nt[g1] * db.nt[g2] * 64
         cost = path.cost(db, g1, g2) if backend.sort_jobs else None
-        backend._plan_kept = (plan_key, db, plan, budget, N, cost)
+        orders = {}  # the launches' job orders, by id of the plan's pair selections (kept with the plan)
+        backend._plan_kept = (plan_key, db, plan, budget, N, cost, orders)
     if kind == "gradient":
         need = max(npairs, 1) * config.n_grad
         held = getattr(backend, "_grad_buf", None)
         if held is None or held[0] < need:
+            backend.launcher.idle()  # a queued copy may still read the old staging
             backend._grad_buf = None
-            backend._grad_buf = (need, cuda.mem_alloc(8 * need))
-        extra: Any = _GradientOut(cuda, npairs, config.n_grad, backend._grad_buf[1])
+            backend._grad_buf = (need, cuda.mem_alloc(8 * need), cuda.pagelocked_empty(need, np.float64))
+        extra: Any = _GradientOut(cuda, npairs, config.n_grad, backend._grad_buf[1], backend._grad_buf[2])
     else:
         n = np.array([s.n for s in systems], dtype=np.int64)
         perms = db.perms if db.perms is not None else [np.arange(s.n) for s in systems]
         perm = device.upload(_NodalOut.node_perm(db.batch.node_offset, perms, db.batch.d.size))
         extra = _NodalOut(cuda, device, n[g1], n[g2], perm)
     shared = SharedArgs(db, strategies.get("rows").args(db, None), out, backend.rtol, backend.max_iter)
-    shared.N, shared.cost = N, cost
+    shared.N, shared.cost, shared.orders = N, cost, orders
     classes = path.launch_classes(plan, config, values)
     if kind == "gradient":
         classes = _full_smem_classes(backend, plan, classes, config, values, db.nt[g1] * db.nt[g2] * 64)
-    dev_seconds = 0.0
-    launches = []
+    queued = []
     for sel, use_smem, fn, blk in classes:
-        _, info = path.run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs, extra=extra)
-        dev_seconds += info["seconds"]
-        launches.append(info)
-        if progress is not None:
+        events, info = path.run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs, extra=extra)
+        queued.append((events, info))
+        if "seconds" in info and progress is not None:
             progress(info["pairs"])
+    if any("seconds" not in info for _, info in queued):  # launches queued back to back: complete them now
+        backend.launcher.complete(out, [q for q in queued if "seconds" not in q[1]])
+        if progress is not None:
+            progress(sum(info["pairs"] for _, info in queued))
+    launches = [info for _, info in queued]
+    dev_seconds = float(sum(info["seconds"] for info in launches))
     backend.last_extra = {
         "device": backend.device_name, "device_s": dev_seconds, "compile_s": t_compile,
         "host_s": time.perf_counter() - t_start, "launches": launches, "compiles": device.compile_count(),

@@ -155,13 +155,20 @@ class PerBlockPath:
         ``extra``: the outputs of a gradient or nodal configuration (:mod:`mgkflow.gpu.gradient`:
         ``extra_doubles(n_max)`` more scratch per block, ``smem_vectors`` times the shared memory,
         ``args(order)``, ``collect(order)``); such a launch is completed before it returns (its
-        figures then hold its device ``seconds``)."""
+        figures then hold its device ``seconds``), unless ``extra`` reads back into page-locked
+        staging (``extra.pinned``: ``queue(order, stream)`` behind the kernel), which leaves the
+        completion to the caller, so that a call's launches run back to back."""
         be, launcher = self.be, self.be.launcher
         if shared.N.size != len(g1):  # a caller that built its own SharedArgs (gradient, nodal)
             shared.N = db.nt[g1] * db.nt[g2] * 64
             shared.cost = self.cost(db, g1, g2) if be.sort_jobs else None
         N = shared.N
-        order = self.job_order(sel, shared.cost)
+        orders = getattr(shared, "orders", None)  # job orders kept between the steps of a θ loop
+        order = None if orders is None else orders.get(id(sel))
+        if order is None:
+            order = self.job_order(sel, shared.cost)
+            if orders is not None:
+                orders[id(sel)] = order
         n_max = int(N[order].max())
         per_entry = SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8
         if extra is not None:
@@ -189,7 +196,9 @@ class PerBlockPath:
         events = launcher.launch_jobs(fn, order, (g1[order], g2[order]), grid, blk, smem, shared.out, args)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": use_smem}  # fmt: skip
-        if extra is not None:
+        if extra is not None and getattr(extra, "pinned", False):
+            extra.queue(order, launcher.stream)  # behind the kernel; the caller completes the launches
+        elif extra is not None:
             launcher.complete(shared.out, [(events, info)])
             extra.collect(order)
         return events, info
