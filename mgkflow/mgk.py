@@ -39,11 +39,12 @@ except ImportError:  # scikit-learn is needed only to combine the kernel with it
                 fixed = isinstance(bounds, str) and bounds == "fixed"
             return super().__new__(cls, name, value_type, bounds, n_elements, fixed)
 
+
 from .errors import MgkflowError, ParameterError, ParameterTypeError
 from .evaluation import LMIN_RESOLUTION, Q_MIN, DegenerateKernelWarning, SolveStats, gpu_available
 from .evaluation.backend import get_backend, oracle
 from .evaluation.checks import check_convergence, check_finite, is_scalar, same_graphs, validate
-from .evaluation.matrix import diagonal, kernel_matrix
+from .evaluation.matrix import diagonal, gram_contraction, kernel_matrix
 from .evaluation.solve import record, solve
 from .evaluation.systems import prepare
 from .graph import Graph
@@ -203,8 +204,7 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         if np.any(vals <= 0):
             name = entries[int(np.flatnonzero(vals <= 0)[0])][0]
             raise ParameterError(
-                f"hyperparameter {name} is 0, which has no logarithm: give it a positive value or "
-                "bounds='fixed'"
+                f"hyperparameter {name} is 0, which has no logarithm: give it a positive value or bounds='fixed'"
             )
         return np.log(vals)
 
@@ -384,6 +384,32 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         return kernel_matrix(
             self, X, Y, eval_gradient=True, normalize=normalize, nodal=nodal, free=free, log_values=values
         )
+
+    def gram_contraction(self, X: Sequence[Graph]):
+        """K(X, X) and a function ``W -> g``, g_k = Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ_k (θ the logarithms of the free
+        hyperparameters): what a Gaussian process's fit needs of the gradient, without the
+        (N, N, n_dims) array of ``kern(X, eval_gradient=True)``
+        (:func:`mgkflow.evaluation.matrix.gram_contraction`).
+
+        Examples
+        --------
+        >>> import networkx as nx
+        >>> from mgkflow import Graph
+        >>> from mgkflow.kernels import KroneckerDelta
+        >>> gs = [Graph.from_networkx(nx.path_graph(n)) for n in (2, 3, 4)]
+        >>> kern = MarginalizedGraphKernel(q=0.1, q_bounds=(0.01, 0.5), backend="cpu", normalize=True)
+        >>> K, g = kern.gram_contraction(gs)
+        >>> K0, dK0 = kern(gs, eval_gradient=True)
+        >>> W = np.arange(9.0).reshape(3, 3)
+        >>> bool(np.allclose(K, K0)), bool(np.allclose(g(W), np.einsum("ij,ijk->k", W, dK0)))
+        (True, True)
+        """
+        free = self._free()
+        values = np.array([v for _, _, v in self._hyper_entries()], dtype=np.float64)
+        if not np.any(free):
+            K = kernel_matrix(self, X)
+            return K, lambda W: np.zeros(0)
+        return gram_contraction(self, X, free, values)
 
     def diag(self, X: Sequence[Graph], nodal: bool = False) -> np.ndarray:
         """K(G, G) for every graph of X, solving only those N pairs (ones when normalized).

@@ -155,3 +155,34 @@ def test_gradient_rows_gathered_to_pair_order() -> None:
     solved = np.concatenate(launches)
     np.testing.assert_array_equal(got[solved], truth[solved])
     np.testing.assert_array_equal(got[[6, 7]], 0.0)
+
+
+@pytest.mark.parametrize(("normalize", "lmin"), [(True, 0), (False, 0), (True, 1)])
+def test_contraction_over_pairs_equals_the_dense_gradient(normalize: bool, lmin: int) -> None:
+    graphs = _graphs(6, seed=11)
+    kern = _kernel()
+    kern.normalize, kern.lmin = normalize, lmin
+    K0, dK0 = kern(graphs, eval_gradient=True)
+    K, contract = kern.gram_contraction(graphs)
+    np.testing.assert_allclose(K, K0, rtol=1e-13)
+    W = np.random.default_rng(2).normal(size=K.shape)  # not symmetric: both halves count
+    ref = np.einsum("ij,ijh->h", W, dK0)
+    np.testing.assert_allclose(contract(W), ref, rtol=1e-11, atol=1e-13 * np.abs(ref).max())
+
+
+def test_gp_covariance_contracts_through_exp_similarity() -> None:
+    from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
+
+    from mgkflow.learn import Cached, ExpSimilarity
+    from mgkflow.learn.contract import gram_contraction
+
+    graphs = _graphs(6, seed=13)
+    fixed = _kernel()
+    fixed.set_params(q_bounds="fixed")
+    for inner in (_kernel(), fixed):  # graph hyperparameters free (the θ loop), and q fixed
+        cov = ConstantKernel(1.3) * ExpSimilarity(Cached(inner), gamma=2.5) + WhiteKernel(0.1)
+        K0, dK0 = cov(graphs, eval_gradient=True)
+        K, contract = gram_contraction(cov, graphs)
+        W = np.random.default_rng(3).normal(size=K.shape)
+        np.testing.assert_allclose(K, K0, rtol=1e-13)
+        np.testing.assert_allclose(contract(W), np.einsum("ij,ijh->h", W, dK0), rtol=1e-10, atol=1e-12)

@@ -23,7 +23,7 @@ True
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from .solve import record, solve
 from .spec import KernelSpec
 from .systems import cross_pairs, gram_pairs, p_scale, prepare, self_pairs
 
-__all__ = ["kernel_matrix", "diagonal"]
+__all__ = ["kernel_matrix", "diagonal", "gram_contraction"]
 
 
 def kernel_matrix(
@@ -124,6 +124,71 @@ def _gram_gradient(kern, xs, pairs, vals, grads, its, res, conv, normalize, free
     """:func:`_gram`'s gradient case: K and dK assembled from the pairs in one compiled pass
     (:func:`mgkflow.evaluation.assemble.gram_with_gradient`), checked as the value case is."""
     N = len(xs)
+    _checked_diagonal(kern, xs, pairs, vals, normalize)
+    cols = np.arange(grads.shape[1]) if free is None else np.flatnonzero(free)
+    scale = np.ones(cols.size) if log_values is None else np.asarray(log_values, dtype=np.float64)[cols]
+    K, dK, I, R, C, bad = gram_with_gradient(N, pairs, vals, grads, its, res, conv, cols, scale, normalize)
+    record(kern, K.shape, len(pairs), I, R, C, t0)
+    if bad:
+        _overflow(xs, pairs, grads[:, cols])
+    return K, dK, C, R
+
+
+def gram_contraction(
+    kern: KernelSpec, X: Sequence[Graph], free: np.ndarray, log_values: np.ndarray
+) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+    """K(X, X) (normalized as ``kern.normalize`` says) and ``W -> g`` with g_h = Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂log θ_h
+    over the ``free`` hyperparameters (``log_values``: all of their values), without the N × N × H
+    array: the contraction runs over the solved pairs' derivatives (P × H, P = N(N+1)/2), with the
+    normalization's chain rule
+    Σᵢⱼ Wᵢⱼ ∂K̂ᵢⱼ = Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ / sᵢⱼ − ½ Σᵢ rᵢ (uᵢ + vᵢ), sᵢⱼ = √(Kᵢᵢ Kⱼⱼ), rᵢ = ∂Kᵢᵢ / Kᵢᵢ,
+    u and v the row and column sums of W ∘ K̂.
+
+    A Gaussian process's fit needs only such contractions (:func:`mgkflow.learn.contract.gram_contraction`):
+    at each step of a θ search the host then does O(P H) work instead of building, normalizing and
+    contracting N² H numbers.
+    """
+    normalize = bool(kern.normalize)
+    xs = prepare(kern, X, "X")
+    get_backend(kern)
+    if normalize:
+        warn_degenerate(kern, stacklevel=3)
+    t0 = time.perf_counter()
+    N = len(xs)
+    pairs = gram_pairs(N)
+    vals, grads, its, res, conv = solve(kern, xs, xs, pairs, gradient=True, raw=not normalize)
+    kd = _checked_diagonal(kern, xs, pairs, vals, normalize)
+    cols = np.flatnonzero(free)
+    scale = np.asarray(log_values, dtype=np.float64)[cols]
+    K, _, I, R, C, _ = gram_with_gradient(N, pairs, vals, grads, its, res, conv, cols[:0], scale[:0], normalize)
+    record(kern, K.shape, len(pairs), I, R, C, t0)
+    G = grads[:, cols] * scale
+    if not np.all(np.isfinite(G)):
+        _overflow(xs, pairs, G)
+    check_convergence(kern, C, R, stacklevel=3)
+    i, j = pairs[:, 0], pairs[:, 1]
+    other = (i != j).astype(np.float64)
+    if normalize:
+        root = np.sqrt(kd)
+        inv_s = 1.0 / (root[i] * root[j])
+        self_ = np.flatnonzero(i == j)
+        r = np.empty((N, cols.size))
+        r[i[self_]] = G[self_] / kd[i[self_], None]
+
+    def contract(W: np.ndarray) -> np.ndarray:
+        W = np.asarray(W, dtype=np.float64)
+        w = W[i, j] + other * W[j, i]  # each unordered pair once: both of its entries
+        if not normalize:
+            return w @ G
+        M = W * K
+        return (w * inv_s) @ G - 0.5 * ((M.sum(axis=1) + M.sum(axis=0)) @ r)
+
+    return K, contract
+
+
+def _checked_diagonal(kern: KernelSpec, xs: list[GraphSystem], pairs: np.ndarray, vals: np.ndarray, normalize: bool):
+    """K(G, G) of every graph from a Gram call's pairs, after the finiteness and (normalized) positivity checks."""
+    N = len(xs)
     self_ = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
     kd = np.empty(N)
     kd[pairs[self_, 0]] = vals[self_]
@@ -134,17 +199,15 @@ def _gram_gradient(kern, xs, pairs, vals, grads, its, res, conv, normalize, free
         check_finite(K, xs, xs)
     if normalize:
         check_diagonal(kern, kd, xs, "X")
-    cols = np.arange(grads.shape[1]) if free is None else np.flatnonzero(free)
-    scale = np.ones(cols.size) if log_values is None else np.asarray(log_values, dtype=np.float64)[cols]
-    K, dK, I, R, C, bad = gram_with_gradient(N, pairs, vals, grads, its, res, conv, cols, scale, normalize)
-    record(kern, K.shape, len(pairs), I, R, C, t0)
-    if bad:
-        t = int(np.flatnonzero(~np.isfinite(grads[:, cols]).all(axis=1))[0])
-        i, j = (int(v) for v in pairs[t])
-        raise GraphError(
-            f"the derivatives of K({xs[i].name}, {xs[j].name}) overflow float64 (start probabilities p too large?)"
-        )
-    return K, dK, C, R
+    return kd
+
+
+def _overflow(xs: list[GraphSystem], pairs: np.ndarray, G: np.ndarray) -> None:
+    t = int(np.flatnonzero(~np.isfinite(G).all(axis=1))[0])
+    i, j = (int(v) for v in pairs[t])
+    raise GraphError(
+        f"the derivatives of K({xs[i].name}, {xs[j].name}) overflow float64 (start probabilities p too large?)"
+    )
 
 
 def _cross(kern: KernelSpec, xs: list[GraphSystem], ys: list[GraphSystem], normalize: bool):

@@ -277,10 +277,33 @@ def _tree(k: Any, X: Any, n: int) -> tuple[Any, Any]:
         if k.hyperparameter_noise_level.fixed:
             return value, lambda W: np.zeros(0)
         return value, lambda W: np.array([s * float(np.trace(W))])
+    if isinstance(k, MarginalizedGraphKernel) and k.n_dims and not isinstance(X, np.ndarray):
+        return k.gram_contraction(X)  # over the solved pairs: no n × n × H array
+    if isinstance(k, Cached) and k.kernel.n_dims:
+        return _tree(k.kernel, X, n)  # free hyperparameters: nothing to keep between steps
+    if isinstance(k, ExpSimilarity):
+        return _exp_similarity(k, X, n)
     K, dK = k(X, eval_gradient=True)
     if dK.shape[2] == 0:
         return K, lambda W: np.zeros(0)
     return K, lambda W: (W.reshape(1, -1) @ dK.reshape(n * n, -1))[0]
+
+
+def _exp_similarity(k: ExpSimilarity, X: Any, n: int) -> tuple[Any, Any]:
+    """E = exp(γ (K − 1)) and its contraction: γ's term Σ W ∘ γ (K − 1) E, then the inner kernel's
+    contraction with the weights W ∘ γ E (the chain rule of :class:`ExpSimilarity`)."""
+    g = k._check()
+    K, inner = _tree(k.kernel, X, n)
+    K = np.broadcast_to(np.asarray(K, dtype=np.float64), (n, n))
+    E = np.exp(g * (K - 1.0))
+    gE = g * E
+    free_gamma = not k.hyperparameters[0].fixed
+
+    def contract(W: np.ndarray) -> np.ndarray:
+        head = [np.array([float(np.sum(W * gE * (K - 1.0)))])] if free_gamma else []
+        return np.concatenate([*head, inner(W * gE)])
+
+    return E, contract
 
 
 # ---------------------------------------------------------------------------- helpers
