@@ -3,9 +3,10 @@
 A Gaussian-process fit with free graph-kernel hyperparameters (``MolecularGPR(fit_graph_kernel=True)``)
 asks, at every optimizer step, for K and dK of its training graphs at a new θ. This suite times that
 step the way a fit meets it: the same graphs, θ changed before each call, warm (compiled, packed,
-uploaded). It reports per call the wall time, the backend's device time (``last_extra["device_s"]``,
-the launches' event intervals) and the host time not overlapped by the device (wall − device),
-and, with ``--profile``, the host functions that cost the most.
+uploaded); and the step a fit makes instead (``K+W·dK``: K and the gradient contracted with a weight
+matrix, no N × N × H array). It reports per call the wall time, the backend's device time
+(``last_extra["device_s"]``, the launches' event intervals) and the host time not overlapped by
+the device (wall − device), and, with ``--profile``, the host functions that cost the most.
 
 Graphs come from a ``property_benchmark --prepare`` file (``--prepared``, no RDKit needed) or are
 featurized from the shipped data (RDKit). Writes ``theta_loop.csv`` under ``--out``.
@@ -48,14 +49,26 @@ def _graphs(prepared: Path | None, dataset: str, n: int) -> list:
     return list(graphs[:n])
 
 
-def time_steps(kern: Any, graphs: list, reps: int, gradient: bool = True, profile: bool = False) -> tuple[list, str]:
+def time_steps(
+    kern: Any, graphs: list, reps: int, gradient: bool = True, profile: bool = False, contract: bool = False
+) -> tuple[list, str]:
     """Time ``reps`` warm calls of ``kern(graphs, eval_gradient=gradient)``, θ moved before each.
 
     Every hyperparameter (q included) moves before each call, as an optimizer's step moves them.
+    With ``contract``, a call is what a Gaussian process's fit asks instead (K and the gradient
+    contracted with one weight matrix, :meth:`~mgkflow.MarginalizedGraphKernel.gram_contraction`).
     Returns one dict per call (wall, device and host seconds) and the profile's text ("" without
     ``profile``). The first, cold call (compile, pack, upload) is made and not counted.
     """
-    kern(graphs, eval_gradient=gradient)
+    W = np.random.default_rng(0).normal(size=(len(graphs), len(graphs)))
+
+    def call() -> None:
+        if contract:
+            kern.gram_contraction(graphs)[1](W)
+        else:
+            kern(graphs, eval_gradient=gradient)
+
+    call()
     rows, prof = [], cProfile.Profile() if profile else None
     theta0 = kern.theta.copy()
     for r in range(reps):
@@ -64,7 +77,7 @@ def time_steps(kern: Any, graphs: list, reps: int, gradient: bool = True, profil
         if prof is not None:
             prof.enable()
         t0 = time.perf_counter()
-        kern(graphs, eval_gradient=gradient)
+        call()
         wall = time.perf_counter() - t0
         if prof is not None:
             prof.disable()
@@ -115,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     graphs = _graphs(args.prepared, args.dataset, args.n)
     rows = []
     for view in args.views.split(","):
-        for what, free, gradient in (("K", False, False), ("K+dK", True, True)):
+        for what, free, gradient in (("K", False, False), ("K+dK", True, True), ("K+W·dK", True, True)):
             kern = _kernel(view, free, args.backend)
-            calls, text = time_steps(kern, graphs, args.reps, gradient, args.profile and gradient)
+            calls, text = time_steps(kern, graphs, args.reps, gradient, args.profile and gradient, what == "K+W·dK")
             med = {k: _median([c[k] for c in calls]) for k in calls[0]}
             rows.append({"dataset": args.dataset, "graphs": len(graphs), "view": view, "what": what,
                          "free_theta": int(kern.theta.size), "reps": args.reps, **med,
