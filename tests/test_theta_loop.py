@@ -186,3 +186,16 @@ def test_gp_covariance_contracts_through_exp_similarity() -> None:
         W = np.random.default_rng(3).normal(size=K.shape)
         np.testing.assert_allclose(K, K0, rtol=1e-13)
         np.testing.assert_allclose(contract(W), np.einsum("ij,ijh->h", W, dK0), rtol=1e-10, atol=1e-12)
+
+
+def test_contraction_refuses_bad_weights() -> None:
+    from mgkflow.errors import ParameterError, ParameterTypeError
+
+    graphs = _graphs(3)
+    _, contract = _kernel().gram_contraction(graphs)
+    with pytest.raises(ParameterError, match=r"shape \(3, 3\)"):
+        contract(np.ones((2, 3)))
+    with pytest.raises(ParameterTypeError, match="array of numbers"):
+        contract([["a", "b", "c"]] * 3)
+    with pytest.raises(ParameterTypeError):
+        _kernel().gram_contraction(graphs[0])

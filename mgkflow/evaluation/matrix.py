@@ -176,7 +176,12 @@ def gram_contraction(
         r[i[self_]] = G[self_] / kd[i[self_], None]
 
     def contract(W: np.ndarray) -> np.ndarray:
-        W = np.asarray(W, dtype=np.float64)
+        try:
+            W = np.asarray(W, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ParameterTypeError(f"the weights W must be an ({N}, {N}) array of numbers") from None
+        if W.shape != (N, N):
+            raise ParameterError(f"the weights W must have shape ({N}, {N}) (the Gram matrix's), got {W.shape}")
         w = W[i, j] + other * W[j, i]  # each unordered pair once: both of its entries
         if not normalize:
             return w @ G
