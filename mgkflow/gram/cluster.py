@@ -155,6 +155,5 @@ def _connect(client_class: Any, address: str, timeout: float | None) -> Any:
     except Exception as exc:  # noqa: BLE001 - refused, timed out, or garbage from whatever listens there
         detail = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise BackendUnavailableError(
-            f"--dask {address}: no Dask scheduler answered ({detail}); start one (dask scheduler) or check the "
-            "address"
+            f"--dask {address}: no Dask scheduler answered ({detail}); start one (dask scheduler) or check the address"
         ) from None
