@@ -402,6 +402,19 @@ def _dask_client(dask: Any, stack: contextlib.ExitStack) -> Any:
     return dask
 
 
+def _wait_for_workers(client: Any, dask: Any) -> int:
+    """The number of workers of ``client``, after waiting up to :data:`CONNECT_TIMEOUT_S` for a first one."""
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - dask's TimeoutError, or the scheduler gone meanwhile
+        where = dask if isinstance(dask, str) else "the client's scheduler"
+        raise BackendUnavailableError(
+            f"--dask {where}: the scheduler has no workers (none joined within {CONNECT_TIMEOUT_S:g} s); start some "
+            "(dask worker ADDRESS) or use local:N"
+        ) from None
+    return len(client.scheduler_info().get("workers", {}))
+
+
 def _check_dask(dask: Any) -> None:
     """Refuse a bad ``dask`` argument before any work (the spec is parsed, nothing is started)."""
     if dask is None:
@@ -570,38 +583,37 @@ def screen(
         "columns": list(OUTPUT_COLUMNS),
     }
     work = parts_dir(out)
-    _start_workdir(work, manifest, bool(force))
-    require_rdkit()
-    n_chunks = -(-n_records // chunk_size)
-    parts = [work / f"part-{k:07d}.csv" for k in range(n_chunks)]
-    done = sum(1 for p in parts if p.exists())
-    resumed = done
-    if done and log is not None:
-        log(f"resuming the interrupted run in {work}: {done} of {n_chunks} chunks are done")
-    missing: Iterator[tuple[int, list[Any]]] = (
-        (k, chunk) for k, chunk in enumerate(table.chunks(chunk_size)) if not parts[k].exists()
-    )
-    todo = missing if max_chunks is None else itertools.islice(missing, int(max_chunks))
-    counts = {"computed": 0, "failed": 0}
-    bar = None
-
-    def on_part(k: int, n: int, data: bytes, n_failed: int) -> None:
-        _write_durably(parts[k], data)
-        counts["computed"] += 1
-        counts["failed"] += n_failed
-        if bar is not None:
-            bar.update(n)
-
     n_workers, worker_rss = 0, None
     with contextlib.ExitStack() as stack:
-        client = _dask_client(dask, stack)
+        client = _dask_client(dask, stack)  # before the work directory: a cluster that fails leaves nothing
         if client is not None:
-            n_workers = len(client.scheduler_info().get("workers", {}))
+            n_workers = _wait_for_workers(client, dask)
             if log is not None:
                 log(f"predicting on Dask ({dask if isinstance(dask, str) else 'a client'}): {n_workers} workers")
+        _start_workdir(work, manifest, bool(force))
+        require_rdkit()
+        n_chunks = -(-n_records // chunk_size)
+        parts = [work / f"part-{k:07d}.csv" for k in range(n_chunks)]
+        done = resumed = sum(1 for p in parts if p.exists())
+        if done and log is not None:
+            log(f"resuming the interrupted run in {work}: {done} of {n_chunks} chunks are done")
+        missing: Iterator[tuple[int, list[Any]]] = (
+            (k, chunk) for k, chunk in enumerate(table.chunks(chunk_size)) if not parts[k].exists()
+        )
+        todo = missing if max_chunks is None else itertools.islice(missing, int(max_chunks))
+        counts = {"computed": 0, "failed": 0}
+        bar = None
         if progress:
             bar = stack.enter_context(contextlib.closing(progress_bar(
                 n_records, desc="predict", unit="molecule", initial=min(done * chunk_size, n_records))))  # fmt: skip
+
+        def on_part(k: int, n: int, data: bytes, n_failed: int) -> None:
+            _write_durably(parts[k], data)
+            counts["computed"] += 1
+            counts["failed"] += n_failed
+            if bar is not None:
+                bar.update(n)
+
         if client is None:
             _run_here(est, todo, on_part)
         else:
