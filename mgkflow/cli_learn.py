@@ -9,6 +9,7 @@ Examples
 --------
     mgkflow fit train.csv --smiles-col smiles --target logp --model logp.mgk
     mgkflow predict logp.mgk candidates.smi --out preds.csv
+    mgkflow predict logp.mgk candidates.smi --out preds.csv --dask local:4
 """
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ def _predictions_path(text: str) -> Path:
     return p
 
 
+def _dask_spec(text: str) -> str:
+    from .gram.cluster import parse_spec
+
+    try:
+        parse_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--dask ")) from None
+    return text.strip()
+
+
 def _column(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must name a column, got an empty string")
@@ -64,29 +75,67 @@ def add_commands(sub: Any) -> None:
         "model files you trust.",
         epilog="Exit codes: 0 ok, 1 error in input/arguments/files, 2 usage, 3 out of memory, 130 interrupted.",
     )
-    p.add_argument("data", metavar="DATA", type=Path,
-                   help="CSV (or other SMILES table, plain or gzip) with a header line naming its columns")
-    p.add_argument("--target", "-t", required=True, type=_column, metavar="COLUMN",
-                   help="the column of target values (numbers)")
-    p.add_argument("--model", "-m", required=True, type=Path, metavar="PATH",
-                   help="the model file to write (e.g. model.mgk); an existing file is refused unless --force")
-    p.add_argument("--smiles-col", "--smiles-column", dest="smiles_column", type=_column, default=None,
-                   metavar="COLUMN", help="the column of SMILES (default: the column named like smiles, else the "
-                   "first whose values are SMILES)")
-    p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
-                   help="where the graph kernel runs (default auto: the GPU when present, else the CPU)")
-    p.add_argument("--no-descriptors", dest="descriptors", action="store_false",
-                   help="the graph kernel alone, without RDKit's 2-D descriptors (faster featurization)")
-    p.add_argument("--restarts", type=_count(0), default=1, metavar="N",
-                   help="optimizer restarts from random hyperparameters beyond the first run (default 1; 0 for "
-                   "one run, the fastest)")
-    p.add_argument("--low-rank", type=_count(1), default=None, metavar="M",
-                   help="a low-rank Gaussian process on M landmarks (chosen by pivoted Cholesky) instead of the "
-                   "exact one: n*M kernel entries instead of n*n, for large training sets (default: exact)")
+    p.add_argument(
+        "data",
+        metavar="DATA",
+        type=Path,
+        help="CSV (or other SMILES table, plain or gzip) with a header line naming its columns",
+    )
+    p.add_argument(
+        "--target", "-t", required=True, type=_column, metavar="COLUMN", help="the column of target values (numbers)"
+    )
+    p.add_argument(
+        "--model",
+        "-m",
+        required=True,
+        type=Path,
+        metavar="PATH",
+        help="the model file to write (e.g. model.mgk); an existing file is refused unless --force",
+    )
+    p.add_argument(
+        "--smiles-col",
+        "--smiles-column",
+        dest="smiles_column",
+        type=_column,
+        default=None,
+        metavar="COLUMN",
+        help="the column of SMILES (default: the column named like smiles, else the first whose values are SMILES)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=["auto", "cpu", "gpu"],
+        default="auto",
+        help="where the graph kernel runs (default auto: the GPU when present, else the CPU)",
+    )
+    p.add_argument(
+        "--no-descriptors",
+        dest="descriptors",
+        action="store_false",
+        help="the graph kernel alone, without RDKit's 2-D descriptors (faster featurization)",
+    )
+    p.add_argument(
+        "--restarts",
+        type=_count(0),
+        default=1,
+        metavar="N",
+        help="optimizer restarts from random hyperparameters beyond the first run (default 1; 0 for "
+        "one run, the fastest)",
+    )
+    p.add_argument(
+        "--low-rank",
+        type=_count(1),
+        default=None,
+        metavar="M",
+        help="a low-rank Gaussian process on M landmarks (chosen by pivoted Cholesky) instead of the "
+        "exact one: n*M kernel entries instead of n*n, for large training sets (default: exact)",
+    )
     p.add_argument("--seed", type=_seed, default=0, help="seed of the restarts (default 0)")
-    p.add_argument("--skip-invalid", action="store_true",
-                   help="leave out rows whose SMILES RDKit cannot parse or whose target is not a number (counted "
-                   "and reported) instead of stopping at the first with its line number")
+    p.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="leave out rows whose SMILES RDKit cannot parse or whose target is not a number (counted "
+        "and reported) instead of stopping at the first with its line number",
+    )
     p.add_argument("--force", "-f", action="store_true", help="replace an existing --model file")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines or messages")
     p.set_defaults(func=cmd_fit)
@@ -100,27 +149,77 @@ def add_commands(sub: Any) -> None:
         "the end. Killed or interrupted, the same command resumes where it stopped (finished chunks are "
         "kept) and gives byte-identical output; another input, model or --chunk-size is refused unless "
         "--force. Output columns: line, id, smiles, mean, std, error; a row that cannot be predicted "
-        "(invalid SMILES) gets nan and its reason in error. Needs RDKit. Loading a model file unpickles it: "
-        "use only model files you trust.",
+        "(invalid SMILES) gets nan and its reason in error. With --dask the chunks are predicted on Dask "
+        "workers and this process writes the same parts, so the output is byte-identical and an interrupted "
+        "run resumes with or without --dask. At the end the peak memory (RSS) is reported. Needs RDKit. "
+        "Loading a model file unpickles it: use only model files you trust.",
         epilog="Exit codes: 0 ok, 1 error in input/arguments/files, 2 usage, 3 out of memory, 130 interrupted "
         "(rerun the same command to resume).",
     )
     p.add_argument("model", metavar="MODEL", type=Path, help="a model file written by `mgkflow fit`")
-    p.add_argument("candidates", metavar="SMILES_FILE", type=Path,
-                   help="the molecules: .smi/.csv/.tsv (plain or gzip), one SMILES per line, header optional")
-    p.add_argument("--out", "-o", required=True, type=_predictions_path, metavar="PATH",
-                   help="output: .csv, or .parquet (needs pyarrow); an existing file is refused unless --force")
-    p.add_argument("--smiles-col", "--smiles-column", dest="smiles_column", type=_column, default=None,
-                   metavar="COLUMN", help="the column of SMILES (default: the column named like smiles, else the "
-                   "first whose values are SMILES; the first line is then the header)")
-    p.add_argument("--id-col", "--id-column", dest="id_column", type=_column, default=None, metavar="COLUMN",
-                   help="the column of molecule ids copied to the output's id column (default: a column named "
-                   "name/id/title/..., or without a header the second column)")
-    p.add_argument("--chunk-size", type=_count(1), default=1000, metavar="N",
-                   help="molecules per chunk and part file (default 1000); a resumed run needs the same")
-    p.add_argument("--force", "-f", action="store_true",
-                   help="replace an existing --out and discard an interrupted run's OUT.parts/ (start anew)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or messages")
+    p.add_argument(
+        "candidates",
+        metavar="SMILES_FILE",
+        type=Path,
+        help="the molecules: .smi/.csv/.tsv (plain or gzip), one SMILES per line, header optional",
+    )
+    p.add_argument(
+        "--out",
+        "-o",
+        required=True,
+        type=_predictions_path,
+        metavar="PATH",
+        help="output: .csv, or .parquet (needs pyarrow); an existing file is refused unless --force",
+    )
+    p.add_argument(
+        "--smiles-col",
+        "--smiles-column",
+        dest="smiles_column",
+        type=_column,
+        default=None,
+        metavar="COLUMN",
+        help="the column of SMILES (default: the column named like smiles, else the "
+        "first whose values are SMILES; the first line is then the header)",
+    )
+    p.add_argument(
+        "--id-col",
+        "--id-column",
+        dest="id_column",
+        type=_column,
+        default=None,
+        metavar="COLUMN",
+        help="the column of molecule ids copied to the output's id column (default: a column named "
+        "name/id/title/..., or without a header the second column)",
+    )
+    p.add_argument(
+        "--chunk-size",
+        type=_count(1),
+        default=1000,
+        metavar="N",
+        help="molecules per chunk and part file (default 1000); a resumed run needs the same",
+    )
+    p.add_argument(
+        "--dask",
+        type=_dask_spec,
+        default=None,
+        metavar="SPEC",
+        help="predict the chunks on Dask: local:N (N worker processes here), cuda (one worker per GPU) or "
+        "a running scheduler's address tcp://HOST:PORT (it must answer within 10 s; its workers need "
+        "mgkflow and RDKit, not the files). Each worker gets the model once; at most two chunks per "
+        "worker thread are in flight (default: predict in this process)",
+    )
+    p.add_argument(
+        "--force",
+        "-f",
+        action="store_true",
+        help="replace an existing --out and discard an interrupted run's OUT.parts/ (start anew)",
+    )
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress bar or messages (nor the closing summary and peak memory)",
+    )
     p.set_defaults(func=cmd_predict)
 
 
@@ -166,10 +265,17 @@ def cmd_fit(args: Any) -> int:
             "y_mean": float(table.y.mean()),
             "y_std": float(table.y.std()),
         },
-        "options": {"backend": args.backend, "descriptors": bool(args.descriptors), "restarts": args.restarts,
-                    "seed": args.seed, "low_rank": args.low_rank},
-        "objective": {"name": getattr(model, "objective", None),
-                      "value": getattr(getattr(model, "gpr_", None), "objective_value_", None)},
+        "options": {
+            "backend": args.backend,
+            "descriptors": bool(args.descriptors),
+            "restarts": args.restarts,
+            "seed": args.seed,
+            "low_rank": args.low_rank,
+        },
+        "objective": {
+            "name": getattr(model, "objective", None),
+            "value": getattr(getattr(model, "gpr_", None), "objective_value_", None),
+        },
         "fit_seconds": round(fit_seconds, 3),
         "command": f"mgkflow {__version__} fit",
     }
@@ -185,7 +291,8 @@ def cmd_predict(args: Any) -> int:
     try:
         res = screen(args.model, args.candidates, args.out, chunk_size=args.chunk_size,
                      smiles_column=args.smiles_column, id_column=args.id_column, force=args.force,
-                     progress=not args.quiet, log=lambda m: _say(args, f"note: {m}"))  # fmt: skip
+                     progress=not args.quiet, log=lambda m: _say(args, f"note: {m}"),
+                     dask=getattr(args, "dask", None))  # fmt: skip
     except KeyboardInterrupt:
         if parts_dir(args.out).is_dir():
             _say(args, f"note: the finished chunks are kept in {parts_dir(args.out)}; run the same command again "
@@ -194,4 +301,26 @@ def cmd_predict(args: Any) -> int:
     resumed = f"; {res.resumed} of {res.chunks} chunks were done by an earlier run" if res.resumed else ""
     failed = f" ({res.failed} without a prediction: see the error column)" if res.failed else ""
     _say(args, f"wrote {args.out}: {res.molecules} molecules{failed} in {res.seconds:.1f} s{resumed}")
+    _say(args, _memory_line(res))
     return 0
+
+
+def _mb(n_bytes: int | None) -> str:
+    return "?" if n_bytes is None else f"{n_bytes / 2**20:.0f} MB"
+
+
+def _memory_line(res: Any) -> str:
+    """The closing line of ``mgkflow predict``: peak RSS here and on the Dask workers.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as R
+    >>> _memory_line(R(peak_rss=300 * 2**20, workers=0, worker_peak_rss=None))
+    'peak memory (RSS): 300 MB'
+    >>> _memory_line(R(peak_rss=300 * 2**20, workers=2, worker_peak_rss=420 * 2**20))
+    'peak memory (RSS): 300 MB in this process, at most 420 MB in each of 2 Dask workers'
+    """
+    if not res.workers:
+        return f"peak memory (RSS): {_mb(res.peak_rss)}"
+    return (f"peak memory (RSS): {_mb(res.peak_rss)} in this process, at most {_mb(res.worker_peak_rss)} in each of "
+            f"{res.workers} Dask workers")  # fmt: skip

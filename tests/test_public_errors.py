@@ -7,9 +7,9 @@ The cases are generated, not picked: each entry point of :data:`ENTRIES` (the na
 parameter of its signature in turn gets every value of :data:`BAD` (wrong types, bad values, a
 missing file) while the others keep their valid values. The call must return or raise an
 :class:`~mgkflow.errors.MgkflowError`; any other exception fails the case. The command line is
-fuzzed the same way from its argparse parser: every option of ``gram`` and ``compare`` gets every
-value of :data:`BAD_ARGS`; ``mgkflow.cli.main`` must return 0, 1 or 2 (or exit with 2), with
-no traceback.
+fuzzed the same way from its argparse parser: every option and the file arguments of ``gram``,
+``compare``, ``fit`` and ``predict`` get every value of :data:`BAD_ARGS`; ``mgkflow.cli.main`` must
+return 0, 1 or 2 (or exit with 2), with no traceback.
 
 :data:`UNTESTED` lists the public names not called here and why (records, protocols,
 constants); :func:`test_every_public_name_is_covered` keeps the tables complete.
@@ -610,10 +610,33 @@ def test_every_public_name_is_covered() -> None:
 
 
 # ---------------------------------------------------------------------------- the command line
+_LEARN = _ROOT / "learn"  # fit's training table, predict's model file and candidates (made by _learn_files)
 _CLI_BASE = {
     "gram": ["gram", "nws", "--n-graphs", "2", "--backend", "cpu", "-q", "--out", "K.npz"],
     "compare": ["compare", "nws", "--n-graphs", "2", "--orderings", "natural", "--no-plots", "-q", "--out", "rep"],
+    "fit": ["fit", str(_LEARN / "train.csv"), *"--target y --model m.mgk --restarts 0 --no-descriptors".split(),
+            *"--backend cpu -q --force".split()],  # fmt: skip
+    "predict": ["predict", str(_LEARN / "model.mgk"), str(_LEARN / "cands.csv"), "--out", "p.csv", "-q", "--force"],
 }
+#: More positional arguments fuzzed than the first (``SOURCE``, argv[1]): their argv index by name.
+_CLI_POSITIONALS = {"predict": {"SMILES_FILE": 2}}
+
+
+@pytest.fixture(scope="module")
+def _learn_files() -> Path:
+    """The files of the ``fit`` and ``predict`` base calls: 8 training rows, a model file, 4 candidates."""
+    if not (_LEARN / "model.mgk").exists():
+        from mgkflow.learn import MolecularGPR
+        from mgkflow.learn.model_file import save_model
+
+        _LEARN.mkdir(exist_ok=True)
+        smiles = ["CCO", "CCCO", "CCCCO", "c1ccccc1", "Cc1ccccc1", "CC(=O)O", "CCN", "c1ccccc1O"]
+        y = [0.1, 0.5, 0.9, 2.0, 2.5, -0.2, 0.0, 1.5]
+        (_LEARN / "train.csv").write_text("smiles,y\n" + "".join(f"{s},{v}\n" for s, v in zip(smiles, y)))
+        (_LEARN / "cands.csv").write_text("smiles,name\nCCCCCO,pentanol\nC1CC(,broken\nCc1ccccc1C,xylene\n")
+        model = MolecularGPR(descriptors=False, n_restarts=0, max_iter=3, backend="cpu", verbose=0).fit(smiles, y)
+        save_model(model, _LEARN / "model.mgk")
+    return _LEARN
 
 
 def _cli_options() -> list[tuple[str, str]]:
@@ -629,6 +652,7 @@ def _cli_options() -> list[tuple[str, str]]:
             if action.option_strings and action.nargs != 0 and not isinstance(action, argparse._HelpAction):
                 out.append((cmd, max(action.option_strings, key=len)))
         out.append((cmd, "SOURCE"))
+        out += [(cmd, name) for name in _CLI_POSITIONALS.get(cmd, {})]
     return out
 
 
@@ -642,12 +666,14 @@ def _cli_param(cmd: str, opt: str, bad: str) -> Any:
 
 
 @pytest.mark.parametrize(("cmd", "opt", "bad"), [_cli_param(c, o, b) for c, o in _cli_options() for b in BAD_ARGS])
-def test_cli_bad_option_exits_cleanly(cmd: str, opt: str, bad: str) -> None:
+def test_cli_bad_option_exits_cleanly(cmd: str, opt: str, bad: str, _learn_files: Path) -> None:
     from mgkflow.cli import main
 
     argv = list(_CLI_BASE[cmd])
     if opt == "SOURCE":
         argv[1] = BAD_ARGS[bad]
+    elif opt in _CLI_POSITIONALS.get(cmd, {}):
+        argv[_CLI_POSITIONALS[cmd][opt]] = BAD_ARGS[bad]
     elif opt in argv:
         argv[argv.index(opt) + 1] = BAD_ARGS[bad]
     else:
@@ -665,15 +691,16 @@ def test_cli_bad_option_exits_cleanly(cmd: str, opt: str, bad: str) -> None:
         assert text.strip().startswith("mgkflow") and len(text.strip().splitlines()) == 1, text[-300:]
 
 
-def test_cli_base_calls_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_base_calls_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _learn_files: Path) -> None:
     from mgkflow.cli import main
 
     monkeypatch.chdir(tmp_path)  # the module's scratch folder may hold K.npz already (no --force here)
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         for argv in _CLI_BASE.values():
             assert main(argv) == 0
-    assert Path("K.npz").exists()
-    assert len(_cli_options()) > 20
+    assert Path("K.npz").exists() and Path("m.mgk").exists()
+    assert Path("p.csv").read_text().startswith("line,id,smiles,mean,std,error\n")
+    assert len(_cli_options()) > 40
 
 
 if os.environ.get("MGKFLOW_PUBLIC_ERRORS_LIST"):  # pragma: no cover - a helper to list the cases

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import ParameterError, ParameterTypeError
+from ..errors import BackendUnavailableError, ParameterError, ParameterTypeError
 
 __all__ = ["client_from_spec", "backend_for_spec", "parse_spec"]
 
@@ -55,7 +55,9 @@ def backend_for_spec(spec: str) -> str | None:
 
 
 @contextlib.contextmanager
-def client_from_spec(spec: str, processes: bool = True, **cluster_options: Any) -> Iterator[Any]:
+def client_from_spec(
+    spec: str, processes: bool = True, timeout: float | None = None, **cluster_options: Any
+) -> Iterator[Any]:
     """A ``distributed.Client`` for a cluster spec, closed (with its cluster) on exit.
 
     Parameters
@@ -67,20 +69,39 @@ def client_from_spec(spec: str, processes: bool = True, **cluster_options: Any) 
         address of a running scheduler (``tcp://HOST:PORT``), left running on exit.
     processes : bool
         ``local``: workers in processes (True) or threads of this process.
+    timeout : float, optional
+        Seconds to wait for a scheduler address to answer (default: Dask's ``distributed.comm.timeouts.connect``).
     **cluster_options
         Passed to ``LocalCluster`` / ``LocalCUDACluster``.
 
+    Raises
+    ------
+    mgkflow.errors.ParameterError
+        A malformed spec or address (``tcp://`` without a port, an unknown scheme).
+    mgkflow.errors.BackendUnavailableError
+        ``distributed`` (or, for ``cuda``, ``dask-cuda``) is not installed, or no scheduler answered at
+        the address within ``timeout``.
+
     Examples
     --------
+    >>> with client_from_spec("tcp://127.0.0.1:1", timeout=0.5):  # doctest: +ELLIPSIS
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    mgkflow.errors.BackendUnavailableError: --dask tcp://127.0.0.1:1: no Dask scheduler answered ...
     >>> with client_from_spec("local:1", processes=False) as client:  # doctest: +SKIP
     ...     client.submit(sum, [1, 2]).result()
     3
     """
-    from distributed import Client, LocalCluster
-
     kind, count = parse_spec(spec)
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise BackendUnavailableError(
+            f"--dask {spec}: Dask's distributed scheduler is not installed (pip install 'dask[distributed]')"
+        ) from None
     if kind == "address":
-        client = Client(str(spec).strip())
+        client = _connect(Client, str(spec).strip(), timeout)
         try:
             yield client
         finally:
@@ -100,10 +121,10 @@ def client_from_spec(spec: str, processes: bool = True, **cluster_options: Any) 
     else:
         try:
             from dask_cuda import LocalCUDACluster
-        except ImportError as exc:
-            raise RuntimeError(
+        except ImportError:
+            raise BackendUnavailableError(
                 "--dask cuda needs dask-cuda (pip install mgkflow[gpu-dask], or pip install dask-cuda)"
-            ) from exc
+            ) from None
         if count is not None:
             import os
 
@@ -122,3 +143,17 @@ def client_from_spec(spec: str, processes: bool = True, **cluster_options: Any) 
             client.close()
     finally:
         cluster.close()
+
+
+def _connect(client_class: Any, address: str, timeout: float | None) -> Any:
+    """A client of the scheduler at ``address``; what Dask raises when it cannot connect, as an mgkflow error."""
+    kwargs = {} if timeout is None else {"timeout": timeout}
+    try:
+        return client_class(address, **kwargs)
+    except ValueError as exc:  # a malformed address: no port, an unknown scheme
+        raise ParameterError(f"--dask {address}: not a scheduler address ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - refused, timed out, or garbage from whatever listens there
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise BackendUnavailableError(
+            f"--dask {address}: no Dask scheduler answered ({detail}); start one (dask scheduler) or check the address"
+        ) from None

@@ -13,6 +13,15 @@ same input, model and chunk size predicts only the chunks whose part is missing,
 byte-identical to that of an uninterrupted run. A rerun that differs in any of them is refused
 (:class:`ScreenMismatchError`, naming what differs) unless ``force=True``, which starts anew.
 
+On Dask. With ``dask="local:N"``, ``"cuda"``, ``"tcp://HOST:PORT"`` (the cluster specs of
+:func:`mgkflow.gram.client_from_spec`) or a ``distributed.Client``, the chunks are predicted on the
+workers: the estimator is pickled once and scattered to every worker (each unpickles it once), a
+task gets a chunk's records and returns its part file's bytes, and this process writes the parts
+and assembles the output as above, so the output is byte-identical to an in-process run and an
+interrupted Dask run resumes in-process or on Dask alike. At most a few chunks per worker thread
+are in flight (read ahead of the workers), so this process holds O(workers x chunk) molecules,
+never the file.
+
 Output columns: ``line`` (the input line, 1-based), ``id`` (the input's id column, empty when it
 has none), ``smiles``, ``mean``, ``std`` and ``error``. A row that cannot be predicted (a SMILES
 RDKit cannot parse, a molecule without heavy atoms, a malformed line) keeps its place with ``nan``
@@ -25,25 +34,37 @@ featurizes them itself works (:class:`~mgkflow.learn.MolecularGPR`, or a model f
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
+import itertools
 import json
 import os
 import pickle
 import shutil
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import MgkflowError, OutputPathError, ParameterError, ParameterTypeError
+from ..errors import BackendUnavailableError, MgkflowError, OutputPathError, ParameterError, ParameterTypeError
 from .model_file import file_sha256, load_model
 
-__all__ = ["screen", "ScreenResult", "ScreenMismatchError", "OUTPUT_COLUMNS", "OUTPUT_SUFFIXES", "parts_dir"]
+__all__ = [
+    "screen",
+    "ScreenResult",
+    "ScreenMismatchError",
+    "OUTPUT_COLUMNS",
+    "OUTPUT_SUFFIXES",
+    "CONNECT_TIMEOUT_S",
+    "parts_dir",
+    "peak_rss",
+]
 
 #: Columns of a screening output, in order.
 OUTPUT_COLUMNS = ("line", "id", "smiles", "mean", "std", "error")
@@ -51,6 +72,10 @@ OUTPUT_COLUMNS = ("line", "id", "smiles", "mean", "std", "error")
 OUTPUT_SUFFIXES = (".csv", ".parquet")
 _MANIFEST_FORMAT = "mgkflow-screen-parts"
 _MANIFEST_VERSION = 1
+#: Seconds to wait for a Dask scheduler address to answer before giving up (``dask="tcp://..."``).
+CONNECT_TIMEOUT_S = 10.0
+#: Chunks in flight per Dask worker thread: one being predicted, one queued behind it.
+CHUNKS_PER_THREAD = 2
 
 
 class ScreenMismatchError(MgkflowError, ValueError):
@@ -79,6 +104,15 @@ class ScreenResult:
         False when ``max_chunks`` stopped the run early (the work directory stays, to resume).
     seconds : float
         Wall time of the call.
+    peak_rss : int or None
+        Peak resident memory of this process in bytes (``getrusage``'s ``ru_maxrss``: the process's
+        high-water mark since it started, so it includes whatever ran before the call); None where
+        the platform has no :mod:`resource` module.
+    workers : int
+        Dask workers that predicted (0: in-process).
+    worker_peak_rss : int or None
+        The largest peak resident memory of those workers in bytes (each worker process's
+        high-water mark since it started); None in-process.
     """
 
     out: Path
@@ -89,6 +123,25 @@ class ScreenResult:
     computed: int
     complete: bool
     seconds: float
+    peak_rss: int | None = None
+    workers: int = 0
+    worker_peak_rss: int | None = None
+
+
+def peak_rss() -> int | None:
+    """Peak resident memory of this process in bytes (``ru_maxrss``), or None where it is not available.
+
+    Examples
+    --------
+    >>> peak_rss() > 1_000_000  # doctest: +SKIP
+    True
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss) if sys.platform == "darwin" else int(rss) * 1024  # bytes on macOS, KiB on Linux
 
 
 def parts_dir(out: str | os.PathLike) -> Path:
@@ -135,8 +188,7 @@ def _check_args(out: Any, chunk_size: Any, max_chunks: Any) -> Path:
             import pyarrow.parquet  # noqa: F401
         except ImportError:
             raise ParameterError(
-                f"{out.name}: Parquet output needs pyarrow, which is not installed (pip install pyarrow); "
-                "or write .csv"
+                f"{out.name}: Parquet output needs pyarrow, which is not installed (pip install pyarrow); or write .csv"
             ) from None
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer) or chunk_size < 1:
         raise ParameterError(f"chunk_size must be a whole number >= 1, got {chunk_size!r:.60}")
@@ -248,6 +300,137 @@ def _part_bytes(records: Sequence[Any], mean: np.ndarray, std: np.ndarray, error
     return buf.getvalue().encode("utf-8")
 
 
+def _predict_part(model: Any, records: Sequence[Any]) -> tuple[bytes, int]:
+    """(the part file's bytes, rows without a prediction) of one chunk: the task, in-process or on a Dask worker."""
+    from ..io.rdkit import require_rdkit
+
+    mean, std, errors = _predict_chunk(model, records, require_rdkit())
+    return _part_bytes(records, mean, std, errors), sum(1 for e in errors if e)
+
+
+#: What the chunk runners call with each finished chunk: (chunk index, molecules, part bytes, rows failed).
+_OnPart = Callable[[int, int, bytes, int], None]
+
+
+def _run_here(model: Any, todo: Iterable[tuple[int, list[Any]]], on_part: _OnPart) -> None:
+    """Predict the chunks of ``todo`` in this process, in order."""
+    for k, chunk in todo:
+        data, failed = _predict_part(model, chunk)
+        on_part(k, len(chunk), data, failed)
+
+
+def _run_dask(client: Any, model: Any, todo: Iterable[tuple[int, list[Any]]], on_part: _OnPart) -> None:
+    """Predict the chunks of ``todo`` on the workers of ``client``, a bounded number in flight.
+
+    The estimator is scattered to every worker once (each task names it); ``todo`` is read only
+    as fast as chunks finish (at most :data:`CHUNKS_PER_THREAD` per worker thread in flight), and
+    ``on_part`` is called in this process as each finishes, in the order they finish.
+    """
+    from distributed import as_completed
+
+    threads = sum(int(w.get("nthreads", 1)) for w in client.scheduler_info().get("workers", {}).values())
+    window = max(2, CHUNKS_PER_THREAD * threads)
+    [model_future] = client.scatter([model], broadcast=True, hash=False)
+    chunks = iter(todo)
+    inflight: dict[str, tuple[Any, int, int]] = {}  # task key: (future, chunk index, molecules)
+    running = as_completed()
+
+    def submit_next() -> None:
+        item = next(chunks, None)
+        if item is not None:
+            k, chunk = item
+            fut = client.submit(_predict_part, model_future, chunk, key=f"mgkflow-screen-{k}-{os.urandom(6).hex()}",
+                                pure=False)  # fmt: skip
+            inflight[fut.key] = (fut, k, len(chunk))
+            running.add(fut)
+
+    try:
+        for _ in range(window):
+            submit_next()
+        for fut in running:
+            data, failed = _result(fut)
+            _, k, n = inflight.pop(fut.key)
+            fut.release()
+            on_part(k, n, data, failed)
+            submit_next()
+    except BaseException:
+        client.cancel([f for f, _, _ in inflight.values()])
+        raise
+    finally:
+        client.cancel([model_future])
+
+
+def _result(fut: Any) -> Any:
+    """A chunk task's result; a worker or scheduler lost on the way as an mgkflow error (the work done is kept)."""
+    from distributed.client import FutureCancelledError
+
+    try:
+        return fut.result()
+    except MgkflowError:
+        raise
+    except (FutureCancelledError, OSError, TimeoutError) as exc:
+        raise BackendUnavailableError(
+            f"the Dask cluster stopped answering ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); the "
+            "finished chunks are kept: run the same command again to resume"
+        ) from None
+    except Exception as exc:
+        if type(exc).__name__ == "KilledWorker":  # distributed.scheduler.KilledWorker: a task that kept killing
+            raise BackendUnavailableError(
+                f"Dask workers died predicting a chunk ({' '.join(str(exc).split())[:200]}); out of memory? "
+                "Try a smaller --chunk-size; the finished chunks are kept: run the same command again to resume"
+            ) from None
+        raise
+
+
+def _worker_peak_rss(client: Any) -> int | None:
+    """The largest peak RSS of the workers of ``client`` (None when they do not say)."""
+    try:
+        peaks = [v for v in client.run(peak_rss).values() if v is not None]
+    except Exception:  # noqa: BLE001 - a report, not worth failing a finished run
+        return None
+    return max(peaks) if peaks else None
+
+
+def _dask_client(dask: Any, stack: contextlib.ExitStack) -> Any:
+    """The ``distributed.Client`` of ``dask`` (a spec, entered on ``stack``, or a client as is), or None."""
+    if dask is None:
+        return None
+    if isinstance(dask, str):
+        from ..gram.cluster import client_from_spec
+
+        return stack.enter_context(client_from_spec(dask, timeout=CONNECT_TIMEOUT_S))
+    return dask
+
+
+def _wait_for_workers(client: Any, dask: Any) -> int:
+    """The number of workers of ``client``, after waiting up to :data:`CONNECT_TIMEOUT_S` for a first one."""
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - dask's TimeoutError, or the scheduler gone meanwhile
+        where = dask if isinstance(dask, str) else "the client's scheduler"
+        raise BackendUnavailableError(
+            f"--dask {where}: the scheduler has no workers (none joined within {CONNECT_TIMEOUT_S:g} s); start some "
+            "(dask worker ADDRESS) or use local:N"
+        ) from None
+    return len(client.scheduler_info().get("workers", {}))
+
+
+def _check_dask(dask: Any) -> None:
+    """Refuse a bad ``dask`` argument before any work (the spec is parsed, nothing is started)."""
+    if dask is None:
+        return
+    if isinstance(dask, str):
+        from ..gram.cluster import parse_spec
+
+        parse_spec(dask)
+        return
+    if not (hasattr(dask, "scatter") and hasattr(dask, "submit") and hasattr(dask, "scheduler_info")):
+        raise ParameterTypeError(
+            f"dask must be None, a cluster spec (local:N, cuda, tcp://HOST:PORT) or a distributed.Client, got "
+            f"{type(dask).__name__}"
+        )
+
+
 def _assemble_csv(parts: list[Path], out: Path) -> None:
     from ..io import atomic_write
 
@@ -301,6 +484,7 @@ def screen(
     progress: bool = True,
     max_chunks: int | None = None,
     log: Callable[[str], Any] | None = None,
+    dask: Any = None,
 ) -> ScreenResult:
     """Predict mean and standard deviation for every SMILES of a file, chunk by chunk, resumably.
 
@@ -327,7 +511,13 @@ def screen(
         Predict at most this many chunks in this call, then stop with the work directory kept
         (``complete`` False): a run in several sittings.
     log : callable, optional
-        Called with a line of text when an interrupted run is resumed.
+        Called with a line of text when an interrupted run is resumed or a Dask cluster is used.
+    dask : str or distributed.Client, optional
+        Predict the chunks on Dask: a cluster spec of :func:`mgkflow.gram.client_from_spec`
+        (``"local:N"``, ``"cuda"`` or a scheduler address ``"tcp://HOST:PORT"``, given
+        :data:`CONNECT_TIMEOUT_S` seconds to answer; a local cluster is started and stopped
+        here) or a running ``distributed.Client`` (left open). The output is byte-identical to
+        an in-process run (None, the default), and either resumes the other's interrupted run.
 
     Returns
     -------
@@ -343,6 +533,10 @@ def screen(
         The SMILES file cannot be read.
     mgkflow.errors.ModelFileError
         The model file is not one, or of another version.
+    mgkflow.errors.ParameterError
+        ``dask`` is not a cluster spec.
+    mgkflow.errors.BackendUnavailableError
+        No Dask scheduler answered at the address, or the cluster was lost during the run.
 
     Examples
     --------
@@ -369,6 +563,7 @@ def screen(
     chunk_size = int(chunk_size)
     if not isinstance(force, bool | np.bool_) or not isinstance(progress, bool | np.bool_):
         raise ParameterTypeError("force and progress must be True or False")
+    _check_dask(dask)
     if out.exists() and not force:
         raise OutputPathError(f"{out} exists; add --force (force=True) to replace it, or choose another path")
     table = open_smiles_table(smiles_path, smiles_column=smiles_column, id_column=id_column)
@@ -388,39 +583,47 @@ def screen(
         "columns": list(OUTPUT_COLUMNS),
     }
     work = parts_dir(out)
-    _start_workdir(work, manifest, bool(force))
-    Chem = require_rdkit()
-    n_chunks = -(-n_records // chunk_size)
-    parts = [work / f"part-{k:07d}.csv" for k in range(n_chunks)]
-    done = sum(1 for p in parts if p.exists())
-    resumed = done
-    if done and log is not None:
-        log(f"resuming the interrupted run in {work}: {done} of {n_chunks} chunks are done")
-    bar = None
-    if progress:
-        bar = progress_bar(n_records, desc="predict", unit="molecule",
-                           initial=min(done * chunk_size, n_records))  # fmt: skip
-    computed = failed = 0
-    stopped = False
-    try:
-        for k, chunk in enumerate(table.chunks(chunk_size)):
-            if parts[k].exists():
-                continue
-            if max_chunks is not None and computed >= max_chunks:
-                stopped = True
-                break
-            mean, std, errors = _predict_chunk(est, chunk, Chem)
-            _write_durably(parts[k], _part_bytes(chunk, mean, std, errors))
-            computed += 1
-            failed += sum(1 for e in errors if e)
+    n_workers, worker_rss = 0, None
+    with contextlib.ExitStack() as stack:
+        client = _dask_client(dask, stack)  # before the work directory: a cluster that fails leaves nothing
+        if client is not None:
+            n_workers = _wait_for_workers(client, dask)
+            if log is not None:
+                log(f"predicting on Dask ({dask if isinstance(dask, str) else 'a client'}): {n_workers} workers")
+        _start_workdir(work, manifest, bool(force))
+        require_rdkit()
+        n_chunks = -(-n_records // chunk_size)
+        parts = [work / f"part-{k:07d}.csv" for k in range(n_chunks)]
+        done = resumed = sum(1 for p in parts if p.exists())
+        if done and log is not None:
+            log(f"resuming the interrupted run in {work}: {done} of {n_chunks} chunks are done")
+        missing: Iterator[tuple[int, list[Any]]] = (
+            (k, chunk) for k, chunk in enumerate(table.chunks(chunk_size)) if not parts[k].exists()
+        )
+        todo = missing if max_chunks is None else itertools.islice(missing, int(max_chunks))
+        counts = {"computed": 0, "failed": 0}
+        bar = None
+        if progress:
+            bar = stack.enter_context(contextlib.closing(progress_bar(
+                n_records, desc="predict", unit="molecule", initial=min(done * chunk_size, n_records))))  # fmt: skip
+
+        def on_part(k: int, n: int, data: bytes, n_failed: int) -> None:
+            _write_durably(parts[k], data)
+            counts["computed"] += 1
+            counts["failed"] += n_failed
             if bar is not None:
-                bar.update(len(chunk))
-    finally:
-        if bar is not None:
-            bar.close()
+                bar.update(n)
+
+        if client is None:
+            _run_here(est, todo, on_part)
+        else:
+            _run_dask(client, est, todo, on_part)
+            worker_rss = _worker_peak_rss(client)
+    computed, failed = counts["computed"], counts["failed"]
+    stopped = max_chunks is not None and next(missing, None) is not None
     if not stopped:
-        missing = [p.name for p in parts if not p.exists()]
-        if missing:  # the file changed under us (its hash was taken at the start)
+        absent = [p.name for p in parts if not p.exists()]
+        if absent:  # the file changed under us (its hash was taken at the start)
             raise ScreenMismatchError(f"{table.path} has fewer molecules than when the run started; use --force")
         failed = _count_failed(parts) if resumed else failed
         if out.suffix.lower() == ".parquet":
@@ -428,7 +631,8 @@ def screen(
         else:
             _assemble_csv(parts, out)
         shutil.rmtree(work)
-    return ScreenResult(out, n_records, failed, n_chunks, resumed, computed, not stopped, time.perf_counter() - t0)
+    return ScreenResult(out, n_records, failed, n_chunks, resumed, computed, not stopped, time.perf_counter() - t0,
+                        peak_rss(), n_workers, worker_rss)  # fmt: skip
 
 
 def _count_failed(parts: list[Path]) -> int:
