@@ -278,6 +278,34 @@ def _exp_similarity(kernel: Any, gamma: Any, gamma_bounds: Any, X: Any, Y: Any, 
     return e.theta, e.bounds, e(X, Y, eval_gradient)
 
 
+def _start_probabilities(kernel: Any, field: Any, max_classes: Any, p: Any, p_bounds: Any, normalize: Any,
+                         classes: Any, max_memory_gb: Any, X: Any, Y: Any, eval_gradient: Any) -> Any:
+    """Build a StartProbabilities, read its θ and bounds, evaluate it."""
+    from mgkflow.learn import StartProbabilities
+
+    k = StartProbabilities(kernel, field, max_classes, p, p_bounds, normalize, classes, max_memory_gb)
+    return k.theta, k.bounds, k(X, Y, eval_gradient)
+
+
+def _size_kernel(name: str) -> Any:
+    """Build a size kernel of mgkflow.learn by name, read its θ and bounds, evaluate it."""
+
+    def run(X: Any, Y: Any, eval_gradient: Any, **kw: Any) -> Any:
+        import mgkflow.learn as ml
+
+        k = getattr(ml, name)(**kw)
+        return k.theta, k.bounds, k(X, Y, eval_gradient), k.diag(X)
+
+    return run
+
+
+def _fixed_kernel() -> Any:
+    from mgkflow import MarginalizedGraphKernel
+    from mgkflow.kernels import KroneckerDelta
+
+    return MarginalizedGraphKernel(KroneckerDelta(0.5, "a", h_bounds="fixed"), q_bounds="fixed", backend="cpu")
+
+
 def _featurized() -> list:
     from mgkflow.learn import MolecularFeaturizer
 
@@ -416,6 +444,15 @@ def _entries() -> list[Entry]:  # noqa: PLR0915 - one table
                                                                     "cache": {}}),
         Entry("learn.Cached", lambda kernel, X, Y, eval_gradient: ml.Cached(kernel)(X, Y, eval_gradient),
               {"kernel": k, "X": g, "Y": None, "eval_gradient": False}),
+        Entry("learn.StartProbabilities", _start_probabilities,
+              {"kernel": _fixed_kernel(), "field": "a", "max_classes": 2, "p": 1.0, "p_bounds": (0.05, 20.0),
+               "normalize": True, "classes": None, "max_memory_gb": 4.0, "X": g, "Y": None, "eval_gradient": True}),
+        Entry("learn.SizeKernel", _size_kernel("SizeKernel"),
+              {"length_scale": 10.0, "length_scale_bounds": (0.5, 1000.0), "X": g, "Y": None, "eval_gradient": True},
+              params=("X", "Y", "eval_gradient", *inspect.signature(ml.SizeKernel).parameters)),
+        Entry("learn.SizeRatioKernel", _size_kernel("SizeRatioKernel"),
+              {"alpha": 1.0, "alpha_bounds": (0.01, 100.0), "X": g, "Y": None, "eval_gradient": True},
+              params=("X", "Y", "eval_gradient", *inspect.signature(ml.SizeRatioKernel).parameters)),
         # mgkflow.pipeline
         *[Entry(f"pipeline.{s}", _stage(s), {"dataset": "nws", "n_graphs": 2, "n": 6} if s == "Load" else {})
           for s in ("Load", "Reorder", "Pack", "Solve")],

@@ -88,6 +88,21 @@ class _SizeBase(NormalizedKernelMixin, Kernel):
         b = getattr(self, self._name + "_bounds")
         return isinstance(b, str) and b == "fixed"
 
+    @property
+    def theta(self) -> np.ndarray:
+        v = self._value()  # a clear error for a hyperparameter that is no positive number (not numpy's)
+        _bounds(getattr(self, self._name + "_bounds"), type(self).__name__, self._name + "_bounds")
+        return np.empty(0) if self._fixed() else np.log([v])
+
+    @theta.setter
+    def theta(self, theta: np.ndarray) -> None:
+        Kernel.theta.fset(self, theta)
+
+    @property
+    def bounds(self) -> np.ndarray:
+        _bounds(getattr(self, self._name + "_bounds"), type(self).__name__, self._name + "_bounds")
+        return Kernel.bounds.fget(self)
+
     def _evaluate(self, a: np.ndarray, b: np.ndarray, v: float) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
@@ -105,7 +120,12 @@ class _SizeBase(NormalizedKernelMixin, Kernel):
         return K, (np.empty(K.shape + (0,)) if self._fixed() else dK[:, :, None])
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._name}={getattr(self, self._name):.4g})"
+        v = getattr(self, self._name)
+        return (
+            f"{type(self).__name__}({self._name}={v:.4g})"
+            if isinstance(v, int | float)
+            else (f"{type(self).__name__}({self._name}={v!r:.60})")
+        )
 
 
 class SizeKernel(_SizeBase):

@@ -54,6 +54,10 @@ def _node_values(g: Any, field: str, i: int) -> np.ndarray:
     return v
 
 
+#: The most label classes with a start probability of their own: S holds (L + 1)² numbers per pair of graphs.
+MAX_CLASSES = 64
+
+
 def class_counts(X: Sequence[Graph], field: str) -> list[tuple[Any, int]]:
     """(value, number of nodes) of every value of node label ``field`` over the graphs of X, the
     most frequent first, ties broken by the smaller value: the order :class:`StartProbabilities`
@@ -183,8 +187,11 @@ class StartProbabilities(Kernel):
         if not isinstance(self.field, str):
             raise ParameterTypeError(f"StartProbabilities: field must be a string, got {self.field!r:.60}")
         m = self.max_classes
-        if isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 1:
-            raise ParameterError(f"StartProbabilities: max_classes must be an integer >= 1, got {m!r:.60}")
+        if isinstance(m, bool) or not isinstance(m, int | np.integer) or not 1 <= m <= MAX_CLASSES:
+            raise ParameterError(
+                f"StartProbabilities: max_classes must be an integer in [1, {MAX_CLASSES}] (S holds (max_classes + 1)² "
+                f"numbers per pair), got {m!r:.60}"
+            )
         check_flag(self.normalize, "normalize", "StartProbabilities")
         mem = self.max_memory_gb
         if isinstance(mem, bool) or not isinstance(mem, int | float | np.integer | np.floating) or not mem > 0:
