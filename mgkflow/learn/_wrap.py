@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 
-from ..errors import ParameterTypeError
+from ..errors import ParameterError, ParameterTypeError
 
 
 def check_flag(value: Any, name: str, who: str) -> bool:
@@ -16,6 +16,26 @@ def check_flag(value: Any, name: str, who: str) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise ParameterTypeError(f"{who}: {name} must be True or False, got {value!r:.60}")
     return bool(value)
+
+
+def check_bounds(b: Any, who: str, name: str) -> Any:
+    """A hyperparameter's bounds: "fixed", or a pair 0 < low <= high < inf as floats; a clear
+    :class:`ParameterTypeError` / :class:`ParameterError` naming ``who`` and ``name`` otherwise.
+
+    Examples
+    --------
+    >>> check_bounds((1, 10), "ExpSimilarity", "gamma_bounds"), check_bounds("fixed", "k", "b")
+    ((1.0, 10.0), 'fixed')
+    """
+    if isinstance(b, str) and b == "fixed":
+        return b
+    try:
+        lo, hi = (float(v) for v in np.asarray(b, dtype=np.float64).reshape(2))
+    except (TypeError, ValueError):
+        raise ParameterTypeError(f'{who}: {name} must be "fixed" or a pair (low, high), got {b!r:.60}') from None
+    if not 0 < lo <= hi < np.inf:
+        raise ParameterError(f"{who}: {name} must satisfy 0 < low <= high < inf, got {b!r:.60}")
+    return (lo, hi)
 
 
 class KernelWrapper(Kernel):

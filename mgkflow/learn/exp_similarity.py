@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 from sklearn.gaussian_process.kernels import Hyperparameter
 
-from ..errors import ParameterError, ParameterTypeError
-from ._wrap import KernelWrapper, check_flag
+from ..errors import ParameterError
+from ._wrap import KernelWrapper, check_bounds, check_flag
 
 __all__ = ["ExpSimilarity"]
 
@@ -57,18 +57,7 @@ class ExpSimilarity(KernelWrapper):
         return [Hyperparameter("gamma", "numeric", self._checked_bounds()), *super().hyperparameters]
 
     def _checked_bounds(self) -> Any:
-        b = self.gamma_bounds
-        if isinstance(b, str) and b == "fixed":
-            return b
-        try:
-            lo, hi = (float(v) for v in np.asarray(b, dtype=np.float64).reshape(2))
-        except (TypeError, ValueError):
-            raise ParameterTypeError(
-                f'ExpSimilarity: gamma_bounds must be "fixed" or a pair (low, high), got {b!r:.60}'
-            ) from None
-        if not 0 < lo <= hi < np.inf:
-            raise ParameterError(f"ExpSimilarity: gamma_bounds must satisfy 0 < low <= high < inf, got {b!r:.60}")
-        return (lo, hi)
+        return check_bounds(self.gamma_bounds, "ExpSimilarity", "gamma_bounds")
 
     @property
     def theta(self) -> np.ndarray:

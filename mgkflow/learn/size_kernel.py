@@ -17,7 +17,7 @@ from sklearn.gaussian_process.kernels import Hyperparameter, Kernel, NormalizedK
 
 from ..errors import ParameterError, ParameterTypeError
 from ..graph import Graph
-from ._wrap import check_flag
+from ._wrap import check_bounds, check_flag
 
 __all__ = ["SizeKernel", "SizeRatioKernel", "graph_sizes"]
 
@@ -46,18 +46,6 @@ def graph_sizes(X: Any) -> np.ndarray:
     if not np.all(np.isfinite(n) & (n > 0)):
         raise ParameterError("size kernel: sizes must be finite and > 0")
     return n
-
-
-def _bounds(b: Any, who: str, name: str) -> Any:
-    if isinstance(b, str) and b == "fixed":
-        return b
-    try:
-        lo, hi = (float(v) for v in np.asarray(b, dtype=np.float64).reshape(2))
-    except (TypeError, ValueError):
-        raise ParameterTypeError(f'{who}: {name} must be "fixed" or a pair (low, high), got {b!r:.60}') from None
-    if not 0 < lo <= hi < np.inf:
-        raise ParameterError(f"{who}: {name} must satisfy 0 < low <= high < inf, got {b!r:.60}")
-    return (lo, hi)
 
 
 def _positive(v: Any, who: str, name: str) -> float:
@@ -91,7 +79,7 @@ class _SizeBase(NormalizedKernelMixin, Kernel):
     @property
     def theta(self) -> np.ndarray:
         v = self._value()  # a clear error for a hyperparameter that is no positive number (not numpy's)
-        _bounds(getattr(self, self._name + "_bounds"), type(self).__name__, self._name + "_bounds")
+        check_bounds(getattr(self, self._name + "_bounds"), type(self).__name__, self._name + "_bounds")
         return np.empty(0) if self._fixed() else np.log([v])
 
     @theta.setter
@@ -100,7 +88,7 @@ class _SizeBase(NormalizedKernelMixin, Kernel):
 
     @property
     def bounds(self) -> np.ndarray:
-        _bounds(getattr(self, self._name + "_bounds"), type(self).__name__, self._name + "_bounds")
+        check_bounds(getattr(self, self._name + "_bounds"), type(self).__name__, self._name + "_bounds")
         return Kernel.bounds.fget(self)
 
     def _evaluate(self, a: np.ndarray, b: np.ndarray, v: float) -> tuple[np.ndarray, np.ndarray]:
@@ -111,7 +99,7 @@ class _SizeBase(NormalizedKernelMixin, Kernel):
         hyperparameter, for a cross matrix too."""
         eval_gradient = check_flag(eval_gradient, "eval_gradient", type(self).__name__)
         v = self._value()
-        _bounds(getattr(self, self._name + "_bounds"), type(self).__name__, self._name + "_bounds")
+        check_bounds(getattr(self, self._name + "_bounds"), type(self).__name__, self._name + "_bounds")
         a = graph_sizes(X)
         b = a if Y is None else graph_sizes(Y)
         K, dK = self._evaluate(a, b, v)
@@ -161,7 +149,7 @@ class SizeKernel(_SizeBase):
     @property
     def hyperparameter_length_scale(self) -> Hyperparameter:
         return Hyperparameter(
-            "length_scale", "numeric", _bounds(self.length_scale_bounds, "SizeKernel", "length_scale_bounds")
+            "length_scale", "numeric", check_bounds(self.length_scale_bounds, "SizeKernel", "length_scale_bounds")
         )
 
     def _evaluate(self, a: np.ndarray, b: np.ndarray, v: float) -> tuple[np.ndarray, np.ndarray]:
@@ -203,7 +191,7 @@ class SizeRatioKernel(_SizeBase):
 
     @property
     def hyperparameter_alpha(self) -> Hyperparameter:
-        return Hyperparameter("alpha", "numeric", _bounds(self.alpha_bounds, "SizeRatioKernel", "alpha_bounds"))
+        return Hyperparameter("alpha", "numeric", check_bounds(self.alpha_bounds, "SizeRatioKernel", "alpha_bounds"))
 
     def _evaluate(self, a: np.ndarray, b: np.ndarray, v: float) -> tuple[np.ndarray, np.ndarray]:
         d = np.abs(np.log(a)[:, None] - np.log(b)[None, :])

@@ -27,7 +27,7 @@ from ..evaluation.checks import is_scalar, same_graphs
 from ..evaluation.gradient import normalized_gradient
 from ..graph import Graph
 from ..mgk import MarginalizedGraphKernel
-from ._wrap import check_flag, input_key, kept_inputs
+from ._wrap import check_bounds, check_flag, input_key, kept_inputs
 
 __all__ = ["StartProbabilities", "class_counts"]
 
@@ -223,18 +223,7 @@ class StartProbabilities(Kernel):
         return p
 
     def _checked_bounds(self) -> Any:
-        b = self.p_bounds
-        if isinstance(b, str) and b == "fixed":
-            return b
-        try:
-            lo, hi = (float(v) for v in np.asarray(b, dtype=np.float64).reshape(2))
-        except (TypeError, ValueError):
-            raise ParameterTypeError(
-                f'StartProbabilities: p_bounds must be "fixed" or a pair (low, high), got {b!r:.60}'
-            ) from None
-        if not 0 < lo <= hi < np.inf:
-            raise ParameterError(f"StartProbabilities: p_bounds must satisfy 0 < low <= high < inf, got {b!r:.60}")
-        return (lo, hi)
+        return check_bounds(self.p_bounds, "StartProbabilities", "p_bounds")
 
     # ------------------------------------------------------------------ scikit-learn parameters
     def get_params(self, deep: bool = True) -> dict:
