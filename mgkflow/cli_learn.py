@@ -65,6 +65,11 @@ def _column(text: str) -> str:
 
 def add_commands(sub: Any) -> None:
     """Add ``fit`` and ``predict`` to the command line's subparsers ``sub``."""
+    _add_fit(sub)
+    _add_predict(sub)
+
+
+def _add_fit(sub: Any) -> None:
     p = sub.add_parser(
         "fit",
         help="fit a molecular property model (MolecularGPR) to a CSV of SMILES and targets",
@@ -140,6 +145,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines or messages")
     p.set_defaults(func=cmd_fit)
 
+
+def _add_predict(sub: Any) -> None:
     p = sub.add_parser(
         "predict",
         help="predict with a model file over a SMILES file, streamed and resumable",

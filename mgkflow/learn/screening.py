@@ -569,19 +569,7 @@ def screen(
     table = open_smiles_table(smiles_path, smiles_column=smiles_column, id_column=id_column)
     est, model_digest, model_name = _model_and_digest(model)
     n_records = table.count()
-    manifest = {
-        "format": _MANIFEST_FORMAT,
-        "version": _MANIFEST_VERSION,
-        "input": str(table.path.resolve()),
-        "input_sha256": file_sha256(table.path),
-        "model": model_name,
-        "model_sha256": model_digest,
-        "chunk_size": chunk_size,
-        "smiles_column": table.smiles_name,
-        "id_column": table.id_name,
-        "records": n_records,
-        "columns": list(OUTPUT_COLUMNS),
-    }
+    manifest = _manifest(table, model_name, model_digest, chunk_size, n_records)
     work = parts_dir(out)
     n_workers, worker_rss = 0, None
     with contextlib.ExitStack() as stack:
@@ -633,6 +621,23 @@ def screen(
         shutil.rmtree(work)
     return ScreenResult(out, n_records, failed, n_chunks, resumed, computed, not stopped, time.perf_counter() - t0,
                         peak_rss(), n_workers, worker_rss)  # fmt: skip
+
+
+def _manifest(table: Any, model_name: str, model_digest: str, chunk_size: int, n_records: int) -> dict[str, Any]:
+    """What identifies a screening run (a resumed run must match it): input, model, chunking, columns."""
+    return {
+        "format": _MANIFEST_FORMAT,
+        "version": _MANIFEST_VERSION,
+        "input": str(table.path.resolve()),
+        "input_sha256": file_sha256(table.path),
+        "model": model_name,
+        "model_sha256": model_digest,
+        "chunk_size": chunk_size,
+        "smiles_column": table.smiles_name,
+        "id_column": table.id_name,
+        "records": n_records,
+        "columns": list(OUTPUT_COLUMNS),
+    }
 
 
 def _count_failed(parts: list[Path]) -> int:

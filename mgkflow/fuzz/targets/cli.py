@@ -128,40 +128,8 @@ def _learn_fixtures(w: Path) -> None:
         z.writestr("readme.txt", "hello")
 
 
-def strategies(st: Any) -> dict[str, Any]:
-    """``cli`` cases: argument lists, ``{W}`` standing for the scratch directory."""
-    source = st.sampled_from(
-        ["nws", "ba", "drugs", "{W}/mols.smi", "{W}/TOY", "{W}/missing.smi", "{W}/afile", "nosuch", "{W}/TOY/TOY_A.txt"]
-    )
-    out = st.sampled_from(
-        [
-            "{W}/K.npz",
-            "{W}/K.npy",
-            "{W}/sub/K.npz",
-            "{W}/afile/K.npz",
-            "{W}/adir.npz",
-            "{W}/" + "k" * 300 + ".npz",
-            "{W}/K.txt",
-            "{W}/" + "y" * 250 + ".npy",
-        ]
-    )
-    flag = st.one_of(
-        st.tuples(st.just("--q"), st.sampled_from(["0.05", "0", "1", "-1", "nan", "x", "1e-8"])),
-        st.tuples(st.just("--n-graphs"), st.sampled_from(["1", "2", "3", "0", "-2", "x", "100000"])),
-        st.tuples(st.just("--ordering"), st.sampled_from(["pbr", "rcm", "natural", "bogus"])),
-        st.tuples(st.just("--stats"), st.sampled_from(["{W}/s.csv", "{W}/afile/s.csv", "{W}/adir.npz"])),
-        st.tuples(
-            st.just("--node-kernel"),
-            st.sampled_from(
-                ["delta:element", "const", "sqexp:label:0.5", "delta:label*const:0.5", "bogus:x", "delta", "const:-1"]
-            ),
-        ),
-        st.tuples(st.just("--edge-kernel"), st.sampled_from(["const", "delta:bond_order", "sqexp:nope"])),
-        st.tuples(st.just("--normalize")),
-        st.tuples(st.just("--format"), st.sampled_from(["smiles", "tu", "sdf", "nope"])),
-        st.tuples(st.just("--node-labels"), st.sampled_from(["label", "", "x"])),
-    )
-
+def _learn_cases(st: Any) -> Any:
+    """``fit`` and ``predict`` argument lists (part of :func:`strategies`)."""
     data = st.sampled_from(
         [
             "{W}/train.csv",
@@ -252,8 +220,7 @@ def strategies(st: Any) -> dict[str, Any]:
     )
 
     @st.composite
-    def argv(draw):
-        cmd = draw(st.sampled_from(["gram", "gram", "gram", "compare", "fit", "predict", "datasets", "bench"]))
+    def learn_argv(draw, cmd):
         if cmd == "fit":
             args = [
                 "fit",
@@ -270,9 +237,53 @@ def strategies(st: Any) -> dict[str, Any]:
                 "-q",
             ]
             return args + [x for f in draw(st.lists(fit_flag, max_size=3)) for x in f]
-        if cmd == "predict":
-            args = ["predict", draw(model_file), draw(cands), "--out", draw(pred_out), "-q"]
-            return args + [x for f in draw(st.lists(predict_flag, max_size=3)) for x in f]
+        args = ["predict", draw(model_file), draw(cands), "--out", draw(pred_out), "-q"]
+        return args + [x for f in draw(st.lists(predict_flag, max_size=3)) for x in f]
+
+    return learn_argv
+
+
+def strategies(st: Any) -> dict[str, Any]:
+    """``cli`` cases: argument lists, ``{W}`` standing for the scratch directory."""
+    source = st.sampled_from(
+        ["nws", "ba", "drugs", "{W}/mols.smi", "{W}/TOY", "{W}/missing.smi", "{W}/afile", "nosuch", "{W}/TOY/TOY_A.txt"]
+    )
+    out = st.sampled_from(
+        [
+            "{W}/K.npz",
+            "{W}/K.npy",
+            "{W}/sub/K.npz",
+            "{W}/afile/K.npz",
+            "{W}/adir.npz",
+            "{W}/" + "k" * 300 + ".npz",
+            "{W}/K.txt",
+            "{W}/" + "y" * 250 + ".npy",
+        ]
+    )
+    flag = st.one_of(
+        st.tuples(st.just("--q"), st.sampled_from(["0.05", "0", "1", "-1", "nan", "x", "1e-8"])),
+        st.tuples(st.just("--n-graphs"), st.sampled_from(["1", "2", "3", "0", "-2", "x", "100000"])),
+        st.tuples(st.just("--ordering"), st.sampled_from(["pbr", "rcm", "natural", "bogus"])),
+        st.tuples(st.just("--stats"), st.sampled_from(["{W}/s.csv", "{W}/afile/s.csv", "{W}/adir.npz"])),
+        st.tuples(
+            st.just("--node-kernel"),
+            st.sampled_from(
+                ["delta:element", "const", "sqexp:label:0.5", "delta:label*const:0.5", "bogus:x", "delta", "const:-1"]
+            ),
+        ),
+        st.tuples(st.just("--edge-kernel"), st.sampled_from(["const", "delta:bond_order", "sqexp:nope"])),
+        st.tuples(st.just("--normalize")),
+        st.tuples(st.just("--format"), st.sampled_from(["smiles", "tu", "sdf", "nope"])),
+        st.tuples(st.just("--node-labels"), st.sampled_from(["label", "", "x"])),
+    )
+
+    learn_argv = _learn_cases(st)
+
+    @st.composite
+    def argv(draw):
+        cmd = draw(st.sampled_from(["gram", "gram", "gram", "compare", "fit", "predict", "datasets", "bench"]))
+        if cmd in ("fit", "predict"):
+            return draw(learn_argv(cmd))
         if cmd == "datasets":
             return ["datasets"]
         if cmd == "bench":
