@@ -261,21 +261,22 @@ def with_stop_many(systems: Sequence[GraphSystem], q: float) -> list[GraphSystem
     q = float(q)
     if not (np.isfinite(q) and 1e-10 <= q < 1) or any(s.rowsum is None for s in systems):
         return [with_stop(s, q) for s in systems]  # the errors name the graph
-    sizes = [s.n for s in systems]
-    rows = np.concatenate([s.rowsum for s in systems])
+    rowsums = [s.rowsum for s in systems]
+    rows = np.concatenate(rowsums)
     d = rows / (1.0 - q)
     qv = np.full(rows.size, q)
-    bounds = np.cumsum([0, *sizes])
-    nonempty = np.flatnonzero(np.diff(bounds) > 0)
-    if nonempty.size:
+    bounds = np.zeros(len(systems) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, rowsums), dtype=np.int64, count=len(rowsums)), out=bounds[1:])
+    if rows.size and rows.min() / (1.0 - q) * q < DQ_MIN:  # min(d q), as d q rounds (monotone): which graph
+        nonempty = np.flatnonzero(np.diff(bounds) > 0)
         low = np.minimum.reduceat(d * qv, bounds[nonempty])
         bad = nonempty[low < DQ_MIN]
         if bad.size:
             with_stop(systems[int(bad[0])], q)  # raises, naming the graph
     out = []
-    for k, s in enumerate(systems):
-        a, b = bounds[k], bounds[k + 1]
-        new = object.__new__(GraphSystem)  # a frozen dataclass: copy its fields, two of them new
+    new_system = object.__new__
+    for s, a, b in zip(systems, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        new = new_system(GraphSystem)  # a frozen dataclass: copy its fields, two of them new
         new.__dict__.update(s.__dict__, q=qv[a:b], d=d[a:b])
         out.append(new)
     return out

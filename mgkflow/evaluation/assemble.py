@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["gram_with_gradient"]
+from .systems import diagonal_positions
+
+__all__ = ["gram_with_gradient", "contract_pairs", "count_nonfinite"]
 
 
 @cache
@@ -65,7 +67,71 @@ def _kernel() -> Any:
                 dK[j, i, h] = g
         return bad
 
-    return assemble
+    @njit(parallel=True, cache=True)
+    def contract(pairs, grads, cols, scale, W, root, normalize, chunks):  # pragma: no cover
+        h_out = cols.shape[0]
+        P = pairs.shape[0]
+        part = np.zeros((chunks, h_out))
+        step = (P + chunks - 1) // chunks
+        for c in prange(chunks):
+            for t in range(c * step, min(P, (c + 1) * step)):
+                i = pairs[t, 0]
+                j = pairs[t, 1]
+                w = W[i, j] + W[j, i] if i != j else W[i, j]
+                if normalize:
+                    w = w / (root[i] * root[j])
+                for h in range(h_out):
+                    part[c, h] += w * grads[t, cols[h]]
+        out = np.zeros(h_out)
+        for c in range(chunks):
+            for h in range(h_out):
+                out[h] += part[c, h]
+        for h in range(h_out):
+            out[h] *= scale[h]
+        return out
+
+    @njit(parallel=True, cache=True)
+    def nonfinite(grads, cols):  # pragma: no cover
+        bad = 0
+        for t in prange(grads.shape[0]):
+            for h in range(cols.shape[0]):
+                if not np.isfinite(grads[t, cols[h]]):
+                    bad += 1
+        return bad
+
+    return assemble, contract, nonfinite
+
+
+def contract_pairs(
+    pairs: np.ndarray, grads: np.ndarray, cols: np.ndarray, scale: np.ndarray, W: np.ndarray, root: np.ndarray | None
+) -> np.ndarray:
+    """g_h = scale_h Σ_t w_t grads[t, cols_h] over the pairs t = (i, j) of a Gram matrix's upper triangle,
+    w_t = (W_ij + W_ji) / s_ij (W_ii / s_ii on the diagonal), s_ij = root_i root_j (1 when ``root`` is None):
+    the pair-domain part of Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ_h, in one parallel pass over the derivatives.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mgkflow.evaluation.systems import gram_pairs
+    >>> pairs = gram_pairs(2)                                    # (0, 0), (0, 1), (1, 1)
+    >>> grads = np.array([[1.0, 0.0], [2.0, 1.0], [3.0, 0.0]])
+    >>> W = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> contract_pairs(pairs, grads, np.array([0, 1]), np.ones(2), W, None).tolist()  # 1·1 + 5·2 + 4·3, 5·1
+    [23.0, 5.0]
+    """
+    pairs = np.ascontiguousarray(pairs, dtype=np.int64)
+    chunks = max(1, min(256, len(pairs) // 4096))
+    one = np.ones(1) if root is None else np.ascontiguousarray(root, dtype=np.float64)
+    return _kernel()[1](
+        pairs, np.ascontiguousarray(grads, dtype=np.float64), np.ascontiguousarray(cols, dtype=np.int64),
+        np.ascontiguousarray(scale, dtype=np.float64), np.ascontiguousarray(W, dtype=np.float64), one,
+        root is not None, chunks,
+    )  # fmt: skip
+
+
+def count_nonfinite(grads: np.ndarray, cols: np.ndarray) -> int:
+    """How many of ``grads[:, cols]`` are not finite (one parallel pass, no copy of the columns)."""
+    return int(_kernel()[2](np.ascontiguousarray(grads, dtype=np.float64), np.ascontiguousarray(cols, dtype=np.int64)))
 
 
 def gram_with_gradient(
@@ -100,19 +166,16 @@ def gram_with_gradient(
     >>> K.tolist(), float(abs(dK).max()), bad      # normalized: ones, and no derivative left
     ([[1.0, 1.0], [1.0, 1.0]], 0.0, 0)
     """
+    dpos = diagonal_positions(pairs, n) if normalize else np.zeros(n, dtype=np.int64)
     pairs = np.ascontiguousarray(pairs, dtype=np.int64)
     cols = np.ascontiguousarray(cols, dtype=np.int64)
     scale = np.ascontiguousarray(scale, dtype=np.float64)
-    dpos = np.zeros(n, dtype=np.int64)
-    if normalize:
-        self_ = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
-        dpos[pairs[self_, 0]] = self_
     K = np.empty((n, n))
     dK = np.empty((n, n, len(cols)))
     I = np.empty((n, n), dtype=np.int64)
     R = np.empty((n, n))
     C = np.empty((n, n), dtype=bool)
-    bad = _kernel()(
+    bad = _kernel()[0](
         pairs,
         np.ascontiguousarray(vals, dtype=np.float64),
         np.ascontiguousarray(grads, dtype=np.float64),

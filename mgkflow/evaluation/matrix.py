@@ -30,14 +30,14 @@ import numpy as np
 from ..errors import GraphError, ParameterError, ParameterTypeError
 from ..graph import Graph
 from ..system import GraphSystem
-from .assemble import gram_with_gradient
+from .assemble import contract_pairs, count_nonfinite, gram_with_gradient
 from .backend import get_backend
 from .checks import check_convergence, check_diagonal, check_finite, same_graphs, warn_degenerate
 from .gradient import normalized_gradient
 from .nodal import check_self_similarities, nodal_diagonal, nodal_matrix
 from .solve import record, solve
 from .spec import KernelSpec
-from .systems import cross_pairs, gram_pairs, p_scale, prepare, self_pairs
+from .systems import cross_pairs, diagonal_positions, gram_pairs, p_scale, prepare, self_pairs
 
 __all__ = ["kernel_matrix", "diagonal", "gram_contraction"]
 
@@ -100,23 +100,15 @@ def _gram(
     t0 = time.perf_counter()
     N = len(xs)
     pairs = gram_pairs(N)
-    iu, ju = pairs[:, 0], pairs[:, 1]
     vals, grads, its, res, conv = solve(kern, xs, xs, pairs, gradient=gradient, raw=not normalize)
     if grads is not None:
         return _gram_gradient(kern, xs, pairs, vals, grads, its, res, conv, normalize, free, log_values, t0)
-    K = np.empty((N, N))
-    K[iu, ju] = vals
-    K[ju, iu] = vals
-    I, R, C = (np.empty((N, N), dtype=a.dtype) for a in (its, res, conv))
-    for M, a in ((I, its), (R, res), (C, conv)):
-        M[iu, ju] = a
-        M[ju, iu] = a
+    _checked_diagonal(kern, xs, pairs, vals, normalize)
+    none = np.zeros(0, dtype=np.int64)
+    K, _, I, R, C, _ = gram_with_gradient(
+        N, pairs, vals, np.zeros((len(pairs), 0)), its, res, conv, none, none, normalize
+    )  # fmt: skip
     record(kern, K.shape, len(pairs), I, R, C, t0)
-    check_finite(K, xs, xs)
-    if normalize:
-        kd = np.diag(K).copy()
-        check_diagonal(kern, kd, xs, "X")
-        K, _ = normalized_gradient(K, None, kd, None, kd, None)
     return K, None, C, R
 
 
@@ -162,18 +154,12 @@ def gram_contraction(
     scale = np.asarray(log_values, dtype=np.float64)[cols]
     K, _, I, R, C, _ = gram_with_gradient(N, pairs, vals, grads, its, res, conv, cols[:0], scale[:0], normalize)
     record(kern, K.shape, len(pairs), I, R, C, t0)
-    G = grads[:, cols] * scale
-    if not np.all(np.isfinite(G)):
-        _overflow(xs, pairs, G)
+    if count_nonfinite(grads, cols):
+        _overflow(xs, pairs, grads[:, cols])
     check_convergence(kern, C, R, stacklevel=3)
-    i, j = pairs[:, 0], pairs[:, 1]
-    other = (i != j).astype(np.float64)
+    root = np.sqrt(kd) if normalize else None
     if normalize:
-        root = np.sqrt(kd)
-        inv_s = 1.0 / (root[i] * root[j])
-        self_ = np.flatnonzero(i == j)
-        r = np.empty((N, cols.size))
-        r[i[self_]] = G[self_] / kd[i[self_], None]
+        r = grads[diagonal_positions(pairs, N)][:, cols] * scale / kd[:, None]
 
     def contract(W: np.ndarray) -> np.ndarray:
         try:
@@ -182,11 +168,11 @@ def gram_contraction(
             raise ParameterTypeError(f"the weights W must be an ({N}, {N}) array of numbers") from None
         if W.shape != (N, N):
             raise ParameterError(f"the weights W must have shape ({N}, {N}) (the Gram matrix's), got {W.shape}")
-        w = W[i, j] + other * W[j, i]  # each unordered pair once: both of its entries
+        g = contract_pairs(pairs, grads, cols, scale, W, root)  # each unordered pair once: both of its entries
         if not normalize:
-            return w @ G
+            return g
         M = W * K
-        return (w * inv_s) @ G - 0.5 * ((M.sum(axis=1) + M.sum(axis=0)) @ r)
+        return g - 0.5 * ((M.sum(axis=1) + M.sum(axis=0)) @ r)
 
     return K, contract
 
@@ -194,9 +180,7 @@ def gram_contraction(
 def _checked_diagonal(kern: KernelSpec, xs: list[GraphSystem], pairs: np.ndarray, vals: np.ndarray, normalize: bool):
     """K(G, G) of every graph from a Gram call's pairs, after the finiteness and (normalized) positivity checks."""
     N = len(xs)
-    self_ = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
-    kd = np.empty(N)
-    kd[pairs[self_, 0]] = vals[self_]
+    kd = vals[diagonal_positions(pairs, N)]
     if not np.all(np.isfinite(vals)):
         K = np.empty((N, N))
         K[pairs[:, 0], pairs[:, 1]] = vals

@@ -18,6 +18,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -28,13 +29,51 @@ from ..system import GraphSystem, check_label_kinds, prepare_graph, scale_start,
 from .checks import is_scalar
 from .spec import KernelSpec
 
-__all__ = ["prepare", "gram_pairs", "cross_pairs", "self_pairs", "p_scale", "p_factor"]
+__all__ = ["prepare", "gram_pairs", "diagonal_positions", "cross_pairs", "self_pairs", "p_scale", "p_factor"]
+
+
+#: Gram pair lists up to this many graphs are kept (read-only) for the next call on as many graphs
+GRAM_PAIRS_KEPT = 4096
 
 
 def gram_pairs(n: int) -> np.ndarray:
-    """The (i, j), i <= j, of an n x n symmetric matrix (upper triangle, row by row)."""
+    """The (i, j), i <= j, of an n x n symmetric matrix (upper triangle, row by row).
+
+    Read-only for n <= :data:`GRAM_PAIRS_KEPT`: the same array serves every call on n graphs (the
+    steps of a hyperparameter search), so a backend can keep its launch plan for it.
+    """
+    if n <= GRAM_PAIRS_KEPT:
+        return _kept_gram_pairs(int(n))
     iu, ju = np.triu_indices(n)
     return np.stack([iu, ju], axis=1)
+
+
+def diagonal_positions(pairs: np.ndarray, n: int) -> np.ndarray:
+    """The position in ``pairs`` of the pair (i, i), for every i < n (``pairs``: a list holding each
+    self-pair once, e.g. :func:`gram_pairs`; closed form for :func:`gram_pairs`'s own array).
+
+    Examples
+    --------
+    >>> diagonal_positions(gram_pairs(3), 3).tolist()
+    [0, 3, 5]
+    >>> diagonal_positions(np.array([[1, 1], [0, 1], [0, 0]]), 2).tolist()
+    [2, 0]
+    """
+    if n <= GRAM_PAIRS_KEPT and pairs is gram_pairs(n):
+        i = np.arange(n, dtype=np.int64)
+        return i * n - i * (i - 1) // 2
+    self_ = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
+    out = np.zeros(n, dtype=np.int64)
+    out[pairs[self_, 0]] = self_
+    return out
+
+
+@lru_cache(maxsize=2)
+def _kept_gram_pairs(n: int) -> np.ndarray:
+    iu, ju = np.triu_indices(n)
+    out = np.stack([iu, ju], axis=1)
+    out.flags.writeable = False
+    return out
 
 
 def cross_pairs(n: int, m: int) -> np.ndarray:
@@ -73,7 +112,11 @@ def prepare(
     # only needs its q and d again (with_stop), not the graph's validation
     q_number = isinstance(kern.q, int | float) and not isinstance(kern.q, bool)
     key = (kern.node_kernel.fields, kern.edge_kernel.fields, repr(p), repr(kern.q))
-    old = kern._systems.get(what, {}) if cacheable else {}
+    if cacheable and others is None:
+        again = _same_list(kern, what, graphs, key, q_number)
+        if again is not None:
+            return again
+    old = _per_graph(kern, what) if cacheable else {}
     new: dict = {}
     out: list = []
     hits = 0
@@ -115,7 +158,43 @@ def prepare(
         check_label_kinds(([("X", others)] if others is not None else []) + [(what, out)])
     if cacheable and others is None:
         kern._systems[checked] = True
+        kern._systems[what + "#list"] = (graphs, key, q_number, out)
+    else:
+        kern._systems.pop(what + "#list", None)
     return out
+
+
+def _per_graph(kern: KernelSpec, what: str) -> dict:
+    """The previous call's systems of argument ``what`` by (graph id, position)."""
+    old = kern._systems.get(what)
+    if old is None and what + "#list" in kern._systems:
+        graphs, key, q_number, systems = kern._systems[what + "#list"]
+        old = {(id(g), i): (g, key, s, q_number) for i, (g, s) in enumerate(zip(graphs, systems, strict=True))}
+    return old or {}
+
+
+def _same_list(kern: KernelSpec, what: str, graphs: list, key: tuple, q_number: bool) -> list | None:
+    """:func:`prepare`'s short cut for the steps of a hyperparameter search: the previous call's
+    systems of argument ``what`` when the very same graphs come back in the same order (refreshed
+    by :func:`~mgkflow.system.with_stop_many` when only a scalar q moved), else None. Those graphs
+    were checked (label kinds included) by that call."""
+    last = kern._systems.get(what + "#list")
+    if last is None or kern._systems.get(what + "#checked") is not True:
+        return None
+    prev, prev_key, prev_q, systems = last
+    if len(prev) != len(graphs) or not all(a is b for a, b in zip(prev, graphs, strict=True)):
+        return None
+    if prev_key == key:
+        return list(systems)
+    if not (q_number and prev_q and prev_key[:3] == key[:3]):
+        return None
+    try:
+        fresh = with_stop_many(systems, kern.q)
+    except GraphError as exc:
+        raise type(exc)(f"in {what}: {exc}") from exc
+    kern._systems.pop(what, None)  # the per-graph entries follow from the list when a call needs them
+    kern._systems[what + "#list"] = (graphs, key, q_number, fresh)
+    return fresh
 
 
 def p_scale(kern: KernelSpec, normalize: bool) -> float:

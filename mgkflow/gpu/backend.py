@@ -222,12 +222,11 @@ class GPUBackend:
         return tile_sort(config, self.tile_sort, all_compact)
 
     def _device_batch(
-        self, systems: Sequence[GraphSystem], config: KernelConfig, digest: int | None = None,
-        all_compact: bool = False,
-    ) -> DeviceBatch:  # fmt: skip
+        self, systems: Sequence[GraphSystem], config: KernelConfig, all_compact: bool = False
+    ) -> DeviceBatch:
         """The uploaded batch of ``systems`` (:meth:`mgkflow.gpu.batch.BatchCache.device_batch`; ``all_compact``:
         every pair of the call goes to the compact solver, see :func:`mgkflow.gpu.batch.tile_sort`)."""
-        return self.batches.device_batch(systems, config, self._tile_sort(config, all_compact), digest)
+        return self.batches.device_batch(systems, config, self._tile_sort(config, all_compact))
 
     # ------------------------------------------------------------------ solve
     def solve(
@@ -266,7 +265,7 @@ class GPUBackend:
         prim_map = self._maps.device_map(self.primitives, labeled=not isinstance(edge_kernel, Constant))
         t0 = time.perf_counter()
         all_compact = self.compact_path.all_compact(systems, config)
-        db = self._device_batch(systems, config, self.batches.vector_digest(systems), all_compact)
+        db = self._device_batch(systems, config, all_compact)
         t_pack = time.perf_counter() - t0
 
         pr = np.asarray(pairs)

@@ -3,7 +3,7 @@
 :class:`BatchCache` keeps the uploaded batch (:class:`mgkflow.gpu.core.DeviceBatch`) of the last
 call's graphs while the same graphs come back (its node vectors refreshed when only p, q or d
 changed), uploads a host batch adopted from elsewhere (the pipeline's Pack stage) instead of
-packing, and remembers the digests a call needs while the very same objects come back.
+packing, and remembers what a call derives from its graphs while the very same objects come back.
 :func:`tile_sort` says whether a call's layout sorts each tile's nodes by degree. Imports
 without PyCUDA.
 """
@@ -18,7 +18,7 @@ import numpy as np
 from ..system import GraphSystem
 from . import device, strategies
 from .core import DeviceBatch
-from .pack import HostBatch, label_dtypes, layout_key, pack_host, vector_digest, weights_need_double
+from .pack import HostBatch, label_dtypes, layout_key, pack_host, weights_need_double
 from .source import KernelConfig
 
 __all__ = ["BatchCache", "tile_sort"]
@@ -35,7 +35,7 @@ def tile_sort(config: KernelConfig, tile_sort: bool, all_compact: bool) -> bool:
 class BatchCache:
     """The device-batch cache of one backend: the uploaded batch of the last call's graphs (kept while
     the same graphs come back, its node vectors refreshed when only p, q or d changed), a host batch
-    adopted from elsewhere (the pipeline's Pack stage), and the per-graph digests a call needs, each
+    adopted from elsewhere (the pipeline's Pack stage), and what a call derives from its graphs, each
     remembered while the very same objects come back.
 
     Attributes
@@ -49,22 +49,17 @@ class BatchCache:
         self.adopted: HostBatch | None = None
         self.pack_source = ""
         self._wd: tuple | None = None
-        self._vd: tuple | None = None
         self._ld: tuple | None = None
 
-    def device_batch(
-        self, systems: Sequence[GraphSystem], config: KernelConfig, sort: bool, digest: int | None = None
-    ) -> DeviceBatch:
+    def device_batch(self, systems: Sequence[GraphSystem], config: KernelConfig, sort: bool) -> DeviceBatch:
         """The uploaded batch of ``systems`` in the layout of ``config`` (``sort``: nodes sorted by degree
-        within their tiles, :func:`tile_sort`); ``digest``: :func:`mgkflow.gpu.pack.vector_digest` of the
-        systems (computed when None)."""
+        within their tiles, :func:`tile_sort`); its node vectors uploaded again unless they are those of
+        the very same systems."""
         key = layout_key(systems, config, sort)
-        if digest is None:
-            digest = vector_digest(systems)
         if self.entry is not None and self.entry[0] == key:
             db = self.entry[1]
-            if db.vec_digest != digest:  # same graphs, other p / q (a hyperparameter sweep)
-                db.refresh_vectors(systems, digest)
+            if not db.same_vectors(systems):  # same graphs, other p / q (a hyperparameter sweep)
+                db.refresh_vectors(systems)
             self.pack_source = "cached"
             return db
         hb = self.adopted
@@ -88,10 +83,10 @@ class BatchCache:
             keepalive=(hb.graphs, batch.n_graphs),
             relab_stride=hb.relab_stride,
             perms=hb.perms,
-            vec_digest=hb.digest,
+            vectors=hb.vectors,
         )
-        if hb.digest != digest:
-            db.refresh_vectors(systems, digest)
+        if not db.same_vectors(systems):
+            db.refresh_vectors(systems)
         self.entry = (key, db)
         return db
 
@@ -110,12 +105,6 @@ class BatchCache:
         if key not in known:
             known[key] = label_dtypes(systems, node_fields, edge_fields)
         return known[key]
-
-    def vector_digest(self, systems: Sequence[GraphSystem]) -> int:
-        """:func:`vector_digest` of the systems' p, q, d, remembered while the very same arrays come
-        back (held by the cache: a hyperparameter sweep or repeated calls on prepared systems)."""
-        return self._remembered("_vd", tuple(v for s in systems for v in (s.p, s.q, s.d)),
-                                lambda: vector_digest(systems))  # fmt: skip
 
     def _remembered(self, slot: str, objs: tuple, compute: Callable[[], Any]) -> Any:
         """``compute()``, kept in ``self.<slot>`` with the objects it was computed for and returned again

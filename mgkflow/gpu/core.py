@@ -36,12 +36,13 @@ import numpy as np
 from ..format.octile import OctileBatch
 from ..system import GraphSystem
 from . import device
+from .moves import scatter_results
 from .source import KernelConfig, kernel_source
 
 __all__ = [
     "DEFAULT_RTOL", "WIDE_MIN_PRODUCTS", "SMALL_PAIR_UNKNOWNS", "SORT_EXACT_MAX", "DEFAULT_MIN_BLOCKS",
     "SMEM_PER_ENTRY", "config_key", "compile_module", "solver_request", "DeviceBatch", "Outputs", "SharedArgs",
-    "alloc_outputs", "alloc_staging", "record", "wait",
+    "alloc_outputs", "alloc_staging", "record", "wait", "job_list",
 ]  # fmt: skip
 
 #: Default relative residual tolerance: K lands within ~1e-8 of float64 at rtol 1e-6
@@ -97,13 +98,19 @@ class DeviceBatch:
     staged: dict = field(default_factory=dict)
     #: node permutation applied to each graph before packing (None: natural order)
     perms: tuple | None = None
-    #: digest of the systems' p, q, d the uploaded node vectors hold
-    vec_digest: int = 0
+    #: the systems whose p, q, d the uploaded node vectors hold (compared by identity)
+    vectors: tuple = ()
     #: the compact solver's routing tables of these graphs, per coefficient size and shared memory budget
     #: (built on first use by :func:`mgkflow.gpu.solvers.compact.router_of`)
     routers: dict = field(default_factory=dict)
 
-    def refresh_vectors(self, systems: Sequence[GraphSystem], digest: int) -> None:
+    def same_vectors(self, systems: Sequence[GraphSystem]) -> bool:
+        """Whether the uploaded node vectors are those of ``systems`` (the very same system objects:
+        systems are immutable, and another p or q makes new ones)."""
+        held = self.vectors
+        return len(held) == len(systems) and all(a is b for a, b in zip(held, systems, strict=True))
+
+    def refresh_vectors(self, systems: Sequence[GraphSystem]) -> None:
         """Upload new start/stop probabilities and degrees (same graphs, e.g. another q): the
         structure, labels and weights stay on the device."""
         src = self.vector_source(systems)
@@ -111,7 +118,7 @@ class DeviceBatch:
                    for name, pad in (("d", 1.0), ("p", 0.0), ("q", 0.0)))  # fmt: skip
         self.batch = replace(self.batch, d=d, p=p, q=q)
         self.arrays.update(d=device.upload(d), p=device.upload(p), q=device.upload(q))
-        self.vec_digest = digest
+        self.vectors = tuple(systems)
 
     def vector_source(self, systems: Sequence[GraphSystem]) -> np.ndarray:
         """For every packed node slot, its index into [pad, the systems' node vectors concatenated] (0: a
@@ -127,6 +134,19 @@ class DeviceBatch:
                 start += s.n
             self._vector_source = src
         return src
+
+
+def job_list(g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
+    """The int32 job list of a launch: g1 and g2 of each job, interleaved (what ``mgk_solve`` reads).
+
+    Examples
+    --------
+    >>> job_list(np.array([0, 1]), np.array([2, 3])).tolist()
+    [0, 2, 1, 3]
+    """
+    out = np.empty(2 * len(g1), dtype=np.int32)
+    out[0::2], out[1::2] = g1, g2
+    return out
 
 
 def record(event: Any, stream: Any) -> None:
@@ -222,7 +242,7 @@ class Outputs:
         for order, off, copied in self._queued:
             wait(copied)
             sl = slice(off, off + len(order))
-            self.k[order], self.it[order], self.res[order], self.conv[order] = hk[sl], hi[sl], hr[sl], hc[sl]
+            scatter_results(order, (self.k, self.it, self.res, self.conv), (hk[sl], hi[sl], hr[sl], hc[sl]))
         self._queued.clear()
         self._staged = 0
 

@@ -42,6 +42,7 @@ from ..kernels import BaseKernel, Constant
 from ..system import GraphSystem
 from . import device, strategies
 from .core import SMEM_PER_ENTRY, SharedArgs, compile_module
+from .moves import gather_rows
 from .solvers.per_block import KERNEL
 from .source import KPAR, kernel_values
 
@@ -190,7 +191,7 @@ class _GradientOut:
             rows = self._jobs[: len(orders)] if len(orders) == self.npairs else np.vstack(
                 [self._jobs[: len(orders)], np.zeros((1, self.n_grad))]
             )  # fmt: skip
-            self._grad = rows.take(src, axis=0)
+            self._grad = gather_rows(rows, src)
         return self._grad
 
 
@@ -270,9 +271,18 @@ def _full_smem_classes(
     return out
 
 
-def _pairs_digest(pairs: np.ndarray) -> int:
-    """A hash of a pair list's bytes (the plan cache's key: the same pairs as the last call)."""
-    return hash(np.ascontiguousarray(pairs).tobytes())
+def _kept_pairs(pairs: np.ndarray) -> np.ndarray:
+    """What the plan cache keeps of a call's pair list: the array itself when it is read-only (the
+    kept Gram pair lists of :func:`mgkflow.evaluation.systems.gram_pairs`), else a copy."""
+    return pairs if not pairs.flags.writeable else pairs.copy()
+
+
+def _same_pairs(kept: np.ndarray, pairs: np.ndarray) -> bool:
+    """Whether ``pairs`` are the pairs of the kept plan: the same read-only array (no other view can
+    change it), else equal element by element (a copy was kept)."""
+    if kept is pairs and not pairs.flags.writeable:
+        return True
+    return kept.shape == pairs.shape and bool(np.array_equal(kept, pairs))
 
 
 def _per_pair(
@@ -298,10 +308,10 @@ def _per_pair(
     g2 = pairs[:, 1] + yoff
     # A hyperparameter search asks for the same pairs of the same batch at every step: the plan, the
     # pairs' sizes and costs are kept (``_plan_kept``) and only θ (``mgk_kpar``) and p, q, d change.
-    plan_key = (id(db), kind, config, npairs, _pairs_digest(pairs))
+    plan_key = (id(db), kind, config, npairs)
     kept = getattr(backend, "_plan_kept", None)
-    if kept is not None and kept[0] == plan_key and kept[1] is db:
-        plan, budget, N, cost, orders = kept[2:]
+    if kept is not None and kept[0] == plan_key and kept[1] is db and _same_pairs(kept[2], pairs):
+        plan, budget, N, cost, orders = kept[3:]
     else:
         # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
         # are returned for the CPU oracle
@@ -311,7 +321,7 @@ def _per_pair(
         N = db.nt[g1] * db.nt[g2] * 64
         cost = path.cost(db, g1, g2) if backend.sort_jobs else None
         orders = {}  # the launches' job orders, by id of the plan's pair selections (kept with the plan)
-        backend._plan_kept = (plan_key, db, plan, budget, N, cost, orders)
+        backend._plan_kept = (plan_key, db, _kept_pairs(pairs), plan, budget, N, cost, orders)
     if kind == "gradient":
         need = max(npairs, 1) * config.n_grad
         held = getattr(backend, "_grad_buf", None)
@@ -357,14 +367,14 @@ def solve_gradient(
     """``GPUBackend.solve_gradient`` (interface: :class:`mgkflow.backends.base.Backend`)."""
     from ..backends.exact import solve_pair_gradient
 
-    pr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    pr = np.asarray(pairs, dtype=np.int64)
+    if pr.ndim != 2 or pr.shape[1:] != (2,):
+        pr = pr.reshape(-1, 2)  # (an (n, 2) array stays itself: the kept plan recognizes it)
     k = len(pr)
     nn, ne = len(node_kernel.hyperparameters), len(edge_kernel.hyperparameters)
     nh = nn + ne + int(bool(wrt_q))
-    values, grads = np.zeros(k), np.zeros((k, nh))
-    iters, res, conv = np.zeros(k, dtype=np.int64), np.zeros(k), np.ones(k, dtype=bool)
     if wrt_q:
-        qs = np.concatenate([np.asarray(s.q) for s in (*xs, *ys)])
+        qs = np.concatenate([np.asarray(s.q) for s in ((*xs,) if ys is xs else (*xs, *ys))])
         if qs.size and not np.all(qs == qs[0]):
             raise ValueError("dK/dq needs one scalar q for every node of both graphs")
     # unlabeled: the closed form where it provably holds
@@ -373,23 +383,27 @@ def solve_gradient(
         okx = np.array([closed_form_ok(s) for s in xs], dtype=bool)
         oky = okx if ys is xs else np.array([closed_form_ok(s) for s in ys], dtype=bool)
         closed = okx[pr[:, 0]] & oky[pr[:, 1]] if k else closed
-        if closed.any():
-            sel = pr[closed]
-
-            def side(systems: Sequence[GraphSystem], idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-                q = np.array([float(s.q[0]) for s in systems])
-                sp = np.array([float(np.sum(s.p)) for s in systems])
-                return q[idx], sp[idx]
-
-            q1, sp1 = side(xs, sel[:, 0])
-            q2, sp2 = side(ys, sel[:, 1])
-            values[closed], grads[closed] = closed_form_pairs(q1, q2, sp1, sp2, node_kernel.c, edge_kernel.c, wrt_q)
-        if progress is not None and closed.any():
-            progress(int(closed.sum()))
     rest = np.flatnonzero(~closed)
+    if rest.size < k or k == 0:  # else every result comes from the device's arrays (below)
+        values, grads = np.zeros(k), np.zeros((k, nh))
+        iters, res, conv = np.zeros(k, dtype=np.int64), np.zeros(k), np.ones(k, dtype=bool)
+    if rest.size < k:
+        sel = pr[closed]
+
+        def side(systems: Sequence[GraphSystem], idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            q = np.array([float(s.q[0]) for s in systems])
+            sp = np.array([float(np.sum(s.p)) for s in systems])
+            return q[idx], sp[idx]
+
+        q1, sp1 = side(xs, sel[:, 0])
+        q2, sp2 = side(ys, sel[:, 1])
+        values[closed], grads[closed] = closed_form_pairs(q1, q2, sp1, sp2, node_kernel.c, edge_kernel.c, wrt_q)
+        if progress is not None:
+            progress(int(closed.sum()))
     backend.last_extra = {"closed_form_pairs": int(closed.sum())}
     if rest.size:
-        gout, cpu, out = _per_pair(backend, xs, ys, pr[rest], node_kernel, edge_kernel, "gradient", progress)
+        todo = pr if rest.size == k else pr[rest]
+        gout, cpu, out = _per_pair(backend, xs, ys, todo, node_kernel, edge_kernel, "gradient", progress)
         v, it, rs, cv = out.result()
         g = gout.grad[:, : nn + ne]
         if wrt_q:

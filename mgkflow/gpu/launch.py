@@ -90,19 +90,20 @@ class Launcher:
             self._jobs_dev = (cap, cuda.mem_alloc(4 * cap), cuda.pagelocked_empty(cap, np.int32))
         self._jobs_used = 0
 
-    def upload_jobs(self, g1: np.ndarray, g2: np.ndarray) -> device.DeviceArray:
-        """The int32 job list (g1, g2 per job) on the device, in a buffer reused between launches (queued
-        launches of one stream run in order: a launch's upload runs after the kernels before it). The
+    def upload_jobs(self, jobs: np.ndarray) -> device.DeviceArray:
+        """The int32 job list (g1, g2 per job, interleaved: :func:`mgkflow.gpu.core.job_list`) on the device,
+        in a buffer reused between launches (queued launches of one stream run in order: a launch's
+        upload runs after the kernels before it). The
         list is written into its own stretch of page-locked staging, so the copy is queued without
         waiting: from pageable memory, the upload of each launch waited for the kernel before it (95 ms
         per launch on 2,048 x 2,048 blocks, measured on the H100 machine)."""
-        n = 2 * len(g1)
+        n = len(jobs)
         if self._jobs_dev is None or self._jobs_dev[0] < n or self._jobs_used + n > self._jobs_dev[0]:
             self.idle()  # the queued copies have read their staging
             self.reserve_jobs(max(n, 0 if self._jobs_dev is None else self._jobs_dev[0]))
         _, buf, host = self._jobs_dev
         stage = host[self._jobs_used : self._jobs_used + n]
-        stage[0::2], stage[1::2] = g1, g2
+        stage[:] = jobs
         self._jobs_used += n
         device.driver().memcpy_htod_async(buf, stage, self.stream)
         return device.DeviceArray(buf, np.dtype(np.int32), n)
@@ -145,14 +146,15 @@ class Launcher:
         return device.kernel_blocks_per_sm(fn, blk, smem)
 
     def launch_jobs(
-        self, fn: device.Kernel, order: np.ndarray, jobs: tuple[np.ndarray, np.ndarray], grid: int, blk: int, smem: int,
+        self, fn: device.Kernel, order: np.ndarray, jobs: np.ndarray, grid: int, blk: int, smem: int,
         o: Outputs, args: dict,
     ) -> tuple[Any, Any]:  # fmt: skip
-        """Queue one persistent-grid launch over a job list (``jobs``: the g1 and g2 of job t = pair ``order[t]``):
+        """Queue one persistent-grid launch over a job list (``jobs``: :func:`~mgkflow.gpu.core.job_list`
+        of the g1 and g2 of job t = pair ``order[t]``):
         upload, counter reset, the launch with ``args``, its read-back into ``o`` (:meth:`Outputs.queue_read`),
         all in this backend's stream, without waiting; the (start, stop) events around the kernel."""
         cuda = device.driver()
-        d_jobs = self.upload_jobs(*jobs)
+        d_jobs = self.upload_jobs(jobs)
         if self.stream is None:
             cuda.memset_d32(o.counter, 0, 1)
         else:

@@ -41,7 +41,6 @@ __all__ = [
     "pack_host",
     "pack_for_kernels",
     "layout_key",
-    "vector_digest",
     "weights_need_double",
     "label_dtypes",
 ]
@@ -55,8 +54,9 @@ class HostBatch:
     ----------
     key : tuple
         :func:`layout_key` of the systems and layout it was packed for.
-    digest : int
-        :func:`vector_digest` of the systems' p, q, d.
+    vectors : tuple
+        The systems whose p, q, d the packed node vectors hold (compared by identity: another q
+        makes new systems, and their vectors are uploaded again).
     batch : OctileBatch
         The octile batch (node vectors and labels included).
     host : dict of ndarray
@@ -70,7 +70,7 @@ class HostBatch:
     """
 
     key: tuple
-    digest: int
+    vectors: tuple
     batch: OctileBatch
     host: dict[str, np.ndarray]
     elab_stride: int
@@ -89,11 +89,6 @@ def layout_key(systems: Sequence[GraphSystem], config: Any, sort: bool) -> tuple
     and their storage, the weight storage and the tile sort."""
     ids = tuple(id(s.graph) for s in systems)
     return (ids, tuple(config.node_fields), tuple(config.edge_fields), bool(config.weight_double), bool(sort))
-
-
-def vector_digest(systems: Sequence[GraphSystem]) -> int:
-    """Digest of the systems' p, q, d (another q changes it, the layout stays)."""
-    return hash(b"".join(np.ascontiguousarray(v).tobytes() for s in systems for v in (s.p, s.q, s.d)))
 
 
 def weights_need_double(systems: Sequence[GraphSystem]) -> bool:
@@ -118,7 +113,7 @@ def pack_host(systems: Sequence[GraphSystem], config: Any, sort: bool) -> HostBa
     """Pack ``systems`` for the device with the label fields and weight storage of ``config``
     (a :class:`mgkflow.gpu.source.KernelConfig`), nodes of each tile sorted by degree if ``sort``."""
     key = layout_key(systems, config, sort)
-    digest = vector_digest(systems)
+    vectors = tuple(systems)
     originals = tuple(s.graph for s in systems)
     perms = None
     if sort:
@@ -151,7 +146,7 @@ def pack_host(systems: Sequence[GraphSystem], config: Any, sort: bool) -> HostBa
         "q": batch.q,
     }
     host["dord"], host["dcls"] = degree_classes(rows["rrowptr"], batch.n_nodes, batch.n_tiles_side)
-    return HostBatch(key, digest, batch, host, batch.nnz + 1, n_nodes_total + 1, int(rows["relab_stride"]), perms,
+    return HostBatch(key, vectors, batch, host, batch.nnz + 1, n_nodes_total + 1, int(rows["relab_stride"]), perms,
                      originals)  # fmt: skip
 
 

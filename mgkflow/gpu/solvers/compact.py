@@ -42,7 +42,7 @@ import numpy as np
 
 from ...system import GraphSystem
 from .. import device
-from ..core import SORT_EXACT_MAX, DeviceBatch, SharedArgs, config_key
+from ..core import SORT_EXACT_MAX, DeviceBatch, SharedArgs, config_key, job_list
 from ..plan import waves
 from ..source import KPAR, KernelConfig, common_placeholders, template_text
 from . import Solver, register
@@ -509,7 +509,7 @@ class CompactPath:
         grid = max(1, min(len(order), bps * be.n_sm))
         args = {k: v for k, v in shared.args.items() if k in COMPACT_SHARED}
         args["dord"], args["dcls"] = shared.db.arrays["dord"], shared.db.arrays["dcls"]  # thread-slot order
-        events = launcher.launch_jobs(fn, order, (a, b), grid, blk, smem, shared.out, args)
+        events = launcher.launch_jobs(fn, order, job_list(a, b), grid, blk, smem, shared.out, args)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": True, "kernel": KERNEL}  # fmt: skip
         return events, info

@@ -29,6 +29,7 @@ from ..core import (
     WIDE_MIN_PRODUCTS,
     DeviceBatch,
     SharedArgs,
+    job_list,
     solver_request,
 )  # fmt: skip
 from ..plan import LaunchPlan, plan_launches, scratch_doubles
@@ -163,13 +164,14 @@ class PerBlockPath:
             shared.N = db.nt[g1] * db.nt[g2] * 64
             shared.cost = self.cost(db, g1, g2) if be.sort_jobs else None
         N = shared.N
-        orders = getattr(shared, "orders", None)  # job orders kept between the steps of a θ loop
-        order = None if orders is None else orders.get(id(sel))
-        if order is None:
+        orders = getattr(shared, "orders", None)  # job orders and lists kept between the steps of a θ loop
+        kept = None if orders is None else orders.get(id(sel))
+        if kept is None:
             order = self.job_order(sel, shared.cost)
+            kept = (order, int(N[order].max()), job_list(g1[order], g2[order]))
             if orders is not None:
-                orders[id(sel)] = order
-        n_max = int(N[order].max())
+                orders[id(sel)] = kept
+        order, n_max, jobs = kept
         per_entry = SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8
         if extra is not None:
             per_entry *= extra.smem_vectors
@@ -193,7 +195,7 @@ class PerBlockPath:
         scratch = launcher.scratch(per_block_bytes * grid)
         args = {**shared.args, "scratch": scratch, "scratch_per_block": per_block, "use_smem": mode, "n_max": n_max,
                 **({} if extra is None else extra.args(order))}  # fmt: skip
-        events = launcher.launch_jobs(fn, order, (g1[order], g2[order]), grid, blk, smem, shared.out, args)
+        events = launcher.launch_jobs(fn, order, jobs, grid, blk, smem, shared.out, args)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": use_smem}  # fmt: skip
         if extra is not None and getattr(extra, "pinned", False):
