@@ -2,7 +2,7 @@
 
 What a step re-uses must give what a fresh kernel gives: the systems refreshed for another q
 (``with_stop``, ``with_stop_many``), the label-kind check skipped for the same graphs, the one-pass
-assembly of K and dK (``gram_with_gradient``), and the GPU gradient's job-order gather.
+assembly of K and dK (``gram_with_gradient``), and the GPU gradient's rows moved from job order to pair order.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class _FakeCuda:
         host[...] = dev.reshape(-1)[: host.size].reshape(host.shape)
 
 
-def test_gradient_rows_gathered_to_pair_order() -> None:
+def test_gradient_rows_moved_to_pair_order() -> None:
     from mgkflow.gpu.gradient import _GradientOut
 
     rng = np.random.default_rng(7)

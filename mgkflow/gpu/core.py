@@ -114,10 +114,15 @@ class DeviceBatch:
         """Upload new start/stop probabilities and degrees (same graphs, e.g. another q): the
         structure, labels and weights stay on the device."""
         src = self.vector_source(systems)
-        d, p, q = (np.concatenate([[pad], *(getattr(s, name) for s in systems)])[src]
-                   for name, pad in (("d", 1.0), ("p", 0.0), ("q", 0.0)))  # fmt: skip
-        self.batch = replace(self.batch, d=d, p=p, q=q)
-        self.arrays.update(d=device.upload(d), p=device.upload(p), q=device.upload(q))
+        held = self.vectors
+        # another q (a θ step) keeps every p: the same arrays as uploaded need no new upload
+        same_p = len(held) == len(systems) and all(a.p is b.p for a, b in zip(held, systems, strict=True))
+        new = {"d": np.concatenate([np.ones(1), *[s.d for s in systems]])[src],
+               "q": np.concatenate([np.zeros(1), *[s.q for s in systems]])[src]}  # fmt: skip
+        if not same_p:
+            new["p"] = np.concatenate([np.zeros(1), *[s.p for s in systems]])[src]
+        self.batch = replace(self.batch, **new)
+        self.arrays.update({name: device.upload(v) for name, v in new.items()})
         self.vectors = tuple(systems)
 
     def vector_source(self, systems: Sequence[GraphSystem]) -> np.ndarray:
@@ -204,6 +209,9 @@ class Outputs:
         self._staging: tuple | None = None
         self._queued: list[tuple[np.ndarray, int]] = []  # (pairs, offset in the staging arrays) per launch
         self._staged = 0
+        #: per-launch outputs of the same launches (a gradient's rows): ``drained()`` is called after each
+        #: launch's results moved, so theirs move behind the same launch too
+        self.followers: list = []
 
     def _buffers(self) -> tuple:
         if self._dev is None:
@@ -243,6 +251,8 @@ class Outputs:
             wait(copied)
             sl = slice(off, off + len(order))
             scatter_results(order, (self.k, self.it, self.res, self.conv), (hk[sl], hi[sl], hr[sl], hc[sl]))
+            for f in self.followers:
+                f.drained()
         self._queued.clear()
         self._staged = 0
 

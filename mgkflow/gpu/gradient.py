@@ -41,8 +41,8 @@ import numpy as np
 from ..kernels import BaseKernel, Constant
 from ..system import GraphSystem
 from . import device, strategies
-from .core import SMEM_PER_ENTRY, SharedArgs, compile_module
-from .moves import gather_rows
+from .core import SMEM_PER_ENTRY, SharedArgs, compile_module, record, wait
+from .moves import scatter_rows
 from .solvers.per_block import KERNEL
 from .source import KPAR, kernel_values
 
@@ -57,6 +57,9 @@ FULL_SMEM_BLOCK = 1024
 #: Share of the scratch budget a gradient pair's value-solve scratch may use: the joint PCG's block
 #: needs at most twice the value solve's (see ``_GradientOut``).
 FIT_BUDGET = 0.5
+#: Launches a large gradient class is cut into (:func:`_split_classes`), and the fewest pairs per launch.
+GRADIENT_LAUNCHES = 4
+SPLIT_MIN_PAIRS = 16384
 
 
 def closed_form_ok(system: GraphSystem) -> bool:
@@ -155,8 +158,10 @@ class _GradientOut:
         # npairs * n_grad doubles kept by the backend, which lets :meth:`queue` copy behind each kernel
         self._jobs = np.empty((npairs, n_grad)) if host is None else host[: npairs * n_grad].reshape(npairs, n_grad)
         self.pinned = host is not None
-        self._orders: list[np.ndarray] = []
-        self._grad: np.ndarray | None = None
+        self._staged = 0
+        self._queued: list[tuple[np.ndarray, int, Any]] = []  # (jobs' pairs, staging offset, copy done) per launch
+        # dK/dh per pair, in pair order (pairs no launch solved: zeros); rows move in as each launch's copy is done
+        self._grad = np.zeros((npairs, n_grad))
 
     def extra_doubles(self, n_max: int) -> int:
         return 4 * int(n_max)
@@ -166,32 +171,33 @@ class _GradientOut:
 
     def collect(self, order: np.ndarray) -> None:
         """Read a completed launch's rows (jobs ``order``)."""
-        off = sum(len(o) for o in self._orders)
-        self.cuda.memcpy_dtoh(self._jobs[off : off + len(order)], self.buf)
-        self._orders.append(order)
-        self._grad = None
+        rows = self._jobs[: len(order)]
+        self.cuda.memcpy_dtoh(rows, self.buf)
+        scatter_rows(order, rows, self._grad)
 
     def queue(self, order: np.ndarray, stream: Any) -> None:
         """Queue the read-back of a launch's rows (jobs ``order``) in ``stream`` behind its kernel, into the
         page-locked staging: the next launch of the stream may then reuse ``buf``, and the launches of a call
-        run back to back (the caller completes the stream before reading :attr:`grad`)."""
-        off = sum(len(o) for o in self._orders)
+        run back to back. The rows move to their pairs in :meth:`drained` (called by
+        :meth:`mgkflow.gpu.core.Outputs.drain` after each launch), while the later launches run."""
+        off = self._staged
         self.cuda.memcpy_dtoh_async(self._jobs[off : off + len(order)], self.buf, stream)
-        self._orders.append(order)
-        self._grad = None
+        copied = self.cuda.Event()
+        record(copied, stream)
+        self._queued.append((order, off, copied))
+        self._staged = off + len(order)
+
+    def drained(self) -> None:
+        """Move the rows of the oldest queued launch to their pairs, once its copy is done."""
+        order, off, copied = self._queued.pop(0)
+        wait(copied)
+        scatter_rows(order, self._jobs[off : off + len(order)], self._grad)
 
     @property
     def grad(self) -> np.ndarray:
-        """dK/dh per pair (npairs, n_grad), in pair order: the job-order rows gathered once (a gather of
-        whole rows is 3x faster than scattering them); pairs no launch solved hold zeros."""
-        if self._grad is None:
-            orders = np.concatenate(self._orders) if self._orders else np.zeros(0, dtype=np.int64)
-            src = np.full(self.npairs, len(orders), dtype=np.int64)  # unsolved pairs: the zero row
-            src[orders] = np.arange(len(orders))
-            rows = self._jobs[: len(orders)] if len(orders) == self.npairs else np.vstack(
-                [self._jobs[: len(orders)], np.zeros((1, self.n_grad))]
-            )  # fmt: skip
-            self._grad = gather_rows(rows, src)
+        """dK/dh per pair (npairs, n_grad), in pair order; pairs no launch solved hold zeros."""
+        while self._queued:
+            self.drained()
         return self._grad
 
 
@@ -271,6 +277,22 @@ def _full_smem_classes(
     return out
 
 
+def _split_classes(classes: list, kept: dict, cost: np.ndarray | None, path: Any) -> list:
+    """The gradient's launch classes with each class of at least ``GRADIENT_LAUNCHES * SPLIT_MIN_PAIRS``
+    pairs cut into ``GRADIENT_LAUNCHES`` launches along its job order (costliest first): the results of
+    each launch move to their pairs on the host while the next ones run. The pieces are kept with the
+    plan (``kept``), so the steps of a θ loop launch the same job lists."""
+    out = []
+    for sel, use_smem, fn, blk in classes:
+        parts = kept.get(("launches", id(sel)))
+        if parts is None:
+            n = GRADIENT_LAUNCHES if sel.size >= GRADIENT_LAUNCHES * SPLIT_MIN_PAIRS else 1
+            parts = np.array_split(path.job_order(sel, cost), n) if n > 1 else [sel]
+            kept[("launches", id(sel))] = parts
+        out.extend((part, use_smem, fn, blk) for part in parts)
+    return out
+
+
 def _kept_pairs(pairs: np.ndarray) -> np.ndarray:
     """What the plan cache keeps of a call's pair list: the array itself when it is read-only (the
     kept Gram pair lists of :func:`mgkflow.evaluation.systems.gram_pairs`), else a copy."""
@@ -339,7 +361,10 @@ def _per_pair(
     shared.N, shared.cost, shared.orders = N, cost, orders
     classes = path.launch_classes(plan, config, values)
     if kind == "gradient":
-        classes = _full_smem_classes(backend, plan, classes, config, values, db.nt[g1] * db.nt[g2] * 64)
+        if extra.pinned:
+            out.followers.append(extra)
+        classes = _full_smem_classes(backend, plan, classes, config, values, N)
+        classes = _split_classes(classes, orders, cost, path)
     queued = []
     for sel, use_smem, fn, blk in classes:
         events, info = path.run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs, extra=extra)

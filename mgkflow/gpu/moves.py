@@ -20,6 +20,10 @@ Examples
 ([2.0, 3.0, 1.0], [6, 7, 5])
 >>> gather_rows(np.arange(6.0).reshape(3, 2), np.array([1, 1, 0])).tolist()
 [[2.0, 3.0], [2.0, 3.0], [0.0, 1.0]]
+>>> out = np.zeros((3, 2))
+>>> scatter_rows(np.array([2, 0]), np.arange(4.0).reshape(2, 2), out)
+>>> out.tolist()
+[[2.0, 3.0], [0.0, 0.0], [0.0, 1.0]]
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["scatter_results", "gather_rows"]
+__all__ = ["scatter_results", "gather_rows", "scatter_rows"]
 
 #: Below this many rows numpy's own indexing is as fast (no thread start-up).
 PARALLEL_MIN = 4096
@@ -53,7 +57,12 @@ def _kernels() -> tuple[Any, Any]:
         for p in prange(src.shape[0]):
             out[p, :] = rows[src[p], :]
 
-    return scatter4, gather
+    @njit(parallel=True, cache=True)
+    def scatter(order, rows, out):  # pragma: no cover
+        for t in prange(order.shape[0]):
+            out[order[t], :] = rows[t, :]
+
+    return scatter4, gather, scatter
 
 
 def scatter_results(order: np.ndarray, dst: tuple, src: tuple) -> None:
@@ -64,6 +73,14 @@ def scatter_results(order: np.ndarray, dst: tuple, src: tuple) -> None:
             d[order] = s
         return
     _kernels()[0](np.asarray(order, dtype=np.int64), *dst, *src)
+
+
+def scatter_rows(order: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """``out[order] = rows``: job t's row of a launch to its pair's row ``order[t]``."""
+    if len(order) < PARALLEL_MIN:
+        out[order] = rows
+        return
+    _kernels()[2](np.asarray(order, dtype=np.int64), rows, out)
 
 
 def gather_rows(rows: np.ndarray, src: np.ndarray) -> np.ndarray:
