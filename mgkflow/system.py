@@ -274,10 +274,12 @@ def with_stop_many(systems: Sequence[GraphSystem], q: float) -> list[GraphSystem
         if bad.size:
             with_stop(systems[int(bad[0])], q)  # raises, naming the graph
     out = []
-    new_system = object.__new__
+    new_system, set_dict = object.__new__, object.__setattr__
     for s, a, b in zip(systems, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        new = new_system(GraphSystem)  # a frozen dataclass: copy its fields, two of them new
-        new.__dict__.update(s.__dict__, q=qv[a:b], d=d[a:b])
+        fields = s.__dict__.copy()  # a frozen dataclass: its fields copied, two of them new
+        fields["q"], fields["d"] = qv[a:b], d[a:b]
+        new = new_system(GraphSystem)
+        set_dict(new, "__dict__", fields)
         out.append(new)
     return out
 

@@ -327,29 +327,6 @@ def test_fake_solve_gradient_matches_cpu(fake_backend, case: str) -> None:  # no
     assert np.array_equal(g2, grads[:, :-1])
 
 
-def test_fake_split_launches_give_the_same_results(fake_backend, monkeypatch) -> None:  # noqa: F811
-    """A gradient class cut into several launches (θ-loop overlap) moves every launch's rows to its pairs."""
-    from mgkflow.gpu import gradient
-
-    _drv, backend = fake_backend
-    nk, ek, sizes = FAKE_CASES["kd-se"]
-    graphs = [_graph(n, min(1.0, 4.0 / n), 40 + k) for k, n in enumerate((*sizes, 11, 6))]
-    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
-    be = backend.GPUBackend(wide=False, rtol=1e-12)
-    _install(nk, ek, systems, be)
-    pairs = np.array([(i, j) for i in range(5) for j in range(i, 5)])
-    whole = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
-    monkeypatch.setattr(gradient, "SPLIT_MIN_PAIRS", 1)
-    monkeypatch.setattr(gradient, "GRADIENT_LAUNCHES", 4)
-    be = backend.GPUBackend(wide=False, rtol=1e-12)
-    _install(nk, ek, systems, be)
-    _SolverModule.log.clear()
-    split = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
-    assert len(_SolverModule.log) >= 4 and sum(e["jobs"] for e in _SolverModule.log) == len(pairs)
-    for a, b in zip(whole, split, strict=True):
-        np.testing.assert_array_equal(a, b)
-
-
 def test_fake_pairs_too_large_for_a_block_go_to_the_cpu_oracle(fake_backend) -> None:  # noqa: F811
     _drv, backend = fake_backend
     nk, ek, sizes = FAKE_CASES["kd-se"]  # 9, 21, 14 nodes: 2, 3, 2 tiles per side
@@ -464,19 +441,6 @@ def test_gpu_gradient_synthetic(name: str, labeled: bool, q: float) -> None:
     err = _gpu_vs_cpu(graphs, nk, ek, q)
     print(f"\nGPUGRADERR {name} labeled={labeled} q={q}: {err:.3e}")
     assert err <= (1e-4 if q < 0.01 else 1e-5)
-
-
-@pytest.mark.gpu
-def test_gpu_gradient_split_launches(monkeypatch) -> None:
-    """The gradient of one class cut into several launches equals the CPU's (rows moved per launch)."""
-    from mgkflow import datasets
-    from mgkflow.gpu import gradient
-
-    monkeypatch.setattr(gradient, "SPLIT_MIN_PAIRS", 8)
-    monkeypatch.setattr(gradient, "GRADIENT_LAUNCHES", 3)
-    graphs = datasets.drugs(n_graphs=12)
-    nk, ek = datasets.default_kernels("drugs")
-    assert _gpu_vs_cpu(graphs, nk, ek, 0.05) <= 1e-5
 
 
 @pytest.mark.gpu

@@ -148,6 +148,7 @@ def test_gradient_rows_moved_to_pair_order() -> None:
     truth = rng.normal(size=(npairs, h))
     launches = [np.array([4, 0, 9]), np.array([10, 2, 5, 1]), np.array([3, 8])]  # pair 6 and 7: the CPU's
     out = _GradientOut(_FakeCuda(), npairs, h, buf=np.zeros(npairs * h))
+    out.unsolved(np.array([6, 7]))
     for order in launches:
         out.buf[: order.size * h] = truth[order].reshape(-1)  # the launch wrote its jobs' rows
         out.collect(order)

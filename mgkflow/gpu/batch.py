@@ -50,6 +50,7 @@ class BatchCache:
         self.pack_source = ""
         self._wd: tuple | None = None
         self._ld: tuple | None = None
+        self._last_graphs: tuple | None = None
 
     def device_batch(self, systems: Sequence[GraphSystem], config: KernelConfig, sort: bool) -> DeviceBatch:
         """The uploaded batch of ``systems`` in the layout of ``config`` (``sort``: nodes sorted by degree
@@ -84,6 +85,7 @@ class BatchCache:
             relab_stride=hb.relab_stride,
             perms=hb.perms,
             vectors=hb.vectors,
+            vector_ids=tuple(map(id, hb.vectors)),
         )
         if not db.same_vectors(systems):
             db.refresh_vectors(systems)
@@ -93,24 +95,34 @@ class BatchCache:
     def weights_double(self, systems: Sequence[GraphSystem]) -> bool:
         """:func:`weights_need_double` of the systems' graphs, remembered while the same graph
         objects come back (the cache holds them, so their ids stay theirs)."""
-        return self._remembered("_wd", tuple(s.graph for s in systems), lambda: weights_need_double(systems))
+        return self._remembered("_wd", self._graphs(systems), lambda: weights_need_double(systems))
 
     def label_dtypes(
         self, systems: Sequence[GraphSystem], node_fields: Sequence[str], edge_fields: Sequence[str]
     ) -> tuple[dict, dict]:
         """:func:`label_dtypes` of the systems' graphs, remembered (per set of fields) while the same
         graph objects come back."""
-        known = self._remembered("_ld", tuple(s.graph for s in systems), dict)
+        known = self._remembered("_ld", self._graphs(systems), dict)
         key = (tuple(node_fields), tuple(edge_fields))
         if key not in known:
             known[key] = label_dtypes(systems, node_fields, edge_fields)
         return known[key]
 
+    def _graphs(self, systems: Sequence[GraphSystem]) -> tuple:
+        """The systems' graphs, once per list of systems (a call asks three times for the same list)."""
+        last = self._last_graphs
+        if last is not None and last[0] is systems:
+            return last[1]
+        graphs = tuple(s.graph for s in systems)
+        self._last_graphs = (systems, graphs)
+        return graphs
+
     def _remembered(self, slot: str, objs: tuple, compute: Callable[[], Any]) -> Any:
-        """``compute()``, kept in ``self.<slot>`` with the objects it was computed for and returned again
-        while the very same objects (by identity) come back."""
+        """``compute()``, kept in ``self.<slot>`` with the graphs it was computed for and returned again
+        while the very same graphs come back (a :class:`~mgkflow.graph.Graph` compares by identity, so
+        the tuples' ``==`` is a comparison of identities)."""
         c = getattr(self, slot)
-        if c is not None and len(c[0]) == len(objs) and all(a is b for a, b in zip(c[0], objs, strict=True)):
+        if c is not None and c[0] == objs:
             return c[1]
         value = compute()
         setattr(self, slot, (objs, value))

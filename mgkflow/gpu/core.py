@@ -100,6 +100,8 @@ class DeviceBatch:
     perms: tuple | None = None
     #: the systems whose p, q, d the uploaded node vectors hold (compared by identity)
     vectors: tuple = ()
+    #: their ids (compared at each call)
+    vector_ids: tuple = ()
     #: the compact solver's routing tables of these graphs, per coefficient size and shared memory budget
     #: (built on first use by :func:`mgkflow.gpu.solvers.compact.router_of`)
     routers: dict = field(default_factory=dict)
@@ -107,8 +109,7 @@ class DeviceBatch:
     def same_vectors(self, systems: Sequence[GraphSystem]) -> bool:
         """Whether the uploaded node vectors are those of ``systems`` (the very same system objects:
         systems are immutable, and another p or q makes new ones)."""
-        held = self.vectors
-        return len(held) == len(systems) and all(a is b for a, b in zip(held, systems, strict=True))
+        return self.vector_ids == tuple(map(id, systems))  # (the held systems are alive: their ids are theirs)
 
     def refresh_vectors(self, systems: Sequence[GraphSystem]) -> None:
         """Upload new start/stop probabilities and degrees (same graphs, e.g. another q): the
@@ -124,6 +125,7 @@ class DeviceBatch:
         self.batch = replace(self.batch, **new)
         self.arrays.update({name: device.upload(v) for name, v in new.items()})
         self.vectors = tuple(systems)
+        self.vector_ids = tuple(map(id, systems))
 
     def vector_source(self, systems: Sequence[GraphSystem]) -> np.ndarray:
         """For every packed node slot, its index into [pad, the systems' node vectors concatenated] (0: a

@@ -57,9 +57,6 @@ FULL_SMEM_BLOCK = 1024
 #: Share of the scratch budget a gradient pair's value-solve scratch may use: the joint PCG's block
 #: needs at most twice the value solve's (see ``_GradientOut``).
 FIT_BUDGET = 0.5
-#: Launches a large gradient class is cut into (:func:`_split_classes`), and the fewest pairs per launch.
-GRADIENT_LAUNCHES = 4
-SPLIT_MIN_PAIRS = 16384
 
 
 def closed_form_ok(system: GraphSystem) -> bool:
@@ -160,14 +157,19 @@ class _GradientOut:
         self.pinned = host is not None
         self._staged = 0
         self._queued: list[tuple[np.ndarray, int, Any]] = []  # (jobs' pairs, staging offset, copy done) per launch
-        # dK/dh per pair, in pair order (pairs no launch solved: zeros); rows move in as each launch's copy is done
-        self._grad = np.zeros((npairs, n_grad))
+        # dK/dh per pair, in pair order; rows move in as each launch's copy is done (every pair of the call is
+        # launched or marked :meth:`unsolved`: no pass zeroing the whole array)
+        self._grad = np.empty((npairs, n_grad))
 
     def extra_doubles(self, n_max: int) -> int:
         return 4 * int(n_max)
 
     def args(self, order: np.ndarray) -> dict:
         return {"out_grad": self.buf}
+
+    def unsolved(self, pairs: np.ndarray) -> None:
+        """Zero the rows of ``pairs``, which no launch solves (the plan's pairs for the CPU oracle)."""
+        self._grad[pairs] = 0.0
 
     def collect(self, order: np.ndarray) -> None:
         """Read a completed launch's rows (jobs ``order``)."""
@@ -195,7 +197,7 @@ class _GradientOut:
 
     @property
     def grad(self) -> np.ndarray:
-        """dK/dh per pair (npairs, n_grad), in pair order; pairs no launch solved hold zeros."""
+        """dK/dh per pair (npairs, n_grad), in pair order; pairs marked :meth:`unsolved` hold zeros."""
         while self._queued:
             self.drained()
         return self._grad
@@ -277,22 +279,6 @@ def _full_smem_classes(
     return out
 
 
-def _split_classes(classes: list, kept: dict, cost: np.ndarray | None, path: Any) -> list:
-    """The gradient's launch classes with each class of at least ``GRADIENT_LAUNCHES * SPLIT_MIN_PAIRS``
-    pairs cut into ``GRADIENT_LAUNCHES`` launches along its job order (costliest first): the results of
-    each launch move to their pairs on the host while the next ones run. The pieces are kept with the
-    plan (``kept``), so the steps of a θ loop launch the same job lists."""
-    out = []
-    for sel, use_smem, fn, blk in classes:
-        parts = kept.get(("launches", id(sel)))
-        if parts is None:
-            n = GRADIENT_LAUNCHES if sel.size >= GRADIENT_LAUNCHES * SPLIT_MIN_PAIRS else 1
-            parts = np.array_split(path.job_order(sel, cost), n) if n > 1 else [sel]
-            kept[("launches", id(sel))] = parts
-        out.extend((part, use_smem, fn, blk) for part in parts)
-    return out
-
-
 def _kept_pairs(pairs: np.ndarray) -> np.ndarray:
     """What the plan cache keeps of a call's pair list: the array itself when it is read-only (the
     kept Gram pair lists of :func:`mgkflow.evaluation.systems.gram_pairs`), else a copy."""
@@ -364,7 +350,8 @@ def _per_pair(
         if extra.pinned:
             out.followers.append(extra)
         classes = _full_smem_classes(backend, plan, classes, config, values, N)
-        classes = _split_classes(classes, orders, cost, path)
+        extra.unsolved(plan.wide)
+    backend.launcher.reserve_jobs(2 * npairs)  # every launch's job list staged at once: no wait between launches
     queued = []
     for sel, use_smem, fn, blk in classes:
         events, info = path.run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs, extra=extra)

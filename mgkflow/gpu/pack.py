@@ -87,7 +87,7 @@ class HostBatch:
 def layout_key(systems: Sequence[GraphSystem], config: Any, sort: bool) -> tuple:
     """What the packed arrays depend on besides p, q, d: the graphs (identity), the label fields
     and their storage, the weight storage and the tile sort."""
-    ids = tuple(id(s.graph) for s in systems)
+    ids = tuple([id(s.graph) for s in systems])
     return (ids, tuple(config.node_fields), tuple(config.edge_fields), bool(config.weight_double), bool(sort))
 
 
