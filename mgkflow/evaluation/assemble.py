@@ -7,7 +7,8 @@ columns of dK (N, N, H) in log space (dK/d log h = h dK/dh), with the solver's i
 residuals and flags as matrices for ``last_stats``. Done with numpy, that is a scatter per array
 and several passes over the N² H derivatives (about 45 ms for 514 molecules and 12
 hyperparameters, 30 times the device's time for the solves); :func:`gram_with_gradient` does it in
-one pass over the pairs, in parallel (numba), writing both triangles.
+one pass over the pairs, in parallel (numba, on :data:`~mgkflow._host_threads.HOST_PASS_THREADS`
+threads), writing both triangles.
 
 The arithmetic is :func:`mgkflow.evaluation.gradient.normalized_gradient`'s followed by
 :func:`~mgkflow.evaluation.gradient.log_space`, in the same order of operations.
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._host_threads import host_threads
 from .systems import diagonal_positions
 
 __all__ = ["gram_with_gradient", "contract_pairs", "count_nonfinite"]
@@ -122,16 +124,18 @@ def contract_pairs(
     pairs = np.ascontiguousarray(pairs, dtype=np.int64)
     chunks = max(1, min(256, len(pairs) // 4096))
     one = np.ones(1) if root is None else np.ascontiguousarray(root, dtype=np.float64)
-    return _kernel()[1](
-        pairs, np.ascontiguousarray(grads, dtype=np.float64), np.ascontiguousarray(cols, dtype=np.int64),
-        np.ascontiguousarray(scale, dtype=np.float64), np.ascontiguousarray(W, dtype=np.float64), one,
-        root is not None, chunks,
-    )  # fmt: skip
+    with host_threads():
+        return _kernel()[1](
+            pairs, np.ascontiguousarray(grads, dtype=np.float64), np.ascontiguousarray(cols, dtype=np.int64),
+            np.ascontiguousarray(scale, dtype=np.float64), np.ascontiguousarray(W, dtype=np.float64), one,
+            root is not None, chunks,
+        )  # fmt: skip
 
 
 def count_nonfinite(grads: np.ndarray, cols: np.ndarray) -> int:
     """How many of ``grads[:, cols]`` are not finite (one parallel pass, no copy of the columns)."""
-    return int(_kernel()[2](np.ascontiguousarray(grads, dtype=np.float64), np.ascontiguousarray(cols, dtype=np.int64)))
+    with host_threads():
+        return int(_kernel()[2](np.ascontiguousarray(grads, dtype=np.float64), np.ascontiguousarray(cols, np.int64)))
 
 
 def gram_with_gradient(
@@ -175,21 +179,22 @@ def gram_with_gradient(
     I = np.empty((n, n), dtype=np.int64)
     R = np.empty((n, n))
     C = np.empty((n, n), dtype=bool)
-    bad = _kernel()[0](
-        pairs,
-        np.ascontiguousarray(vals, dtype=np.float64),
-        np.ascontiguousarray(grads, dtype=np.float64),
-        np.ascontiguousarray(its, dtype=np.int64),
-        np.ascontiguousarray(res, dtype=np.float64),
-        np.ascontiguousarray(conv, dtype=np.bool_),
-        cols,
-        scale,
-        dpos,
-        bool(normalize),
-        K,
-        dK,
-        I,
-        R,
-        C,
-    )
+    with host_threads():
+        bad = _kernel()[0](
+            pairs,
+            np.ascontiguousarray(vals, dtype=np.float64),
+            np.ascontiguousarray(grads, dtype=np.float64),
+            np.ascontiguousarray(its, dtype=np.int64),
+            np.ascontiguousarray(res, dtype=np.float64),
+            np.ascontiguousarray(conv, dtype=np.bool_),
+            cols,
+            scale,
+            dpos,
+            bool(normalize),
+            K,
+            dK,
+            I,
+            R,
+            C,
+        )
     return K, dK, I, R, C, int(bad)

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from .._host_threads import host_threads
+
 __all__ = ["scatter_results", "gather_rows", "scatter_rows"]
 
 #: Below this many rows numpy's own indexing is as fast (no thread start-up).
@@ -72,7 +74,8 @@ def scatter_results(order: np.ndarray, dst: tuple, src: tuple) -> None:
         for d, s in zip(dst, src, strict=True):
             d[order] = s
         return
-    _kernels()[0](np.asarray(order, dtype=np.int64), *dst, *src)
+    with host_threads():
+        _kernels()[0](np.asarray(order, dtype=np.int64), *dst, *src)
 
 
 def scatter_rows(order: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
@@ -80,7 +83,8 @@ def scatter_rows(order: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
     if len(order) < PARALLEL_MIN:
         out[order] = rows
         return
-    _kernels()[2](np.asarray(order, dtype=np.int64), rows, out)
+    with host_threads():
+        _kernels()[2](np.asarray(order, dtype=np.int64), rows, out)
 
 
 def gather_rows(rows: np.ndarray, src: np.ndarray) -> np.ndarray:
@@ -89,5 +93,6 @@ def gather_rows(rows: np.ndarray, src: np.ndarray) -> np.ndarray:
     if len(src) < PARALLEL_MIN:
         return rows.take(src, axis=0)
     out = np.empty((len(src), rows.shape[1]), dtype=rows.dtype)
-    _kernels()[1](np.ascontiguousarray(rows), src, out)
+    with host_threads():
+        _kernels()[1](np.ascontiguousarray(rows), src, out)
     return out
