@@ -59,7 +59,8 @@ def diagonal_positions(pairs: np.ndarray, n: int) -> np.ndarray:
     >>> diagonal_positions(np.array([[1, 1], [0, 1], [0, 0]]), 2).tolist()
     [2, 0]
     """
-    if n <= GRAM_PAIRS_KEPT and pairs is gram_pairs(n):
+    full = n <= GRAM_PAIRS_KEPT and pairs.shape == (n * (n + 1) // 2, 2) and not pairs.flags.writeable
+    if full and pairs is gram_pairs(n):  # (a read-only full triangle: no other list is built for the test)
         i = np.arange(n, dtype=np.int64)
         return i * n - i * (i - 1) // 2
     self_ = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
