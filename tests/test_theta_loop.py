@@ -158,6 +158,26 @@ def test_gradient_rows_moved_to_pair_order() -> None:
     np.testing.assert_array_equal(got[[6, 7]], 0.0)
 
 
+def test_compiled_moves_equal_numpy_indexing() -> None:
+    from mgkflow.gpu.moves import PARALLEL_MIN, scatter_results, scatter_rows
+
+    rng = np.random.default_rng(3)
+    n = 2 * PARALLEL_MIN + 17  # above the size where the compiled passes take over
+    order = rng.permutation(n)
+    ints = rng.integers(0, 99, n).astype(np.int32)
+    src = (rng.normal(size=n), ints, rng.random(n), (ints % 2).astype(np.int32))
+    got = (np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=bool))
+    want = tuple(np.zeros_like(a) for a in got)
+    scatter_results(order, got, src)
+    for w, s in zip(want, src, strict=True):
+        w[order] = s
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    rows, out = rng.normal(size=(n, 5)), np.zeros((n, 5))
+    scatter_rows(order, rows, out)
+    np.testing.assert_array_equal(out[order], rows)
+
+
 @pytest.mark.parametrize(("normalize", "lmin"), [(True, 0), (False, 0), (True, 1)])
 def test_contraction_over_pairs_equals_the_dense_gradient(normalize: bool, lmin: int) -> None:
     graphs = _graphs(6, seed=11)

@@ -6,7 +6,8 @@ gradient's rows (:attr:`mgkflow.gpu.gradient._GradientOut.grad`). In a Gaussian 
 these moves run at every step after the device is done, so they are on the step's critical path:
 numpy's fancy indexing does them one array at a time on one core (about 2.5 ms for the four
 arrays of 132,355 FreeSolv pairs and as much again for the gradient's rows, on a 2-core host);
-these do the four arrays in one pass, and the rows on every core.
+these do the four arrays in one pass and the rows in another, in parallel on a few threads
+(:mod:`mgkflow._host_threads`).
 
 Examples
 --------
@@ -18,8 +19,6 @@ Examples
 ...                                             np.zeros(3), np.ones(3, dtype=bool)))
 >>> k.tolist(), it.tolist()
 ([2.0, 3.0, 1.0], [6, 7, 5])
->>> gather_rows(np.arange(6.0).reshape(3, 2), np.array([1, 1, 0])).tolist()
-[[2.0, 3.0], [2.0, 3.0], [0.0, 1.0]]
 >>> out = np.zeros((3, 2))
 >>> scatter_rows(np.array([2, 0]), np.arange(4.0).reshape(2, 2), out)
 >>> out.tolist()
@@ -35,7 +34,7 @@ import numpy as np
 
 from .._host_threads import host_threads
 
-__all__ = ["scatter_results", "gather_rows", "scatter_rows"]
+__all__ = ["scatter_results", "scatter_rows"]
 
 #: Below this many rows numpy's own indexing is as fast (no thread start-up).
 PARALLEL_MIN = 4096
@@ -55,16 +54,11 @@ def _kernels() -> tuple[Any, Any]:
             conv[p] = sc[t]
 
     @njit(parallel=True, cache=True)
-    def gather(rows, src, out):  # pragma: no cover
-        for p in prange(src.shape[0]):
-            out[p, :] = rows[src[p], :]
-
-    @njit(parallel=True, cache=True)
     def scatter(order, rows, out):  # pragma: no cover
         for t in prange(order.shape[0]):
             out[order[t], :] = rows[t, :]
 
-    return scatter4, gather, scatter
+    return scatter4, scatter
 
 
 def scatter_results(order: np.ndarray, dst: tuple, src: tuple) -> None:
@@ -84,15 +78,4 @@ def scatter_rows(order: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
         out[order] = rows
         return
     with host_threads():
-        _kernels()[2](np.asarray(order, dtype=np.int64), rows, out)
-
-
-def gather_rows(rows: np.ndarray, src: np.ndarray) -> np.ndarray:
-    """``rows[src]`` (a new C-contiguous array): the rows of a job-ordered (jobs, H) array in pair order."""
-    src = np.asarray(src, dtype=np.int64)
-    if len(src) < PARALLEL_MIN:
-        return rows.take(src, axis=0)
-    out = np.empty((len(src), rows.shape[1]), dtype=rows.dtype)
-    with host_threads():
-        _kernels()[1](np.ascontiguousarray(rows), src, out)
-    return out
+        _kernels()[1](np.asarray(order, dtype=np.int64), rows, out)
