@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ._wrap import KernelWrapper, check_flag, input_key, kept_inputs
 
 __all__ = ["Cached"]
@@ -45,20 +47,31 @@ class Cached(KernelWrapper):
 
     def __call__(self, X, Y=None, eval_gradient=False):
         eval_gradient = check_flag(eval_gradient, "eval_gradient", "Cached")
+        K, dK = self._kept(X, Y, eval_gradient)
+        return (K.copy(), dK.copy()) if eval_gradient else K.copy()
+
+    def gram_view(self, X: Any) -> np.ndarray:
+        """K(X, X) as a read-only view of the kept result, without the copy a call returns
+        (for callers that only read it, such as a fit's gradient contraction)."""
+        view = self._kept(X, None, False)[0].view()
+        view.flags.writeable = False
+        return view
+
+    def _kept(self, X, Y, eval_gradient: bool) -> tuple:
+        """(K, dK or None): the kept result when inputs and θ match, else a fresh one (kept)."""
         kx, ky = input_key(X), None if Y is None else input_key(Y)
         cacheable = kx is not None and (Y is None or ky is not None)
         key = (kx, ky, self.kernel.theta.tobytes(), repr(self.kernel))  # repr: fixed hyperparameters too
         last = getattr(self, "_last", None)
         if cacheable and last is not None and last[0] == key and (last[2] is not None or not eval_gradient):
-            K, dK = last[1], last[2]
+            return last[1], last[2]
+        if eval_gradient:
+            K, dK = self.kernel(X, eval_gradient=True) if Y is None else self.kernel(X, Y, eval_gradient=True)
         else:
-            if eval_gradient:
-                K, dK = self.kernel(X, eval_gradient=True) if Y is None else self.kernel(X, Y, eval_gradient=True)
-            else:
-                K, dK = self.kernel(X) if Y is None else self.kernel(X, Y), None
-            if cacheable:
-                self._last = (key, K, dK, kept_inputs(X), kept_inputs(Y))
-        return (K.copy(), dK.copy()) if eval_gradient else K.copy()
+            K, dK = self.kernel(X) if Y is None else self.kernel(X, Y), None
+        if cacheable:
+            self._last = (key, K, dK, kept_inputs(X), kept_inputs(Y))
+        return K, dK
 
     def diag(self, X):
         return self.kernel.diag(X)

@@ -79,6 +79,7 @@ from ..evaluation.gradient import log_space, normalized_gradient
 from ..evaluation.solve import record, solve
 from ..evaluation.systems import cross_pairs, prepare, self_pairs
 from ..mgk import MarginalizedGraphKernel
+from ._gram_tree import Scratch, tree_gram
 from ._wrap import input_key, kept_inputs
 from .cached import Cached
 from .exp_similarity import ExpSimilarity
@@ -230,7 +231,7 @@ def contracted_gradient(
     return K, (g[0] if W.ndim == 2 else g)
 
 
-def gram_contraction(kernel: Any, X: Any) -> tuple[np.ndarray, Any]:
+def gram_contraction(kernel: Any, X: Any, workspace: dict | None = None) -> tuple[np.ndarray, Any]:
     """K(X, X) with its noise, and a function ``W -> g`` with g_h = Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ_h.
 
     The training covariance of an exact Gaussian process and its gradient's contraction, without
@@ -238,6 +239,15 @@ def gram_contraction(kernel: Any, X: Any) -> tuple[np.ndarray, Any]:
     ``Product`` pass the weights down (a product multiplies them by the other factor),
     ``ConstantKernel`` stays a number and ``WhiteKernel`` a diagonal; any other kernel is a leaf
     that gives its own (value, gradient) and contracts it. θ's order is ``kernel.theta``'s.
+
+    Parameters
+    ----------
+    kernel : scikit-learn kernel
+    X : sequence of graphs or 2-D array
+    workspace : dict, optional
+        Keeps the n × n arrays of a call for the next one (a fit passes the same dict at every
+        step and drops it at the end). K is then one of them: the caller may change it, but the
+        next call overwrites it, and ``W -> g`` holds only until then.
 
     Examples
     --------
@@ -252,58 +262,18 @@ def gram_contraction(kernel: Any, X: Any) -> tuple[np.ndarray, Any]:
     >>> bool(np.allclose(K, K0)), bool(np.allclose(g(W), np.einsum("ij,ijh->h", W, dK0)))
     (True, True)
     """
-    value, g = _tree(kernel, X, len(X))
+    if workspace is not None and not isinstance(workspace, dict):
+        raise ParameterTypeError(f"workspace must be None or a dict, got {type(workspace).__name__}")
+    n = len(X)
+    scratch = Scratch(workspace)
+    value, g = tree_gram(kernel, X, n, scratch)
     if np.ndim(value) == 0:
-        value = np.full((len(X), len(X)), float(value))
-    return np.array(value, dtype=np.float64, copy=True), g
-
-
-def _tree(k: Any, X: Any, n: int) -> tuple[Any, Any]:
-    """(value, contract) of a kernel over X, X: value a number, or an n × n array."""
-    if isinstance(k, Sum | Product):
-        v1, g1 = _tree(k.k1, X, n)
-        v2, g2 = _tree(k.k2, X, n)
-        if isinstance(k, Sum):
-            return v1 + v2, lambda W: np.concatenate([g1(W), g2(W)])
-        return v1 * v2, lambda W: np.concatenate([g1(W * v2), g2(W * v1)])
-    if isinstance(k, ConstantKernel):
-        c = float(k.constant_value)
-        if k.hyperparameter_constant_value.fixed:
-            return c, lambda W: np.zeros(0)
-        return c, lambda W: np.array([c * float(np.sum(W))])  # ∂K/∂log c = K
-    if isinstance(k, WhiteKernel):
-        s = float(k.noise_level)
-        value = np.diag(np.full(n, s))
-        if k.hyperparameter_noise_level.fixed:
-            return value, lambda W: np.zeros(0)
-        return value, lambda W: np.array([s * float(np.trace(W))])
-    if isinstance(k, MarginalizedGraphKernel) and k.n_dims and not isinstance(X, np.ndarray):
-        return k.gram_contraction(X)  # over the solved pairs: no n × n × H array
-    if isinstance(k, Cached) and k.kernel.n_dims:
-        return _tree(k.kernel, X, n)  # free hyperparameters: nothing to keep between steps
-    if isinstance(k, ExpSimilarity):
-        return _exp_similarity(k, X, n)
-    K, dK = k(X, eval_gradient=True)
-    if dK.shape[2] == 0:
-        return K, lambda W: np.zeros(0)
-    return K, lambda W: (W.reshape(1, -1) @ dK.reshape(n * n, -1))[0]
-
-
-def _exp_similarity(k: ExpSimilarity, X: Any, n: int) -> tuple[Any, Any]:
-    """E = exp(γ (K − 1)) and its contraction: γ's term Σ W ∘ γ (K − 1) E, then the inner kernel's
-    contraction with the weights W ∘ γ E (the chain rule of :class:`ExpSimilarity`)."""
-    g = k._check()
-    K, inner = _tree(k.kernel, X, n)
-    K = np.broadcast_to(np.asarray(K, dtype=np.float64), (n, n))
-    E = np.exp(g * (K - 1.0))
-    gE = g * E
-    free_gamma = not k.hyperparameters[0].fixed
-
-    def contract(W: np.ndarray) -> np.ndarray:
-        head = [np.array([float(np.sum(W * gE * (K - 1.0)))])] if free_gamma else []
-        return np.concatenate([*head, inner(W * gE)])
-
-    return E, contract
+        return np.full((n, n), float(value)), g
+    if isinstance(kernel, Sum | Product):
+        return value, g  # the root's own array: no contraction reads it
+    out = scratch(gram_contraction, "value", n)
+    out[...] = value
+    return out, g
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -56,18 +56,22 @@ class ExpSimilarity(KernelWrapper):
     def hyperparameters(self) -> list:
         return [Hyperparameter("gamma", "numeric", self._checked_bounds()), *super().hyperparameters]
 
+    def _gamma_fixed(self) -> bool:
+        """Whether γ is fixed (its bounds alone say so: no walk through the wrapped kernel's list)."""
+        return self._checked_bounds() == "fixed"
+
     def _checked_bounds(self) -> Any:
         return check_bounds(self.gamma_bounds, "ExpSimilarity", "gamma_bounds")
 
     @property
     def theta(self) -> np.ndarray:
-        own = [] if self.hyperparameters[0].fixed else [np.log(self._check())]
+        own = [] if self._gamma_fixed() else [np.log(self._check())]
         return np.concatenate([own, self.kernel.theta])
 
     @theta.setter
     def theta(self, theta: np.ndarray) -> None:
         theta = np.asarray(theta, dtype=np.float64)
-        if not self.hyperparameters[0].fixed:
+        if not self._gamma_fixed():
             self.gamma = float(np.exp(theta[0]))
             theta = theta[1:]
         self.kernel.theta = theta
@@ -75,7 +79,7 @@ class ExpSimilarity(KernelWrapper):
     @property
     def bounds(self) -> np.ndarray:
         inner = self.kernel.bounds
-        if self.hyperparameters[0].fixed:
+        if self._gamma_fixed():
             return inner
         own = np.log(np.atleast_2d(np.asarray(self._checked_bounds(), dtype=np.float64)))
         return np.vstack([own, inner]) if inner.size else own
@@ -105,7 +109,7 @@ class ExpSimilarity(KernelWrapper):
         E = np.exp(g * (K - 1.0))
         if not eval_gradient:
             return E
-        grads = [] if self.hyperparameters[0].fixed else [(g * (K - 1.0) * E)[:, :, None]]
+        grads = [] if self._gamma_fixed() else [(g * (K - 1.0) * E)[:, :, None]]
         grads.append(g * E[:, :, None] * dK)
         return E, np.concatenate(grads, axis=2)
 

@@ -81,7 +81,7 @@ class FeatureKernel(KernelWrapper):
         eval_gradient = check_flag(eval_gradient, "eval_gradient", "FeatureKernel")
         if Y is not None and eval_gradient:
             raise ParameterError("FeatureKernel: the gradient is only available when Y is None")
-        if Y is None and type(self.kernel) is RBF and np.ndim(self.kernel.length_scale) == 0:
+        if Y is None and self.isotropic_rbf():
             return self._rbf(X, eval_gradient)
         A = self._checked(_features(X))
         if Y is None:
@@ -96,6 +96,16 @@ class FeatureKernel(KernelWrapper):
     def _rbf(self, X, eval_gradient):
         """The isotropic RBF of X with X from squared distances kept between calls on the same X
         (a GP fit evaluates it at every optimizer step; only the length scale changes)."""
+        scaled = self.squared_distances(X) / float(self.kernel.length_scale) ** 2
+        K = np.exp(-0.5 * scaled)
+        if not eval_gradient:
+            return K
+        if self.kernel.hyperparameter_length_scale.fixed:
+            return K, np.empty((len(K), len(K), 0))
+        return K, (K * scaled)[:, :, None]
+
+    def squared_distances(self, X: Any) -> np.ndarray:
+        """‖fᵢ − fⱼ‖² of X's feature vectors (n × n, read-only), kept while X is the same."""
         key = input_key(X)
         last = getattr(self, "_distances", None)
         if last is None or key is None or last[0] != key:
@@ -103,14 +113,13 @@ class FeatureKernel(KernelWrapper):
             sq = np.sum(F * F, axis=1)
             D = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (F @ F.T), 0.0)
             np.fill_diagonal(D, 0.0)
+            D.flags.writeable = False
             self._distances = last = (key, D, kept_inputs(X))
-        scaled = last[1] / float(self.kernel.length_scale) ** 2
-        K = np.exp(-0.5 * scaled)
-        if not eval_gradient:
-            return K
-        if self.kernel.hyperparameter_length_scale.fixed:
-            return K, np.empty((len(K), len(K), 0))
-        return K, (K * scaled)[:, :, None]
+        return last[1]
+
+    def isotropic_rbf(self) -> bool:
+        """Whether the wrapped kernel is an RBF with one length scale (the case with kept distances)."""
+        return type(self.kernel) is RBF and np.ndim(self.kernel.length_scale) == 0
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()

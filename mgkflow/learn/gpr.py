@@ -147,11 +147,11 @@ class GraphGPR(RegressorMixin, BaseEstimator):
     def _evaluate(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         """Objective and gradient at θ, with the kernel's θ set in place (caches kept)."""
         self.kernel_.theta = theta
-        K, contract = gram_contraction(self.kernel_, self._X)
+        K, contract = gram_contraction(self.kernel_, self._X, self._workspace)
         K[np.diag_indices_from(K)] += self.alpha
         self.n_evaluations_ += 1
         try:
-            value, W = WEIGHTS[self.objective](K, self._y)
+            value, W = WEIGHTS[self.objective](K, self._y, overwrite=True)
         except NotPositiveDefiniteError:
             return -np.inf, np.zeros_like(theta)
         return value, contract(W)
@@ -171,9 +171,13 @@ class GraphGPR(RegressorMixin, BaseEstimator):
         self._y = (y - self._y_mean) / self._y_std
         self.kernel_ = clone(self.kernel)
         self.n_evaluations_ = 0
-        with threadpool_limits(limits=blas_threads(len(y)), user_api="blas"):
-            self._fit_hyperparameters()
-            self._posterior()
+        self._workspace: dict = {}  # the steps' n × n arrays, reused (see gram_contraction)
+        try:
+            with threadpool_limits(limits=blas_threads(len(y)), user_api="blas"):
+                self._fit_hyperparameters()
+                self._posterior()
+        finally:
+            del self._workspace
         self.fit_seconds_ = time.perf_counter() - t0
         self._say(f"fit done: {self.objective} = {self.objective_value_:.6g} after {self.n_evaluations_} "
                   f"kernel evaluations in {self.fit_seconds_:.1f} s; kernel {self.kernel_}")

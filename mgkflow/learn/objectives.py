@@ -40,6 +40,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
 import numpy as np
 import scipy.linalg as sla
@@ -68,24 +69,57 @@ class NotPositiveDefiniteError(ParameterError):
     hyperparameters (add noise: a ``WhiteKernel`` or a larger ``alpha``)."""
 
 
-def _cholesky(K: np.ndarray) -> np.ndarray:
-    try:
-        return sla.cholesky(K, lower=True, check_finite=False)
-    except np.linalg.LinAlgError as exc:
+def _cholesky(K: np.ndarray, overwrite: bool = False) -> np.ndarray:
+    """K's lower Cholesky factor (LAPACK potrf), in Fortran order; with ``overwrite`` in K's own
+    memory when K is C-contiguous (K is symmetric, so its transpose is K in Fortran order)."""
+    A = K.T if overwrite and K.flags.c_contiguous else K
+    L, info = sla.lapack.dpotrf(A, lower=1, clean=1, overwrite_a=int(overwrite))
+    if info != 0:
         raise NotPositiveDefiniteError(
             "the training covariance K is not positive definite at these hyperparameters; "
             "add noise (a WhiteKernel or a larger alpha)"
-        ) from exc
+        )
+    return L
 
 
-def _inverse(L: np.ndarray) -> np.ndarray:
+def _inverse(L: np.ndarray, overwrite: bool = False) -> np.ndarray:
     """K⁻¹ from K's lower Cholesky factor (LAPACK potri: a third of the work of solving with I)."""
-    inv, info = sla.lapack.dpotri(L, lower=1)
+    return _weights(L, None, 1.0, overwrite)
+
+
+def _weights(L: np.ndarray, a: np.ndarray | None, scale: float, overwrite: bool = False) -> np.ndarray:
+    """scale · K⁻¹ + ½ a aᵀ (a: n × m, or None for no term) from K's lower Cholesky factor L
+    (in L's memory with ``overwrite``, when L is in Fortran order).
+
+    LAPACK's potri writes K⁻¹'s lower triangle; one compiled pass scales it, adds the outer
+    product and mirrors it into the upper triangle (numpy's ``tril``, transpose and sums took
+    four passes over n² and most of a fit's step at n ≈ 500). The result is C-contiguous."""
+    inv, info = sla.lapack.dpotri(L, lower=1, overwrite_c=int(overwrite))
     if info != 0:
         n = L.shape[0]
-        return sla.cho_solve((L, True), np.eye(n), check_finite=False)
-    lower = np.tril(inv)
-    return lower + np.tril(inv, -1).T
+        full = scale * sla.cho_solve((L, True), np.eye(n), check_finite=False)
+        return full if a is None else full + 0.5 * (a @ a.T)
+    _fill_kernel()(inv, np.zeros((len(inv), 0)) if a is None else np.ascontiguousarray(a), scale)
+    return inv.T if inv.flags.f_contiguous else inv  # symmetric: the transpose is the same matrix
+
+
+@cache
+def _fill_kernel() -> Callable:
+    from numba import njit
+
+    @njit(cache=True)
+    def fill(W, a, scale):  # pragma: no cover - compiled
+        n, m = W.shape[0], a.shape[1]
+        for i in range(n):
+            for j in range(i + 1):
+                s = 0.0
+                for c in range(m):
+                    s += a[i, c] * a[j, c]
+                w = scale * W[i, j] + 0.5 * s
+                W[i, j] = w
+                W[j, i] = w
+
+    return fill
 
 
 def contract(W: np.ndarray, dK: np.ndarray) -> np.ndarray:
@@ -94,25 +128,24 @@ def contract(W: np.ndarray, dK: np.ndarray) -> np.ndarray:
     return (W.reshape(1, -1) @ dK.reshape(n * n, -1))[0] if dK.shape[2] else np.zeros(0)
 
 
-def lml_weights(K: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
-    """log p(y | θ) and the weights W of its gradient, g_j = Σ W ∘ ∂K/∂θⱼ (W = ½ (aaᵀ − m K⁻¹))."""
+def lml_weights(K: np.ndarray, y: np.ndarray, overwrite: bool = False) -> tuple[float, np.ndarray]:
+    """log p(y | θ) and the weights W of its gradient, g_j = Σ W ∘ ∂K/∂θⱼ (W = ½ (aaᵀ − m K⁻¹)).
+
+    With ``overwrite`` K's memory may be used for the factor and W (a fit's step does not keep K)."""
     y = np.asarray(y, dtype=np.float64)
     Y = y[:, None] if y.ndim == 1 else y
-    L = _cholesky(K)
+    L = _cholesky(K, overwrite)
     a = sla.cho_solve((L, True), Y, check_finite=False)
     n, m = Y.shape
     value = -0.5 * float(np.sum(Y * a)) - m * float(np.log(np.diag(L)).sum()) - 0.5 * n * m * np.log(2 * np.pi)
-    W = _inverse(L)
-    W *= -0.5 * m
-    W += 0.5 * (a @ a.T)
-    return value, W
+    return value, _weights(L, a, -0.5 * m, overwrite)
 
 
-def _loo_parts(K: np.ndarray, y: np.ndarray):
+def _loo_parts(K: np.ndarray, y: np.ndarray, overwrite: bool = False):
     y = np.asarray(y, dtype=np.float64)
     if y.ndim != 1:
         raise ParameterError("the leave-one-out objectives take one target column")
-    Kinv = _inverse(_cholesky(K))
+    Kinv = _inverse(_cholesky(K, overwrite), overwrite)
     a = Kinv @ y
     c = np.diag(Kinv).copy()
     return Kinv, a, c
@@ -127,16 +160,16 @@ def _loo_weights(Kinv: np.ndarray, a: np.ndarray, u: np.ndarray, beta: np.ndarra
     return W
 
 
-def loo_log_predictive_weights(K: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+def loo_log_predictive_weights(K: np.ndarray, y: np.ndarray, overwrite: bool = False) -> tuple[float, np.ndarray]:
     """Σᵢ log p(yᵢ | rest) and the weights W of its gradient (see :func:`loo_log_predictive`)."""
-    Kinv, a, c = _loo_parts(K, y)
+    Kinv, a, c = _loo_parts(K, y, overwrite)
     value = float(np.sum(0.5 * np.log(c) - 0.5 * a * a / c - 0.5 * np.log(2 * np.pi)))
     return value, _loo_weights(Kinv, a, a / c, 0.5 * (1.0 + a * a / c) / c)
 
 
-def loo_neg_squared_error_weights(K: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+def loo_neg_squared_error_weights(K: np.ndarray, y: np.ndarray, overwrite: bool = False) -> tuple[float, np.ndarray]:
     """−Σᵢ rᵢ² and the weights W of its gradient (see :func:`loo_neg_squared_error`)."""
-    Kinv, a, c = _loo_parts(K, y)
+    Kinv, a, c = _loo_parts(K, y, overwrite)
     r = a / c
     # ∂rᵢ = (aᵢ [ZK⁻¹]ᵢᵢ − cᵢ [Za]ᵢ) / cᵢ², so −2 Σ rᵢ ∂rᵢ = Σ 2rᵢ/cᵢ [Za]ᵢ − Σ 2rᵢaᵢ/cᵢ² [ZK⁻¹]ᵢᵢ
     return -float(np.sum(r * r)), _loo_weights(Kinv, a, 2.0 * r / c, 2.0 * r * a / (c * c))
@@ -173,7 +206,7 @@ def loo_neg_squared_error(K: np.ndarray, dK: np.ndarray, y: np.ndarray) -> tuple
 
 
 #: ``weights(K, y) -> (value, W)`` of each objective: its gradient is Σ W ∘ ∂K/∂θⱼ.
-WEIGHTS: dict[str, Callable[[np.ndarray, np.ndarray], tuple[float, np.ndarray]]] = {
+WEIGHTS: dict[str, Callable[..., tuple[float, np.ndarray]]] = {
     "lml": lml_weights,
     "loo": loo_log_predictive_weights,
     "loo_mse": loo_neg_squared_error_weights,
