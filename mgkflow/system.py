@@ -28,6 +28,9 @@ __all__ = [
     "scale_start",
     "with_stop",
     "with_stop_many",
+    "Restopped",
+    "stop_vectors",
+    "system_graphs",
     "check_label_kinds",
     "NodeProbability",
 ]
@@ -243,9 +246,10 @@ def with_stop(system: GraphSystem, q: float) -> GraphSystem:
     return replace(system, q=qv, d=d, rowsum=rowsum)
 
 
-def with_stop_many(systems: Sequence[GraphSystem], q: float) -> list[GraphSystem]:
+def with_stop_many(systems: Sequence[GraphSystem], q: float) -> Sequence[GraphSystem]:
     """:func:`with_stop` of many systems and one scalar ``q``, vectorized over their nodes (a
-    hyperparameter search over a few thousand molecules moves q at every step).
+    hyperparameter search over a few thousand molecules moves q at every step): a
+    :class:`Restopped` sequence, whose systems are made when first asked for.
 
     Examples
     --------
@@ -255,33 +259,96 @@ def with_stop_many(systems: Sequence[GraphSystem], q: float) -> list[GraphSystem
     >>> all(np.array_equal(a.d, with_stop(s, 0.2).d) for a, s in zip(with_stop_many(ss, 0.2), ss))
     True
     """
-    systems = list(systems)
-    if not systems:
-        return []
     q = float(q)
-    if not (np.isfinite(q) and 1e-10 <= q < 1) or any(s.rowsum is None for s in systems):
-        return [with_stop(s, q) for s in systems]  # the errors name the graph
-    rowsums = [s.rowsum for s in systems]
-    rows = np.concatenate(rowsums)
-    d = rows / (1.0 - q)
-    qv = np.full(rows.size, q)
-    bounds = np.zeros(len(systems) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, rowsums), dtype=np.int64, count=len(rowsums)), out=bounds[1:])
+    if isinstance(systems, Restopped):
+        if not (np.isfinite(q) and 1e-10 <= q < 1):
+            return [with_stop(s, q) for s in systems.base]  # the errors name the graph
+        out = Restopped(systems.base, q, systems.rows, systems.bounds, systems.graphs)
+    else:
+        systems = list(systems)
+        if not systems:
+            return []
+        if not (np.isfinite(q) and 1e-10 <= q < 1) or any(s.rowsum is None for s in systems):
+            return [with_stop(s, q) for s in systems]  # the errors name the graph
+        rowsums = [s.rowsum for s in systems]
+        bounds = np.zeros(len(systems) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, rowsums), dtype=np.int64, count=len(rowsums)), out=bounds[1:])
+        out = Restopped(tuple(systems), q, np.concatenate(rowsums), bounds)
+    rows, bounds = out.rows, out.bounds
     if rows.size and rows.min() / (1.0 - q) * q < DQ_MIN:  # min(d q), as d q rounds (monotone): which graph
         nonempty = np.flatnonzero(np.diff(bounds) > 0)
-        low = np.minimum.reduceat(d * qv, bounds[nonempty])
+        low = np.minimum.reduceat(out.d * out.q, bounds[nonempty])
         bad = nonempty[low < DQ_MIN]
         if bad.size:
-            with_stop(systems[int(bad[0])], q)  # raises, naming the graph
-    out = []
-    new_system, set_dict = object.__new__, object.__setattr__
-    for s, a, b in zip(systems, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        fields = s.__dict__.copy()  # a frozen dataclass: its fields copied, two of them new
-        fields["q"], fields["d"] = qv[a:b], d[a:b]
-        new = new_system(GraphSystem)
-        set_dict(new, "__dict__", fields)
-        out.append(new)
+            with_stop(out.base[int(bad[0])], q)  # raises, naming the graph
     return out
+
+
+class Restopped(Sequence):
+    """The systems of ``base`` with one scalar stop probability ``q``: :func:`with_stop_many`'s result.
+
+    A system (``base[i]`` with its q and d replaced, as :func:`with_stop` makes it) is made when
+    first asked for. A hyperparameter step that moves q therefore costs one division over all the
+    nodes (``d``, ``q``: every node's, concatenated in order, ``bounds`` delimiting the graphs), and
+    a caller that needs only those vectors and the graphs (the GPU backend refreshing its node
+    vectors) never makes the systems.
+
+    Examples
+    --------
+    >>> from mgkflow.kernels import Constant
+    >>> ss = [prepare_graph(Graph(np.ones((2, 2)) - np.eye(2)), 0, Constant(1.0), Constant(1.0), q=0.5)]
+    >>> r = with_stop_many(ss, 0.2)
+    >>> len(r), r.d.tolist(), r[0].q.tolist(), r[0] is r[0]
+    (1, [1.25, 1.25], [0.2, 0.2], True)
+    """
+
+    __slots__ = ("base", "q", "rows", "bounds", "d", "graphs", "_made")
+
+    def __init__(
+        self, base: tuple, q: float, rows: np.ndarray, bounds: np.ndarray, graphs: tuple | None = None
+    ) -> None:
+        self.base = base  # the systems whose graph, p and rowsum every q shares
+        self.rows = rows
+        self.bounds = bounds
+        self.d = rows / (1.0 - q)
+        self.q = np.full(rows.size, q)
+        self.graphs = tuple(s.graph for s in base) if graphs is None else graphs
+        self._made: list = [None] * len(base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        s = self._made[i]
+        if s is None:
+            i = range(len(self))[i]  # a negative index, or an IndexError
+            a, b = int(self.bounds[i]), int(self.bounds[i + 1])
+            fields = self.base[i].__dict__.copy()  # a frozen dataclass: its fields copied, two of them new
+            fields["q"], fields["d"] = self.q[a:b], self.d[a:b]
+            s = object.__new__(GraphSystem)
+            object.__setattr__(s, "__dict__", fields)
+            self._made[i] = s
+        return s
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+def stop_vectors(systems: Sequence[GraphSystem]) -> tuple[np.ndarray, np.ndarray]:
+    """(q, d) of every node of ``systems``, concatenated in order (without making a
+    :class:`Restopped` sequence's systems)."""
+    if isinstance(systems, Restopped):
+        return systems.q, systems.d
+    if not len(systems):
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate([s.q for s in systems]), np.concatenate([s.d for s in systems])
+
+
+def system_graphs(systems: Sequence[GraphSystem]) -> tuple:
+    """The graphs of ``systems``, in order (a :class:`Restopped` sequence's without making its systems)."""
+    return systems.graphs if isinstance(systems, Restopped) else tuple(s.graph for s in systems)
 
 
 def _label_kinds(graph: Graph, node_kernel: BaseKernel, edge_kernel: BaseKernel) -> tuple:

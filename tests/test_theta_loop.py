@@ -15,9 +15,9 @@ from mgkflow import Graph, MarginalizedGraphKernel
 from mgkflow.errors import GraphError
 from mgkflow.evaluation.assemble import gram_with_gradient
 from mgkflow.evaluation.gradient import log_space, normalized_gradient
-from mgkflow.evaluation.systems import gram_pairs
+from mgkflow.evaluation.systems import gram_pairs, p_exponents
 from mgkflow.kernels import Constant, KroneckerDelta
-from mgkflow.system import prepare_graph, with_stop, with_stop_many
+from mgkflow.system import Restopped, prepare_graph, stop_vectors, system_graphs, with_stop, with_stop_many
 
 
 def _graphs(n: int = 7, seed: int = 0) -> list[Graph]:
@@ -79,6 +79,33 @@ def test_with_stop_equals_a_fresh_preparation() -> None:
             np.testing.assert_array_equal(got.q, ref.q)
             np.testing.assert_array_equal(got.p, ref.p)
             assert got.graph is s.graph and got.label_kinds == ref.label_kinds
+
+
+def test_restopped_systems_are_made_on_demand_and_chain_to_their_base() -> None:
+    graphs = _graphs(6, seed=4)
+    nk, ek = Constant(1.0), Constant(1.0)
+    systems = [prepare_graph(g, i, nk, ek, q=0.3) for i, g in enumerate(graphs)]
+    first = with_stop_many(systems, 0.1)
+    again = with_stop_many(first, 0.45)  # a step after a step: the same base, not a chain
+    assert isinstance(again, Restopped) and again.base is first.base and again.graphs is first.graphs
+    assert all(m is None for m in again._made)  # nothing made yet
+    q, d = stop_vectors(again)
+    np.testing.assert_array_equal(q, np.concatenate([with_stop(s, 0.45).q for s in systems]))
+    np.testing.assert_array_equal(d, np.concatenate([with_stop(s, 0.45).d for s in systems]))
+    assert system_graphs(again) == tuple(graphs) == system_graphs(systems)
+    assert all(m is None for m in again._made)
+    got = again[-1]
+    ref = with_stop(systems[-1], 0.45)
+    np.testing.assert_array_equal(got.d, ref.d)
+    assert got is again[5] and again[1:3] == [again[1], again[2]] and list(again)[4] is again[4]
+    assert got.graph is systems[-1].graph and got.index == 5 and got.rowsum is systems[-1].rowsum
+    with pytest.raises(IndexError):
+        again[6]
+    np.testing.assert_array_equal(p_exponents(again), p_exponents(systems))
+    np.testing.assert_array_equal(stop_vectors(systems)[1], np.concatenate([s.d for s in systems]))
+    assert with_stop_many([], 0.2) == []
+    with pytest.raises(GraphError, match="graph 0"):
+        with_stop_many(again, 1.5)
 
 
 @pytest.mark.parametrize("q", [1.5, 0.0, 1e-12, float("nan")])

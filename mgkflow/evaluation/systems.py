@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import GraphError, ParameterError, ParameterTypeError
 from ..graph import Graph
-from ..system import GraphSystem, check_label_kinds, prepare_graph, scale_start, with_stop_many
+from ..system import GraphSystem, Restopped, check_label_kinds, prepare_graph, scale_start, with_stop_many
 from .checks import is_scalar
 from .spec import KernelSpec
 
@@ -186,7 +186,7 @@ def _same_list(kern: KernelSpec, what: str, graphs: list, key: tuple, q_number: 
     if len(prev) != len(graphs) or not all(a is b for a, b in zip(prev, graphs, strict=True)):
         return None
     if prev_key == key:
-        return list(systems)
+        return systems if isinstance(systems, Restopped) else list(systems)
     if not (q_number and prev_q and prev_key[:3] == key[:3]):
         return None
     try:
@@ -214,6 +214,8 @@ def p_scale(kern: KernelSpec, normalize: bool) -> float:
 
 def p_exponents(systems: Sequence[GraphSystem]) -> np.ndarray:
     """Each system's ``p_exponent`` (its values carry 2**e per side)."""
+    if isinstance(systems, Restopped):
+        systems = systems.base  # another q keeps every p
     return np.fromiter((s.p_exponent for s in systems), dtype=np.int64, count=len(systems))
 
 

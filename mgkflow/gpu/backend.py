@@ -258,7 +258,7 @@ class GPUBackend:
             self.last_extra = {}
             return out.result()
         same = xs is ys
-        systems = list(xs) if same else list(xs) + list(ys)
+        systems = xs if same else [*xs, *ys]  # (a Restopped xs stays one: its systems are not made)
         yoff = 0 if same else len(xs)
         config = self._config(systems, node_kernel, edge_kernel)
         values = kernel_values(node_kernel, edge_kernel)

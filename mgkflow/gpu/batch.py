@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..system import GraphSystem
+from ..system import GraphSystem, system_graphs
 from . import device, strategies
-from .core import DeviceBatch
+from .core import DeviceBatch, vector_key
 from .pack import HostBatch, label_dtypes, layout_key, pack_host, weights_need_double
 from .source import KernelConfig
 
@@ -85,7 +85,7 @@ class BatchCache:
             relab_stride=hb.relab_stride,
             perms=hb.perms,
             vectors=hb.vectors,
-            vector_ids=tuple(map(id, hb.vectors)),
+            vector_ids=vector_key(hb.vectors),
         )
         if not db.same_vectors(systems):
             db.refresh_vectors(systems)
@@ -113,7 +113,7 @@ class BatchCache:
         last = self._last_graphs
         if last is not None and last[0] is systems:
             return last[1]
-        graphs = tuple(s.graph for s in systems)
+        graphs = system_graphs(systems)
         self._last_graphs = (systems, graphs)
         return graphs
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..format.octile import OctileBatch
-from ..system import GraphSystem
+from ..system import GraphSystem, Restopped, stop_vectors
 from . import device
 from .moves import scatter_results
 from .source import KernelConfig, kernel_source
@@ -81,6 +81,17 @@ def solver_request(config: KernelConfig) -> device.ModuleRequest:
     return (lambda: kernel_source(config)), ("solver", config_key(config))
 
 
+def vector_key(systems: Sequence[GraphSystem]) -> tuple:
+    """What identifies the node vectors of ``systems``: the systems' ids, or a :class:`Restopped`
+    sequence's own (its systems are not made for it)."""
+    return ("restopped", id(systems)) if isinstance(systems, Restopped) else tuple(map(id, systems))
+
+
+def _start_systems(systems: Sequence[GraphSystem]) -> Sequence[GraphSystem]:
+    """Systems with the start probabilities of ``systems`` (a :class:`Restopped` sequence's base)."""
+    return systems.base if isinstance(systems, Restopped) else systems
+
+
 @dataclass
 class DeviceBatch:
     """A packed batch uploaded to the device (kept while the same graphs come back)."""
@@ -109,23 +120,25 @@ class DeviceBatch:
     def same_vectors(self, systems: Sequence[GraphSystem]) -> bool:
         """Whether the uploaded node vectors are those of ``systems`` (the very same system objects:
         systems are immutable, and another p or q makes new ones)."""
-        return self.vector_ids == tuple(map(id, systems))  # (the held systems are alive: their ids are theirs)
+        return self.vector_ids == vector_key(systems)  # (the held systems are alive: their ids are theirs)
 
     def refresh_vectors(self, systems: Sequence[GraphSystem]) -> None:
         """Upload new start/stop probabilities and degrees (same graphs, e.g. another q): the
         structure, labels and weights stay on the device."""
         src = self.vector_source(systems)
-        held = self.vectors
         # another q (a θ step) keeps every p: the same arrays as uploaded need no new upload
-        same_p = len(held) == len(systems) and all(a.p is b.p for a, b in zip(held, systems, strict=True))
-        new = {"d": np.concatenate([np.ones(1), *[s.d for s in systems]])[src],
-               "q": np.concatenate([np.zeros(1), *[s.q for s in systems]])[src]}  # fmt: skip
+        held, starts = _start_systems(self.vectors), _start_systems(systems)
+        same_p = held is starts or (
+            len(held) == len(starts) and all(a.p is b.p for a, b in zip(held, starts, strict=True))
+        )
+        q, d = stop_vectors(systems)
+        new = {"d": np.concatenate([np.ones(1), d])[src], "q": np.concatenate([np.zeros(1), q])[src]}
         if not same_p:
-            new["p"] = np.concatenate([np.zeros(1), *[s.p for s in systems]])[src]
+            new["p"] = np.concatenate([np.zeros(1), *[s.p for s in starts]])[src]
         self.batch = replace(self.batch, **new)
         self.arrays.update({name: device.upload(v) for name, v in new.items()})
-        self.vectors = tuple(systems)
-        self.vector_ids = tuple(map(id, systems))
+        self.vectors = systems if isinstance(systems, Restopped) else tuple(systems)
+        self.vector_ids = vector_key(systems)
 
     def vector_source(self, systems: Sequence[GraphSystem]) -> np.ndarray:
         """For every packed node slot, its index into [pad, the systems' node vectors concatenated] (0: a

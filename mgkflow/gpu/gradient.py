@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels import BaseKernel, Constant
-from ..system import GraphSystem
+from ..system import GraphSystem, stop_vectors
 from . import device, strategies
 from .core import SMEM_PER_ENTRY, SharedArgs, compile_module, record, wait
 from .moves import scatter_rows
@@ -304,7 +304,7 @@ def _per_pair(
     npairs = len(pairs)
     out = backend.launcher.outputs(npairs)  # the backend's kept device buffers and page-locked staging
     same = xs is ys
-    systems = list(xs) if same else list(xs) + list(ys)
+    systems = xs if same else [*xs, *ys]  # (a Restopped xs stays one: its systems are not made)
     yoff = 0 if same else len(xs)
     config = backend._config(systems, node_kernel, edge_kernel, gradient=kind == "gradient", nodal=kind == "nodal")
     values = kernel_values(node_kernel, edge_kernel)
@@ -386,7 +386,7 @@ def solve_gradient(
     nn, ne = len(node_kernel.hyperparameters), len(edge_kernel.hyperparameters)
     nh = nn + ne + int(bool(wrt_q))
     if wrt_q:
-        qs = np.concatenate([np.asarray(s.q) for s in ((*xs,) if ys is xs else (*xs, *ys))])
+        qs = stop_vectors(xs)[0] if ys is xs else np.concatenate([stop_vectors(xs)[0], stop_vectors(ys)[0]])
         if qs.size and not np.all(qs == qs[0]):
             raise ValueError("dK/dq needs one scalar q for every node of both graphs")
     # unlabeled: the closed form where it provably holds

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..format.octile import OctileBatch, held_dtype, pack_batch
 from ..kernels import BaseKernel
-from ..system import GraphSystem
+from ..system import GraphSystem, Restopped, system_graphs
 from .solvers.compact import degree_classes
 from .strategies.row_pair import label_words, permute_system, row_arrays, tile_degree_order
 
@@ -87,7 +87,7 @@ class HostBatch:
 def layout_key(systems: Sequence[GraphSystem], config: Any, sort: bool) -> tuple:
     """What the packed arrays depend on besides p, q, d: the graphs (identity), the label fields
     and their storage, the weight storage and the tile sort."""
-    ids = tuple([id(s.graph) for s in systems])
+    ids = tuple(map(id, system_graphs(systems)))
     return (ids, tuple(config.node_fields), tuple(config.edge_fields), bool(config.weight_double), bool(sort))
 
 
@@ -113,7 +113,7 @@ def pack_host(systems: Sequence[GraphSystem], config: Any, sort: bool) -> HostBa
     """Pack ``systems`` for the device with the label fields and weight storage of ``config``
     (a :class:`mgkflow.gpu.source.KernelConfig`), nodes of each tile sorted by degree if ``sort``."""
     key = layout_key(systems, config, sort)
-    vectors = tuple(systems)
+    vectors = systems if isinstance(systems, Restopped) else tuple(systems)
     originals = tuple(s.graph for s in systems)
     perms = None
     if sort:

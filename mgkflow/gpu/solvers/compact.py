@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ...system import GraphSystem
+from ...system import GraphSystem, system_graphs
 from .. import device
 from ..core import SORT_EXACT_MAX, DeviceBatch, SharedArgs, config_key, job_list
 from ..plan import waves
@@ -429,11 +429,12 @@ class CompactPath:
         """Whether every pair between these systems goes to the compact solver (:func:`fits_all`)."""
         if not self.on(config):
             return False
-        ids = tuple(id(s.graph) for s in systems)
+        graphs = system_graphs(systems)
+        ids = tuple(map(id, graphs))
         if self._sizes_of is None or self._sizes_of[0] != ids:  # once per set of graphs (a tiled run: per run)
-            n = np.fromiter((s.graph.n_nodes for s in systems), dtype=np.int64, count=len(systems))
-            nnz = np.fromiter((s.graph.nnz for s in systems), dtype=np.int64, count=len(systems))
-            self._sizes_of = (ids, tuple(s.graph for s in systems), n, nnz)
+            n = np.fromiter((g.n_nodes for g in graphs), dtype=np.int64, count=len(graphs))
+            nnz = np.fromiter((g.nnz for g in graphs), dtype=np.int64, count=len(graphs))
+            self._sizes_of = (ids, graphs, n, nnz)
         _, _, n, nnz = self._sizes_of
         return fits_all(n, nnz, c_bytes=8 if config.weight_double else 4,
                         smem_per_sm=smem_budget(self.be.limits.smem_optin))  # fmt: skip
