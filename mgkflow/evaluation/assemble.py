@@ -27,7 +27,7 @@ import numpy as np
 from .._host_threads import host_threads
 from .systems import diagonal_positions, is_gram_triangle
 
-__all__ = ["gram_with_gradient", "contract_pairs"]
+__all__ = ["gram_with_gradient", "contract_pairs", "count_nonfinite"]
 
 #: Rows (and columns) of a tile of a Gram matrix's triangle that :func:`gram_with_gradient` writes at once,
 #: with its mirror image (a 514-molecule dK of 12 columns: two 32 × 32 tiles are 2 × 96 KB)
@@ -39,7 +39,7 @@ def _kernel() -> Any:
     from numba import njit, prange
 
     @njit(parallel=True, cache=True)
-    def assemble(pairs, vals, grads, its, res, conv, cols, scale, dpos, normalize, wd, K, dK, I, R, C):  # noqa: E501  # pragma: no cover
+    def assemble(pairs, vals, grads, its, res, conv, cols, scale, dpos, normalize, K, dK, I, R, C):  # pragma: no cover
         n = K.shape[0]
         h_out = cols.shape[0]
         root = np.ones(n)
@@ -69,16 +69,15 @@ def _kernel() -> Any:
                 g = grads[t, cols[h]]
                 if not np.isfinite(g):
                     bad += 1
-                if wd:  # else only counted
-                    if normalize:
-                        g = g / s - 0.5 * kn * (ratio[i, h] + ratio[j, h])
-                    g = g * scale[h]
-                    dK[i, j, h] = g
-                    dK[j, i, h] = g
+                if normalize:
+                    g = g / s - 0.5 * kn * (ratio[i, h] + ratio[j, h])
+                g = g * scale[h]
+                dK[i, j, h] = g
+                dK[j, i, h] = g
         return bad
 
     @njit(parallel=True, cache=True)
-    def assemble_tiles(vals, grads, its, res, conv, cols, scale, norm, wd, tiles, B, K, dK, I, R, C):  # noqa: E501  # pragma: no cover
+    def assemble_tiles(vals, grads, its, res, conv, cols, scale, norm, tiles, B, K, dK, I, R, C):  # pragma: no cover
         # the pairs are the upper triangle row by row (gram_pairs): pair (a, b), a <= b, is t(a, b) below.
         # One B × B tile of the triangle per iteration: the tile and its mirror image stay in cache while
         # they are written (no row-strided writes across the whole matrix)
@@ -116,12 +115,11 @@ def _kernel() -> Any:
                         g = grads[t, cols[h]]
                         if not np.isfinite(g):
                             bad += 1
-                        if wd:  # else only counted
-                            if norm:
-                                g = g / s - 0.5 * kn * (ratio[a, h] + ratio[b, h])
-                            g = g * scale[h]
-                            dK[a, b, h] = g
-                            dK[b, a, h] = g
+                        if norm:
+                            g = g / s - 0.5 * kn * (ratio[a, h] + ratio[b, h])
+                        g = g * scale[h]
+                        dK[a, b, h] = g
+                        dK[b, a, h] = g
         return bad
 
     @njit(parallel=True, cache=True)
@@ -147,7 +145,16 @@ def _kernel() -> Any:
             out[h] *= scale[h]
         return out
 
-    return assemble, contract, assemble_tiles
+    @njit(parallel=True, cache=True)
+    def nonfinite(grads, cols):  # pragma: no cover
+        bad = 0
+        for t in prange(grads.shape[0]):
+            for h in range(cols.shape[0]):
+                if not np.isfinite(grads[t, cols[h]]):
+                    bad += 1
+        return bad
+
+    return assemble, contract, nonfinite, assemble_tiles
 
 
 def contract_pairs(
@@ -178,6 +185,12 @@ def contract_pairs(
         )  # fmt: skip
 
 
+def count_nonfinite(grads: np.ndarray, cols: np.ndarray) -> int:
+    """How many of ``grads[:, cols]`` are not finite (one parallel pass, no copy of the columns)."""
+    with host_threads():
+        return int(_kernel()[2](np.ascontiguousarray(grads, dtype=np.float64), np.ascontiguousarray(cols, np.int64)))
+
+
 def gram_with_gradient(
     n: int,
     pairs: np.ndarray,
@@ -189,7 +202,6 @@ def gram_with_gradient(
     cols: np.ndarray,
     scale: np.ndarray,
     normalize: bool,
-    derivatives: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """K, dK (columns ``cols`` of ``grads``, times ``scale``), iterations, residuals and flags as
     (n, n) matrices from the results of ``pairs`` (each unordered pair once, the n self-pairs among
@@ -197,8 +209,6 @@ def gram_with_gradient(
 
     With ``normalize``, K and dK are those of K(G, G') / sqrt(K(G, G) K(G', G')) (the diagonal
     must be positive: check it first). ``scale`` = the hyperparameters' values gives dK in log space.
-    With ``derivatives=False`` dK is not written (an (n, n, 0) array comes back) but the non-finite
-    derivatives of ``cols`` are still counted (a caller that contracts them later, in the same pass).
 
     Examples
     --------
@@ -219,7 +229,7 @@ def gram_with_gradient(
     cols = np.ascontiguousarray(cols, dtype=np.int64)
     scale = np.ascontiguousarray(scale, dtype=np.float64)
     K = np.empty((n, n))
-    dK = np.empty((n, n, len(cols) if derivatives else 0))
+    dK = np.empty((n, n, len(cols)))
     I = np.empty((n, n), dtype=np.int64)
     R = np.empty((n, n))
     C = np.empty((n, n), dtype=bool)
@@ -234,7 +244,7 @@ def gram_with_gradient(
         if rows:  # output rows in order: no strided writes of the mirrored half
             nb = -(-n // TILE)
             tiles = np.array([(p, q) for p in range(nb) for q in range(p, nb)], dtype=np.int64).reshape(-1, 2)
-            bad = _kernel()[2](*data, cols, scale, bool(normalize), bool(derivatives), tiles, TILE, K, dK, I, R, C)
+            bad = _kernel()[3](*data, cols, scale, bool(normalize), tiles, TILE, K, dK, I, R, C)
             return K, dK, I, R, C, int(bad)
-        bad = _kernel()[0](pairs, *data, cols, scale, dpos, bool(normalize), bool(derivatives), K, dK, I, R, C)
+        bad = _kernel()[0](pairs, *data, cols, scale, dpos, bool(normalize), K, dK, I, R, C)
     return K, dK, I, R, C, int(bad)

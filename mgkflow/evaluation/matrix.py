@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import GraphError, ParameterError, ParameterTypeError
 from ..graph import Graph
 from ..system import GraphSystem
-from .assemble import contract_pairs, gram_with_gradient
+from .assemble import contract_pairs, count_nonfinite, gram_with_gradient
 from .backend import get_backend
 from .checks import check_convergence, check_diagonal, check_finite, same_graphs, warn_degenerate
 from .gradient import normalized_gradient
@@ -152,9 +152,9 @@ def gram_contraction(
     kd = _checked_diagonal(kern, xs, pairs, vals, normalize)
     cols = np.flatnonzero(free)
     scale = np.asarray(log_values, dtype=np.float64)[cols]
-    K, _, I, R, C, bad = gram_with_gradient(N, pairs, vals, grads, its, res, conv, cols, scale, normalize, False)
+    K, _, I, R, C, _ = gram_with_gradient(N, pairs, vals, grads, its, res, conv, cols[:0], scale[:0], normalize)
     record(kern, K.shape, len(pairs), I, R, C, t0)
-    if bad:  # counted in the same pass
+    if count_nonfinite(grads, cols):
         _overflow(xs, pairs, grads[:, cols])
     check_convergence(kern, C, R, stacklevel=3)
     root = np.sqrt(kd) if normalize else None
