@@ -247,27 +247,3 @@ def test_contraction_refuses_bad_weights() -> None:
         contract([["a", "b", "c"]] * 3)
     with pytest.raises(ParameterTypeError):
         _kernel().gram_contraction(graphs[0])
-
-
-@pytest.mark.parametrize("n", [1, 5, 32, 33, 70])
-@pytest.mark.parametrize("normalize", [True, False])
-def test_the_tiled_gram_assembly_equals_the_pairwise_one(n: int, normalize: bool) -> None:
-    """A Gram call's own pair list is assembled tile by tile (``assemble.TILE``); any other list, pair by pair:
-    the same numbers, bit for bit, and the same count of non-finite derivatives."""
-    from mgkflow.evaluation.systems import is_gram_triangle
-
-    rng = np.random.default_rng(n)
-    pairs = gram_pairs(n)
-    other = pairs.copy()  # the same pairs in a writeable list: the pairwise kernel
-    assert is_gram_triangle(pairs, n) and not is_gram_triangle(other, n)
-    P, h = len(pairs), 3
-    vals = rng.uniform(0.5, 2.0, P)
-    grads = rng.normal(size=(P, h))
-    grads[rng.integers(P), 1] = np.nan
-    its, res, conv = rng.integers(1, 50, P), rng.uniform(0, 1e-9, P), rng.uniform(size=P) > 0.2
-    cols, scale = np.array([2, 1]), np.array([0.5, 3.0])
-    tiled = gram_with_gradient(n, pairs, vals, grads, its, res, conv, cols, scale, normalize)
-    pairwise = gram_with_gradient(n, other, vals, grads, its, res, conv, cols, scale, normalize)
-    for a, b in zip(tiled[:5], pairwise[:5], strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert tiled[5] == pairwise[5] == 1

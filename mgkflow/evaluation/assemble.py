@@ -8,10 +8,7 @@ residuals and flags as matrices for ``last_stats``. Done with numpy, that is a s
 and several passes over the N² H derivatives (about 45 ms for 514 molecules and 12
 hyperparameters, 30 times the device's time for the solves); :func:`gram_with_gradient` does it in
 one pass over the pairs, in parallel (numba, on :data:`~mgkflow._host_threads.HOST_PASS_THREADS`
-threads), writing both triangles. A Gram call's own pair list (:func:`~mgkflow.evaluation.systems.gram_pairs`)
-is written by :data:`TILE` × :data:`TILE` tiles of the triangle, each with its mirror image, so that the
-mirrored half is not written a row apart at every pair (session 15: a warm K + dK step of 514
-molecules 15.1 → 14.6 ms and 15.7 → 14.0 ms on an H100, ``mgkflow/gpu/NOTES.md``).
+threads), writing both triangles.
 
 The arithmetic is :func:`mgkflow.evaluation.gradient.normalized_gradient`'s followed by
 :func:`~mgkflow.evaluation.gradient.log_space`, in the same order of operations.
@@ -25,13 +22,9 @@ from typing import Any
 import numpy as np
 
 from .._host_threads import host_threads
-from .systems import diagonal_positions, is_gram_triangle
+from .systems import diagonal_positions
 
 __all__ = ["gram_with_gradient", "contract_pairs", "count_nonfinite"]
-
-#: Rows (and columns) of a tile of a Gram matrix's triangle that :func:`gram_with_gradient` writes at once,
-#: with its mirror image (a 514-molecule dK of 12 columns: two 32 × 32 tiles are 2 × 96 KB)
-TILE = 32
 
 
 @cache
@@ -77,52 +70,6 @@ def _kernel() -> Any:
         return bad
 
     @njit(parallel=True, cache=True)
-    def assemble_tiles(vals, grads, its, res, conv, cols, scale, norm, tiles, B, K, dK, I, R, C):  # pragma: no cover
-        # the pairs are the upper triangle row by row (gram_pairs): pair (a, b), a <= b, is t(a, b) below.
-        # One B × B tile of the triangle per iteration: the tile and its mirror image stay in cache while
-        # they are written (no row-strided writes across the whole matrix)
-        n = K.shape[0]
-        h_out = cols.shape[0]
-        root = np.ones(n)
-        ratio = np.zeros((n, h_out))
-        if norm:
-            for r in prange(n):
-                i = np.int64(r)
-                t = i * n - i * (i - 1) // 2
-                kd = vals[t]
-                root[i] = np.sqrt(kd)
-                for h in range(h_out):
-                    ratio[i, h] = grads[t, cols[h]] / kd
-        bad = 0
-        for k in prange(tiles.shape[0]):
-            a0 = tiles[k, 0] * B
-            b0 = tiles[k, 1] * B
-            for a in range(a0, min(a0 + B, n)):
-                row = a * n - a * (a - 1) // 2 - a
-                for b in range(max(a, b0), min(b0 + B, n)):
-                    t = row + b
-                    s = root[a] * root[b]
-                    kn = vals[t] / s if norm else vals[t]
-                    K[a, b] = kn
-                    K[b, a] = kn
-                    I[a, b] = its[t]
-                    I[b, a] = its[t]
-                    R[a, b] = res[t]
-                    R[b, a] = res[t]
-                    C[a, b] = conv[t]
-                    C[b, a] = conv[t]
-                    for h in range(h_out):
-                        g = grads[t, cols[h]]
-                        if not np.isfinite(g):
-                            bad += 1
-                        if norm:
-                            g = g / s - 0.5 * kn * (ratio[a, h] + ratio[b, h])
-                        g = g * scale[h]
-                        dK[a, b, h] = g
-                        dK[b, a, h] = g
-        return bad
-
-    @njit(parallel=True, cache=True)
     def contract(pairs, grads, cols, scale, W, root, normalize, chunks):  # pragma: no cover
         h_out = cols.shape[0]
         P = pairs.shape[0]
@@ -154,7 +101,7 @@ def _kernel() -> Any:
                     bad += 1
         return bad
 
-    return assemble, contract, nonfinite, assemble_tiles
+    return assemble, contract, nonfinite
 
 
 def contract_pairs(
@@ -223,8 +170,7 @@ def gram_with_gradient(
     >>> K.tolist(), float(abs(dK).max()), bad      # normalized: ones, and no derivative left
     ([[1.0, 1.0], [1.0, 1.0]], 0.0, 0)
     """
-    rows = is_gram_triangle(pairs, n)
-    dpos = diagonal_positions(pairs, n) if normalize and not rows else np.zeros(n, dtype=np.int64)
+    dpos = diagonal_positions(pairs, n) if normalize else np.zeros(n, dtype=np.int64)
     pairs = np.ascontiguousarray(pairs, dtype=np.int64)
     cols = np.ascontiguousarray(cols, dtype=np.int64)
     scale = np.ascontiguousarray(scale, dtype=np.float64)
@@ -233,18 +179,22 @@ def gram_with_gradient(
     I = np.empty((n, n), dtype=np.int64)
     R = np.empty((n, n))
     C = np.empty((n, n), dtype=bool)
-    data = (
-        np.ascontiguousarray(vals, dtype=np.float64),
-        np.ascontiguousarray(grads, dtype=np.float64),
-        np.ascontiguousarray(its, dtype=np.int64),
-        np.ascontiguousarray(res, dtype=np.float64),
-        np.ascontiguousarray(conv, dtype=np.bool_),
-    )
     with host_threads():
-        if rows:  # output rows in order: no strided writes of the mirrored half
-            nb = -(-n // TILE)
-            tiles = np.array([(p, q) for p in range(nb) for q in range(p, nb)], dtype=np.int64).reshape(-1, 2)
-            bad = _kernel()[3](*data, cols, scale, bool(normalize), tiles, TILE, K, dK, I, R, C)
-            return K, dK, I, R, C, int(bad)
-        bad = _kernel()[0](pairs, *data, cols, scale, dpos, bool(normalize), K, dK, I, R, C)
+        bad = _kernel()[0](
+            pairs,
+            np.ascontiguousarray(vals, dtype=np.float64),
+            np.ascontiguousarray(grads, dtype=np.float64),
+            np.ascontiguousarray(its, dtype=np.int64),
+            np.ascontiguousarray(res, dtype=np.float64),
+            np.ascontiguousarray(conv, dtype=np.bool_),
+            cols,
+            scale,
+            dpos,
+            bool(normalize),
+            K,
+            dK,
+            I,
+            R,
+            C,
+        )
     return K, dK, I, R, C, int(bad)

@@ -59,26 +59,14 @@ def diagonal_positions(pairs: np.ndarray, n: int) -> np.ndarray:
     >>> diagonal_positions(np.array([[1, 1], [0, 1], [0, 0]]), 2).tolist()
     [2, 0]
     """
-    if is_gram_triangle(pairs, n):
+    full = n <= GRAM_PAIRS_KEPT and pairs.shape == (n * (n + 1) // 2, 2) and not pairs.flags.writeable
+    if full and pairs is gram_pairs(n):  # (a read-only full triangle: no other list is built for the test)
         i = np.arange(n, dtype=np.int64)
         return i * n - i * (i - 1) // 2
     self_ = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
     out = np.zeros(n, dtype=np.int64)
     out[pairs[self_, 0]] = self_
     return out
-
-
-def is_gram_triangle(pairs: Any, n: int) -> bool:
-    """Whether ``pairs`` is :func:`gram_pairs` ``(n)``'s kept list itself (the upper triangle row by row:
-    pair (i, j), i <= j, at position i n − i (i − 1) / 2 + j − i); only a read-only list of that
-    shape is compared, so no list is built for the test."""
-    return (
-        isinstance(pairs, np.ndarray)
-        and n <= GRAM_PAIRS_KEPT
-        and pairs.shape == (n * (n + 1) // 2, 2)
-        and not pairs.flags.writeable
-        and pairs is gram_pairs(n)
-    )
 
 
 @lru_cache(maxsize=2)
