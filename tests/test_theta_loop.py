@@ -247,3 +247,22 @@ def test_contraction_refuses_bad_weights() -> None:
         contract([["a", "b", "c"]] * 3)
     with pytest.raises(ParameterTypeError):
         _kernel().gram_contraction(graphs[0])
+
+
+def test_a_cross_call_reuses_the_systems_of_the_previous_gram(monkeypatch) -> None:
+    """K(test, train) after K(train): the training graphs are not prepared again (their systems come from
+    the kernel's earlier X, at their new positions), and K is what a fresh kernel gives."""
+    import mgkflow.evaluation.systems as S
+
+    graphs = _graphs(9, seed=11)
+    train, test = graphs[:6], graphs[6:]
+    kern = _kernel()
+    kern(train)
+    calls = []
+    real = S.prepare_graph
+    monkeypatch.setattr(S, "prepare_graph", lambda g, i, *a, **k: calls.append(g) or real(g, i, *a, **k))
+    K = kern(test, train[::-1])  # the training graphs at other positions
+    assert len(calls) == len(test) and all(any(g is t for t in test) for g in calls)
+    ys = S.prepare(kern, train[::-1], "Y")
+    assert [s.index for s in ys] == list(range(len(train)))
+    np.testing.assert_allclose(K, _kernel()(test, train[::-1]), rtol=1e-13)

@@ -122,6 +122,7 @@ def prepare(
     out: list = []
     hits = 0
     stale: list[tuple[int, GraphSystem]] = []
+    pool: dict | None = None if cacheable else {}
     for i, g in enumerate(graphs):
         hit = old.get((id(g), i))
         if hit is not None and hit[0] is g and hit[1] == key:
@@ -131,6 +132,10 @@ def prepare(
             sys_ = None  # another q: refreshed below, all at once
             stale.append((i, hit[2]))
             hits += 1
+        elif (cand := (pool := _pool(kern) if pool is None else pool).get(id(g))) is not None and (
+            cand[0] is g and cand[1] == key
+        ):
+            sys_ = _at_position(cand[2], i)  # prepared in another argument or position (not a hit: checked below)
         else:
             try:
                 sys_ = scale_start(prepare_graph(g, i, kern.node_kernel, kern.edge_kernel, p=p, q=kern.q))
@@ -153,6 +158,8 @@ def prepare(
     checked = what + "#checked"
     again = cacheable and others is None and hits == len(out) == len(old) and kern._systems.get(checked, False)
     if cacheable:
+        if what == "X":  # the X before this one: a prediction's K(test, train) finds the fit's training graphs
+            kern._systems["#prev"] = _per_graph(kern, "X")
         kern._systems[what] = new
         kern._systems[checked] = False
     if not again:
@@ -163,6 +170,25 @@ def prepare(
     else:
         kern._systems.pop(what + "#list", None)
     return out
+
+
+def _pool(kern: KernelSpec) -> dict:
+    """Every system the kernel keeps (its last X and Y, the X before them) by graph id."""
+    out = {}
+    for name in ("#prev", "Y", "X"):
+        out.update((gid, entry) for (gid, _), entry in _per_graph(kern, name).items())
+    return out
+
+
+def _at_position(system: GraphSystem, index: int) -> GraphSystem:
+    """``system`` of the graph at position ``index`` (its other fields as they are: same graph, kernels, p, q)."""
+    if system.index == index:
+        return system
+    fields = system.__dict__.copy()  # a frozen dataclass: its fields copied, the position new
+    fields["index"] = index
+    new = object.__new__(GraphSystem)
+    object.__setattr__(new, "__dict__", fields)
+    return new
 
 
 def _per_graph(kern: KernelSpec, what: str) -> dict:
