@@ -460,7 +460,7 @@ def _summary(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the suite (see the module docstring); returns 0 and writes ``scale.csv`` under ``--out``.
+    """Run the suite (see the module docstring): a line per phase on stdout, ``scale.csv`` under ``--out``.
 
     Parameters
     ----------
@@ -470,7 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     Returns
     -------
     int
-        0 (bad options exit through argparse with status 2).
+        0; 1 when ``--resume-check`` found the resumed output different (bad options exit through
+        argparse with status 2).
 
     Raises
     ------
@@ -490,33 +491,37 @@ def main(argv: list[str] | None = None) -> int:
             print(f"scale: {text}", file=sys.stderr, flush=True)
 
     _require_rdkit()
+    args.out.mkdir(parents=True, exist_ok=True)
     backend, hardware, warm_s = _hardware(args.backend)
+    common = {"hardware": hardware, "backend": backend, "source": args.source, "target": args.target, "seed": args.seed}
+    rows: list[dict[str, Any]] = []
+
+    def emit(new: list[dict[str, Any]]) -> None:
+        """Print the phases just done and rewrite ``scale.csv`` with every row so far (a long run keeps them)."""
+        for r in _stamp(new):
+            rows.append({"phase": r["phase"], **common, **{k: v for k, v in r.items() if k != "phase"}})
+            print(_summary(rows[-1]), flush=True)
+        pd.DataFrame(rows).to_csv(args.out / "scale.csv", index=False)
+
     say(f"loading {args.source} ({args.target}); backend {backend} on {hardware}")
     data = _load(args)
-    data["row"]["warmup_s"] = warm_s
-    rows = _stamp([data["row"]])
+    emit([{**data["row"], "warmup_s": warm_s}])
     m = min(args.landmarks, args.n_train)
     say(f"low-rank GP on {args.n_train} molecules, {m} landmarks")
     model, wall = _fit(data["train"], data["y_train"], m, args)
-    rows += _stamp(_fit_rows("fit", model, wall, args.n_train))
-    rows += _stamp([_predict_row("predict", model, data["test"], data["y_test"], m)])
+    emit(_fit_rows("fit", model, wall, args.n_train))
+    emit([_predict_row("predict", model, data["test"], data["y_test"], m)])
     if args.exact_n:
-        rows += _stamp(_exact_rows(data, args, say))
+        emit(_exact_rows(data, args, say))
     files = args.out / "scale_files"
     try:
         if args.n_screen:
-            rows += _stamp(_screen_rows(model, data, files, m, args, say))
+            emit(_screen_rows(model, data, files, m, args, say))
     finally:
         if not args.keep_files:
             shutil.rmtree(files, ignore_errors=True)
-    common = {"hardware": hardware, "backend": backend, "source": args.source, "target": args.target, "seed": args.seed}
-    rows = [{"phase": r["phase"], **common, **{k: v for k, v in r.items() if k != "phase"}} for r in rows]
-    for r in rows:
-        print(_summary(r), flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(args.out / "scale.csv", index=False)
     say(f"wrote {args.out / 'scale.csv'} ({os.cpu_count()} CPUs)")
-    return 0
+    return 1 if any(r.get("identical") is False for r in rows) else 0
 
 
 if __name__ == "__main__":
