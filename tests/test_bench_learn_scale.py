@@ -22,7 +22,7 @@ from mgkflow.io import PathNotFoundError  # noqa: E402
 #: A run with every phase: 40 training molecules, 8 landmarks, an exact GP on 20, 30 screened in 3 chunks.
 ARGS = [
     *"--n-train 40 --n-test 12 --landmarks 8 --n-screen 30 --chunk-size 10 --exact-n 20 --resume-check".split(),
-    *"--backend cpu --max-iter 8 --seed 3 -q".split(),
+    *"--backend cpu --max-iter 8 --seed 3 --keep-files -q".split(),
 ]
 PHASES = ["data", "featurize", "fit", "predict", "exact", "lowrank_at_exact_n", "screen", "resume"]
 
@@ -42,7 +42,33 @@ def test_one_row_and_one_line_per_phase(run):
     assert set(table["hardware"]) == {"cpu"} and set(table["backend"]) == {"cpu"} and set(table["seed"]) == {3}
     assert [line.split()[1] for line in stdout.splitlines()] == PHASES
     assert all("[cpu]" in line for line in stdout.splitlines())
-    assert not (out / "scale_files").exists()  # the model file and screening files are gone without --keep-files
+
+
+def test_the_screen_output_and_what_is_kept(run, tmp_path):
+    _, _, out = run
+    files = out / "scale_files"
+    assert sorted(p.name for p in files.iterdir()) == [
+        "scale_model.mgk", "screen.csv", "screen_input.csv", "screen_resumed.csv"
+    ]  # fmt: skip
+    preds = pd.read_csv(files / "screen.csv", keep_default_na=False)
+    assert preds["id"].tolist() == [f"s{i}" for i in range(30)] and np.all(np.isfinite(preds["mean"]))
+    assert np.all(preds["std"] > 0) and set(preds["error"]) == {""}
+    # without --keep-files nothing but scale.csv stays
+    argv = "--n-train 4 --n-test 2 --landmarks 2 --n-screen 3 --max-iter 2 --no-descriptors --backend cpu -q --out"
+    assert learn_scale.main([*argv.split(), str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scale.csv"]
+
+
+def test_the_resume_check_sees_a_difference(run, tmp_path):
+    _, _, out = run
+    files = out / "scale_files"
+    reference = tmp_path / "reference.csv"
+    reference.write_bytes(files.joinpath("screen.csv").read_bytes().replace(b"s29", b"s30"))
+    args = learn_scale._parser().parse_args(["--n-screen", "30", "--chunk-size", "10", "-q"])
+    row = learn_scale._resume_row(files / "scale_model.mgk", files / "screen_input.csv", reference,
+                                  tmp_path / "again.csv", args, lambda text: None)  # fmt: skip
+    assert row["identical"] is False and row["resumed"] == 1 and row["computed"] == 2
+    assert (tmp_path / "again.csv").read_bytes() == files.joinpath("screen_resumed.csv").read_bytes()
 
 
 def test_sizes_and_counts(run):
