@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in _stamp(new):
             rows.append({"phase": r["phase"], **common, **{k: v for k, v in r.items() if k != "phase"}})
             print(_summary(rows[-1]), flush=True)
-        pd.DataFrame(rows).to_csv(args.out / "scale.csv", index=False)
+        pd.DataFrame(rows).convert_dtypes().to_csv(args.out / "scale.csv", index=False)  # whole numbers stay whole
 
     say(f"loading {args.source} ({args.target}); backend {backend} on {hardware}")
     data = _load(args)
