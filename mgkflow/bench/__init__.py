@@ -5,7 +5,8 @@ Suites: ``gpu`` (paper workloads, GPU solver, optional GraphDot ratios), ``cpu``
 and ``ablation`` (GPU primitive map and ablation), ``gpu_sweep`` (a hyperparameter sweep:
 compiles and time per evaluation), ``gpu_calibrate`` (cost models of the GPU strategies),
 ``gram`` (tiled Gram matrices: in-process vs Dask, kill and resume), ``theta`` (one warm
-K + dK step of a GP fit: wall, device and host time) and ``fuzz``
+K + dK step of a GP fit: wall, device and host time), ``scale`` (a low-rank GP fitted on up to
+10⁵–10⁶ molecules and a screen with it: time, scores, peak memory, a resume check) and ``fuzz``
 (property-based fuzzing of the API and CLI). Each writes CSV or JSON under ``reports/``.
 
 The benchmarks live here, apart from the runtime code they measure; ``fuzz`` is not a
@@ -28,6 +29,7 @@ SUITES = {
     "gpu_calibrate": "mgkflow.bench.gpu_calibrate",
     "gram": "mgkflow.bench.gram",
     "theta": "mgkflow.bench.theta_loop",
+    "scale": "mgkflow.bench.learn_scale",
     "fuzz": "mgkflow.fuzz",
 }
 
