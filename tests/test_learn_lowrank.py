@@ -219,10 +219,30 @@ def test_landmark_columns_serve_the_fit_and_the_graph_kernels_diagonal_is_kept()
     # a normalized graph kernel's cross block with a cache keeps X's self similarities
     cache = {}
     first = cross_kernel(mgk, gs, Z[:1], cache=cache)
-    assert mgk.last_stats.pairs == 2 * len(gs) + 1  # the column, X's self pairs and Z[0]'s
+    assert mgk.last_stats.pairs == 2 * len(gs)  # the column and X's self pairs (Z[0] is one of X's graphs)
     cols = np.hstack([first] + [cross_kernel(mgk, gs, [g], cache=cache) for g in Z[1:]])
-    assert mgk.last_stats.pairs == len(gs) + 1  # the column and the one new self pair
+    assert mgk.last_stats.pairs == len(gs)  # the column alone
     np.testing.assert_allclose(cols, mgk(gs, Z), rtol=1e-12)
+    other = _graphs(2, seed=12)  # graphs outside X: solved as a cross block, with their self pairs
+    block = cross_kernel(mgk, gs, other, cache=cache)
+    assert mgk.last_stats.pairs == 2 * len(gs) + 2
+    np.testing.assert_allclose(block, mgk(gs, other), rtol=1e-12)
+
+
+def test_landmark_columns_over_all_of_x_serve_a_blocked_fit():
+    """pivoted_cholesky computes each column over all of X in one call; the fit's K(X, Z) in row blocks
+    takes the blocks' rows of those columns (no solve), and equals the kernel's block."""
+    gs = _graphs(14, seed=13)
+    mgk = _mgk(free=False)
+    k = C(1.0) * ExpSimilarity(Cached(mgk), gamma=2.0) + WhiteKernel(0.1)
+    cache: dict = {}
+    idx = pivoted_cholesky(k, gs, 4, cache=cache, block_rows=5)
+    assert "#rows" not in cache
+    Z = [gs[i] for i in idx]
+    mgk.last_stats = None
+    K = cross_kernel(k, gs, Z, cache=cache, block_rows=5)
+    assert mgk.last_stats is None  # every block's columns were found in the whole columns
+    np.testing.assert_allclose(K, k(gs, Z), rtol=1e-12)
 
 
 # ---------------------------------------------------------------------------- low-rank objective

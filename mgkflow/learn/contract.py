@@ -142,7 +142,16 @@ def cross_kernel(
     if len(X) <= rows:
         K, dK = _cross(kernel, X, Y, grad, cache)
     else:
-        parts = [_cross(kernel, X[a:b], Y, grad, cache) for a, b in _blocks(len(X), rows)]
+        whole = None if cache is None else input_key(X)
+        parts = []
+        for a, b in _blocks(len(X), rows):
+            if whole is not None:  # where the block lies in X: columns kept for all of X serve it
+                cache["#rows"] = (whole, a, b)
+            try:
+                parts.append(_cross(kernel, X[a:b], Y, grad, cache))
+            finally:
+                if whole is not None:
+                    cache.pop("#rows", None)
         K = np.vstack([p[0] for p in parts])
         dK = np.concatenate([p[1] for p in parts], axis=0) if grad else None
     return (K, dK) if grad else K
@@ -456,17 +465,35 @@ def _mgk_cross(k: MarginalizedGraphKernel, X: Any, Y: Any, grad: bool, cache: di
     return K, dK
 
 
+def _positions(X: Any, Y: Any, kx: tuple | None, cache: dict) -> list[int] | None:
+    """The positions in X of Y's graphs when Y is a few graphs that are all items of X (by identity),
+    else None (``kx``: X's :func:`input_key`; the map of X's items is kept in ``cache``)."""
+    if kx is None or isinstance(Y, np.ndarray) or len(Y) > 64:
+        return None
+    where = _memo(cache, ("positions", kx), lambda: {gid: i for i, gid in enumerate(kx)}, (kept_inputs(X),))
+    out = [where.get(id(g)) for g in Y]
+    return None if any(i is None for i in out) else out
+
+
 def _mgk_normalized_cross(k: MarginalizedGraphKernel, X: Any, Y: Any, cache: dict) -> np.ndarray:
     """The normalized block of a graph kernel without free hyperparameters, with the self
     similarities of X kept in ``cache``: a landmark choice asks for one column at a time with the
     same X, which would otherwise solve X's len(X) self pairs again for each column."""
     xs = prepare(k, X, "X")
-    ys = prepare(k, Y, "Y", xs)
+    kx = input_key(X)
+    where = _positions(X, Y, kx, cache)
+    # Y among X's graphs (a landmark choice's column): pairs within X, whose batch the backend keeps
+    ys = [xs[i] for i in where] if where is not None else prepare(k, Y, "Y", xs)
     get_backend(k)
     warn_degenerate(k, stacklevel=5)
     t0 = time.perf_counter()
     n, m = len(xs), len(ys)
-    vals, _, its, res, conv = solve(k, xs, ys, cross_pairs(n, m), raw=False)
+    if where is None:
+        vals, _, its, res, conv = solve(k, xs, ys, cross_pairs(n, m), raw=False)
+    else:
+        pairs = cross_pairs(n, m)
+        pairs[:, 1] = np.asarray(where, dtype=np.int64)[pairs[:, 1]]
+        vals, _, its, res, conv = solve(k, xs, xs, pairs, raw=False)
 
     solved = [n * m]
 
@@ -477,10 +504,9 @@ def _mgk_normalized_cross(k: MarginalizedGraphKernel, X: Any, Y: Any, cache: dic
         check_finite(d[:, None], systems, systems)
         return d
 
-    kx = input_key(X)
     key = None if kx is None else ("mgk self", id(k), kx, repr(k))
     dx = _memo(cache, key, lambda: self_similarities(xs), (kept_inputs(X),))
-    dy = self_similarities(ys)
+    dy = dx[where] if where is not None else self_similarities(ys)
     record(k, (n, m), solved[0], its.reshape(n, m), res.reshape(n, m), conv.reshape(n, m), t0)
     check_convergence(k, conv, res, stacklevel=5)
     K = vals.reshape(n, m)
@@ -505,7 +531,16 @@ def _cached_cross(k: Cached, X: Any, Y: Any, grad: bool, cache: dict | None):
         return k(X, Y), None
     base = ("column", id(k), kx, repr(inner))
     keys = [(*base, c) for c in cols]
-    missing = [j for j, key in enumerate(keys) if key not in cache]
+    rows = cache.get("#rows")  # (key of all of X, a, b): this block is X[a:b] (set by cross_kernel)
+    missing = []
+    for j, key in enumerate(keys):
+        if key in cache:
+            continue
+        whole = None if rows is None else cache.get(("column", id(k), rows[0], repr(inner), cols[j]))
+        if whole is not None:  # the column computed for all of X (a landmark choice): its rows a:b
+            cache[key] = (whole[0][rows[1] : rows[2]], whole[1])
+        else:
+            missing.append(j)
     if missing:
         new = _cross(inner, X, _take(Y, missing), False, cache)[0]
         cache.setdefault(("inputs", id(k), kx), kept_inputs(X))  # the items whose identities the keys hold

@@ -68,8 +68,11 @@ def _rng(random_state: Any) -> np.random.Generator:
 
 
 def _column(kernel: Any, X: Any, j: int, cache: dict | None, block_rows: int | None) -> np.ndarray:
-    """k(x, X[j]) for every x of X (a cross block: no white noise)."""
-    return cross_kernel(kernel, X, _take(X, [j]), cache=cache, block_rows=block_rows)[:, 0]
+    """k(x, X[j]) for every x of X (a cross block: no white noise), in one call over all of X: a
+    column is n numbers, and row blocks would cost a kernel call (and a graph kernel's packing of the
+    block) per block and column. With ``cache``, the fit's K(X, Z) in blocks of ``block_rows`` finds
+    these whole columns again (:func:`~mgkflow.learn.contract.cross_kernel`)."""
+    return cross_kernel(kernel, X, _take(X, [j]), cache=cache)[:, 0]
 
 
 def pivoted_cholesky(
