@@ -279,3 +279,23 @@ def test_morgan_ids_fit_int32_and_stay_distinct():
         raw.update(bits[1] for bits in out.GetAtomToBits() if len(bits) > 1)
     assert len(set(ids.tolist())) == len(raw)  # the map is one-to-one
     assert pack_batch(gs).n_graphs == len(smiles)
+
+
+@pytest.mark.parametrize("descriptors", [True, False])
+def test_fit_transform_equals_fit_then_transform(descriptors):
+    """fit_transform parses each molecule and computes its descriptors once, with the same result."""
+    smiles = ["CCO", "c1ccccc1O", "CC(=O)N", "C1CC1", "CCCCCl"]
+    a = MolecularFeaturizer(descriptors=descriptors)
+    b = MolecularFeaturizer(descriptors=descriptors)
+    ga = a.fit(smiles).transform(smiles, titles=list("abcde"))
+    gb = b.fit_transform(smiles, titles=list("abcde"))
+    assert a.descriptor_names_ == b.descriptor_names_ and a.n_features_ == b.n_features_
+    np.testing.assert_array_equal(a.center_ if descriptors else 0, b.center_ if descriptors else 0)
+    for x, z in zip(ga, gb, strict=True):
+        assert x.title == z.title and x.n_nodes == z.n_nodes
+        np.testing.assert_array_equal(x.adjacency.toarray(), z.adjacency.toarray())
+        assert (x.features is None) == (z.features is None) == (not descriptors)
+        if descriptors:
+            np.testing.assert_array_equal(x.features, z.features)
+    with pytest.raises(ParameterError):
+        MolecularFeaturizer().fit_transform(smiles, titles=["only one"])

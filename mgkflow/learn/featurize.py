@@ -308,10 +308,27 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
 
         Molecules whose descriptors RDKit cannot compute get 0 (the training mean) in those columns.
         """
-        atom_fields, bond_fields = self._checked()
+        self._checked()
         if not hasattr(self, "n_features_"):
             raise ParameterError("this MolecularFeaturizer is not fitted yet: call fit(X) first")
         mols = self._molecules(X)
+        return self._graphs(mols, titles, self.features(mols) if self.n_features_ else None)
+
+    def fit_transform(self, X: Sequence[Any], y: Any = None, titles: Sequence[str] | None = None) -> list[Graph]:
+        """``fit(X).transform(X)`` with each molecule parsed and its descriptors computed once."""
+        self._checked()
+        mols = self._molecules(X)
+        if not self.descriptors:
+            self.descriptor_names_ = ()
+            self.n_features_ = 0
+            return self._graphs(mols, titles, None)
+        D, names = molecular_descriptors(mols)
+        self.fit_descriptors(D, names)
+        return self._graphs(mols, titles, self.scale_descriptors(D) if self.n_features_ else None)
+
+    def _graphs(self, mols: list, titles: Sequence[str] | None, F: np.ndarray | None) -> list[Graph]:
+        """The molecules' graphs, with the rows of F (standardized descriptors) as features when given."""
+        atom_fields, bond_fields = self._checked()
         if titles is not None and (isinstance(titles, str | bytes) or not isinstance(titles, Sequence | np.ndarray)):
             raise ParameterTypeError(f"titles must be a sequence of names, got {titles!r:.60}")
         if titles is not None and len(titles) != len(mols):
@@ -321,8 +338,7 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
             _graph(m, atom_fields, bond_fields, None if titles is None else str(titles[i]), Chem)
             for i, m in enumerate(mols)
         ]
-        if self.n_features_:
-            F = self.features(mols)
+        if F is not None:
             graphs = [g.with_features(f) for g, f in zip(graphs, F)]
         return graphs
 

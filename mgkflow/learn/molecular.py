@@ -308,7 +308,8 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
             views = _check_views(self.views)
             self.featurizer_ = MolecularFeaturizer(
                 atom_fields=_union(views, 0), bond_fields=_union(views, 1), descriptors=self.descriptors
-            ).fit(items)
+            )
+            return self.featurizer_.fit_transform(items)
         return self.featurizer_.transform(items)
 
     def _check(self) -> None:
