@@ -59,25 +59,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..cli_learn import _count
+
 __all__ = ["main"]
 
 #: Columns every row of ``scale.csv`` starts with (the rest depend on the phase).
 _COMMON = ("phase", "hardware", "backend", "source", "target", "seed")
-
-
-def _count(low: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= ``low``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {value}")
-        return value
-
-    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
