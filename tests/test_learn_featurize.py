@@ -299,3 +299,32 @@ def test_fit_transform_equals_fit_then_transform(descriptors):
             np.testing.assert_array_equal(x.features, z.features)
     with pytest.raises(ParameterError):
         MolecularFeaturizer().fit_transform(smiles, titles=["only one"])
+
+
+def test_featurizing_in_several_processes_gives_the_same_graphs(monkeypatch):
+    """n_jobs=2 splits the molecules in parts featurized by joblib's processes: the same graphs, features,
+    titles and standardization as one process; a bad SMILES still names itself."""
+    import mgkflow.learn.featurize as F
+
+    monkeypatch.setattr(F, "PART_MIN", 4)
+    smiles = SMILES * 3
+    titles = [f"m{i}" for i in range(len(smiles))]
+    one = MolecularFeaturizer(n_jobs=None)
+    two = MolecularFeaturizer(n_jobs=2)
+    assert two._jobs(len(smiles)) == 2 and one._jobs(len(smiles)) == 1
+    ga, gb = one.fit_transform(smiles, titles=titles), two.fit_transform(smiles, titles=titles)
+    assert one.descriptor_names_ == two.descriptor_names_
+    np.testing.assert_array_equal(one.center_, two.center_)
+    for a, b in zip(ga, gb, strict=True):
+        assert a.title == b.title
+        np.testing.assert_array_equal(a.features, b.features)
+        np.testing.assert_array_equal(a.adjacency.toarray(), b.adjacency.toarray())
+        assert sorted(a.node_labels) == sorted(b.node_labels)
+    np.testing.assert_array_equal(two.features(smiles), one.features(smiles))
+    with pytest.raises(GraphError, match="not-a-smiles"):
+        two.transform(smiles + ["not-a-smiles"] + smiles)
+    with pytest.raises(ParameterError, match="n_jobs"):
+        MolecularFeaturizer(n_jobs=0).fit(smiles)
+    old = pickle.loads(pickle.dumps(two))
+    del old.__dict__["n_jobs"]
+    assert pickle.loads(pickle.dumps(old)).n_jobs is None  # a featurizer pickled before n_jobs existed

@@ -91,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--restarts", type=_count(0), default=0, help="further searches from random starts")
     ap.add_argument("--no-descriptors", action="store_true", help="the graph kernel alone, no RDKit descriptors")
     ap.add_argument("--chunk-size", type=_count(1), default=1000, help="molecules per screening chunk")
+    ap.add_argument("--jobs", type=_count(1), default=None,
+                    help="processes that featurize (MolecularGPR(n_jobs=...); default 1)")  # fmt: skip
     ap.add_argument(
         "--resume-check",
         action="store_true",
@@ -245,6 +247,7 @@ def _fit(smiles: Sequence[str], y: np.ndarray, n_landmarks: int | None, args: ar
         backend=args.backend,
         random_state=args.seed,
         verbose=int(args.verbose),
+        n_jobs=args.jobs,
     )
     t0 = time.perf_counter()
     model.fit(list(smiles), y)

@@ -230,6 +230,27 @@ def _check_fields(value: Any, allowed: tuple[str, ...], what: str) -> tuple[str,
     return fields
 
 
+#: Fewest molecules per part when a featurizer runs in several processes (``n_jobs``): below, one process.
+PART_MIN = 250
+
+
+def _featurize_part(
+    items: Sequence[Any], titles: Sequence[str] | None, atom_fields: tuple, bond_fields: tuple, graphs: bool,
+    descriptors: bool,
+) -> tuple[list[Graph] | None, np.ndarray | None, tuple[str, ...] | None]:  # fmt: skip
+    """(graphs, raw descriptors, their names) of some molecules: what one process computes."""
+    Chem = require_rdkit()
+    mols = [_mol(x, Chem) for x in items]
+    out = None
+    if graphs:
+        out = [_graph(m, atom_fields, bond_fields, None if titles is None else str(titles[i]), Chem)
+               for i, m in enumerate(mols)]  # fmt: skip
+    if not descriptors:
+        return out, None, None
+    D, names = molecular_descriptors(mols)
+    return out, D, names
+
+
 class MolecularFeaturizer(TransformerMixin, BaseEstimator):
     """Turn SMILES strings or RDKit molecules into labeled graphs with standardized descriptors.
 
@@ -244,6 +265,11 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
     descriptors : bool
         Compute RDKit's 2-D descriptors, standardized on the molecules given to ``fit``, as the
         graphs' ``features``. False: graphs without features (``fit`` then learns nothing).
+    n_jobs : int or None
+        Processes that featurize (joblib; None: 1, -1: every core). RDKit's descriptors take about
+        13 ms per molecule on one core; sets of more than :data:`PART_MIN` molecules per process are
+        split in parts, each parsed, drawn as graphs and described in its own process. The results
+        do not depend on it.
 
     Attributes
     ----------
@@ -265,10 +291,16 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
         atom_fields: Sequence[str] = DEFAULT_ATOM_FIELDS,
         bond_fields: Sequence[str] = DEFAULT_BOND_FIELDS,
         descriptors: bool = True,
+        n_jobs: int | None = None,
     ) -> None:
         self.atom_fields = atom_fields
         self.bond_fields = bond_fields
         self.descriptors = descriptors
+        self.n_jobs = n_jobs
+
+    def __setstate__(self, state: dict) -> None:
+        state.setdefault("n_jobs", None)  # a featurizer pickled before n_jobs existed
+        super().__setstate__(state)
 
     def _checked(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if not isinstance(self.descriptors, bool | np.bool_):
@@ -288,6 +320,47 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
             raise ParameterError("X holds no molecule")
         return mols
 
+    def _raw(
+        self, X: Any, titles: Sequence[str] | None, graphs: bool, descriptors: bool
+    ) -> tuple[list[Graph] | None, np.ndarray | None, tuple[str, ...] | None]:
+        """(graphs, raw descriptors, names) of the molecules X, in parts on ``n_jobs`` processes."""
+        atom_fields, bond_fields = self._checked()
+        if isinstance(X, str | bytes) or not isinstance(X, Iterable):
+            raise ParameterTypeError(f"X must be a sequence of SMILES strings or RDKit molecules, got {X!r:.60}")
+        items = list(X)
+        if not items:
+            raise ParameterError("X holds no molecule")
+        if titles is not None and (isinstance(titles, str | bytes) or not isinstance(titles, Sequence | np.ndarray)):
+            raise ParameterTypeError(f"titles must be a sequence of names, got {titles!r:.60}")
+        if titles is not None and len(titles) != len(items):
+            raise ParameterError(f"titles holds {len(titles)} names for {len(items)} molecules")
+        jobs = self._jobs(len(items))
+        if jobs <= 1:
+            return _featurize_part(items, titles, atom_fields, bond_fields, graphs, descriptors)
+        from joblib import Parallel, delayed
+
+        cuts = np.linspace(0, len(items), min(4 * jobs, len(items) // PART_MIN) + 1).astype(int)
+        parts = Parallel(n_jobs=jobs)(
+            delayed(_featurize_part)(items[a:b], None if titles is None else list(titles[a:b]), atom_fields,
+                                     bond_fields, graphs, descriptors)  # fmt: skip
+            for a, b in zip(cuts[:-1], cuts[1:])
+        )
+        out = [g for p in parts for g in p[0]] if graphs else None
+        if not descriptors:
+            return out, None, None
+        return out, np.vstack([p[1] for p in parts]), parts[0][2]
+
+    def _jobs(self, n: int) -> int:
+        """Processes for n molecules: ``n_jobs`` (joblib's meaning), at most one per PART_MIN molecules."""
+        jobs = getattr(self, "n_jobs", None)
+        if jobs is None:
+            return 1
+        if isinstance(jobs, bool) or not isinstance(jobs, int | np.integer) or jobs == 0:
+            raise ParameterError(f"n_jobs must be None or a nonzero integer, got {jobs!r:.60}")
+        from joblib import effective_n_jobs
+
+        return max(1, min(effective_n_jobs(int(jobs)), n // PART_MIN))
+
     @staticmethod
     def _transform_descriptors(D: np.ndarray) -> np.ndarray:
         return np.sign(D) * np.log1p(np.abs(D))
@@ -295,9 +368,9 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
     def fit(self, X: Sequence[Any], y: Any = None) -> MolecularFeaturizer:
         """Learn the descriptors' standardization from the molecules X (SMILES or RDKit molecules)."""
         self._checked()
-        mols = self._molecules(X)
+        _, D, names = self._raw(X, None, False, bool(self.descriptors))
         if self.descriptors:
-            self.fit_descriptors(*molecular_descriptors(mols))
+            self.fit_descriptors(D, names)
         else:
             self.descriptor_names_ = ()
         self.n_features_ = len(self.descriptor_names_)
@@ -311,45 +384,33 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
         self._checked()
         if not hasattr(self, "n_features_"):
             raise ParameterError("this MolecularFeaturizer is not fitted yet: call fit(X) first")
-        mols = self._molecules(X)
-        return self._graphs(mols, titles, self.features(mols) if self.n_features_ else None)
+        graphs, D, _ = self._raw(X, titles, True, bool(self.n_features_))
+        return self._with_features(graphs, D)
 
     def fit_transform(self, X: Sequence[Any], y: Any = None, titles: Sequence[str] | None = None) -> list[Graph]:
         """``fit(X).transform(X)`` with each molecule parsed and its descriptors computed once."""
         self._checked()
-        mols = self._molecules(X)
-        if not self.descriptors:
+        graphs, D, names = self._raw(X, titles, True, bool(self.descriptors))
+        if self.descriptors:
+            self.fit_descriptors(D, names)
+        else:
             self.descriptor_names_ = ()
             self.n_features_ = 0
-            return self._graphs(mols, titles, None)
-        D, names = molecular_descriptors(mols)
-        self.fit_descriptors(D, names)
-        return self._graphs(mols, titles, self.scale_descriptors(D) if self.n_features_ else None)
+        return self._with_features(graphs, D)
 
-    def _graphs(self, mols: list, titles: Sequence[str] | None, F: np.ndarray | None) -> list[Graph]:
-        """The molecules' graphs, with the rows of F (standardized descriptors) as features when given."""
-        atom_fields, bond_fields = self._checked()
-        if titles is not None and (isinstance(titles, str | bytes) or not isinstance(titles, Sequence | np.ndarray)):
-            raise ParameterTypeError(f"titles must be a sequence of names, got {titles!r:.60}")
-        if titles is not None and len(titles) != len(mols):
-            raise ParameterError(f"titles holds {len(titles)} names for {len(mols)} molecules")
-        Chem = require_rdkit()
-        graphs = [
-            _graph(m, atom_fields, bond_fields, None if titles is None else str(titles[i]), Chem)
-            for i, m in enumerate(mols)
-        ]
-        if F is not None:
-            graphs = [g.with_features(f) for g, f in zip(graphs, F)]
-        return graphs
+    def _with_features(self, graphs: list[Graph], D: np.ndarray | None) -> list[Graph]:
+        """The graphs with the rows of D, standardized, as their features (as they are without any)."""
+        if not self.n_features_ or D is None:
+            return graphs
+        return [g.with_features(f) for g, f in zip(graphs, self.scale_descriptors(D))]
 
     def features(self, X: Sequence[Any]) -> np.ndarray:
         """The standardized descriptor matrix (n, ``n_features_``) of the molecules X."""
         if not hasattr(self, "n_features_"):
             raise ParameterError("this MolecularFeaturizer is not fitted yet: call fit(X) first")
-        mols = self._molecules(X)
         if not self.n_features_:
-            return np.zeros((len(mols), 0))
-        return self.scale_descriptors(molecular_descriptors(mols)[0])
+            return np.zeros((len(self._molecules(X)), 0))
+        return self.scale_descriptors(self._raw(X, None, False, True)[1])
 
     def fit_descriptors(self, D: np.ndarray, names: Sequence[str]) -> MolecularFeaturizer:
         """Learn the standardization from a raw descriptor matrix (as :func:`molecular_descriptors` gives).

@@ -190,6 +190,7 @@ def build_model(
     seed: int | None = 0,
     verbose: int = 1,
     low_rank: int | None = None,
+    jobs: int | None = None,
 ) -> Any:
     """The estimator ``mgkflow fit`` fits: a :class:`~mgkflow.learn.MolecularGPR` with these choices.
 
@@ -212,6 +213,8 @@ def build_model(
         (:func:`graph_kernel_progress` switches the bar off again, e.g. before saving the model).
     low_rank : int or None
         A low-rank GP on this many landmarks (``MolecularGPR(n_landmarks=...)``); None: the exact GP.
+    jobs : int or None
+        Processes that featurize the molecules (``MolecularGPR(n_jobs=...)``; None: 1, -1: every core).
 
     Examples
     --------
@@ -233,5 +236,5 @@ def build_model(
         graph_kernel_progress(kernel, True)
     return MolecularGPR(
         descriptors=descriptors, kernel=kernel, n_restarts=int(restarts), backend=backend, random_state=seed,
-        verbose=verbose, n_landmarks=None if low_rank is None else int(low_rank),
+        verbose=verbose, n_landmarks=None if low_rank is None else int(low_rank), n_jobs=jobs,
     )

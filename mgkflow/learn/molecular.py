@@ -232,6 +232,9 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         Seed of the restarts.
     verbose : int
         1: a progress line per optimizer step on stderr; 0: silent.
+    n_jobs : int or None
+        Processes that featurize the molecules (:class:`~mgkflow.learn.MolecularFeaturizer`;
+        None: 1, -1: every core). The model does not depend on it.
 
     Attributes
     ----------
@@ -263,6 +266,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         verbose: int = 1,
         start_probabilities: bool = False,
         size_kernel: bool = False,
+        n_jobs: int | None = None,
     ) -> None:
         self.descriptors = descriptors
         self.views = views
@@ -279,6 +283,11 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         self.verbose = verbose
         self.start_probabilities = start_probabilities
         self.size_kernel = size_kernel
+        self.n_jobs = n_jobs
+
+    def __setstate__(self, state: dict) -> None:
+        state.setdefault("n_jobs", None)  # a model pickled before n_jobs existed
+        super().__setstate__(state)
 
     def _graphs(self, X: Any, fit: bool) -> list[Graph]:
         if hasattr(X, "tolist") and not isinstance(X, np.ndarray):  # a pandas Series or Index
@@ -307,7 +316,8 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         if fit:
             views = _check_views(self.views)
             self.featurizer_ = MolecularFeaturizer(
-                atom_fields=_union(views, 0), bond_fields=_union(views, 1), descriptors=self.descriptors
+                atom_fields=_union(views, 0), bond_fields=_union(views, 1), descriptors=self.descriptors,
+                n_jobs=self.n_jobs,
             )
             return self.featurizer_.fit_transform(items)
         return self.featurizer_.transform(items)
