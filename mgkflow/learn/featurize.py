@@ -369,11 +369,14 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
         """Learn the descriptors' standardization from the molecules X (SMILES or RDKit molecules)."""
         self._checked()
         _, D, names = self._raw(X, None, False, bool(self.descriptors))
+        return self._fit_raw(D, names)
+
+    def _fit_raw(self, D: np.ndarray | None, names: tuple[str, ...] | None) -> MolecularFeaturizer:
+        """Learn the standardization from raw descriptors (none without ``descriptors``)."""
         if self.descriptors:
-            self.fit_descriptors(D, names)
-        else:
-            self.descriptor_names_ = ()
-        self.n_features_ = len(self.descriptor_names_)
+            return self.fit_descriptors(D, names)
+        self.descriptor_names_ = ()
+        self.n_features_ = 0
         return self
 
     def transform(self, X: Sequence[Any], titles: Sequence[str] | None = None) -> list[Graph]:
@@ -391,12 +394,7 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
         """``fit(X).transform(X)`` with each molecule parsed and its descriptors computed once."""
         self._checked()
         graphs, D, names = self._raw(X, titles, True, bool(self.descriptors))
-        if self.descriptors:
-            self.fit_descriptors(D, names)
-        else:
-            self.descriptor_names_ = ()
-            self.n_features_ = 0
-        return self._with_features(graphs, D)
+        return self._fit_raw(D, names)._with_features(graphs, D)
 
     def _with_features(self, graphs: list[Graph], D: np.ndarray | None) -> list[Graph]:
         """The graphs with the rows of D, standardized, as their features (as they are without any)."""
