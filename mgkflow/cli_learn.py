@@ -23,6 +23,20 @@ from typing import Any
 __all__ = ["add_commands", "cmd_fit", "cmd_predict"]
 
 
+def _add_smiles_column(p: argparse.ArgumentParser, more: str) -> None:
+    """``--smiles-col`` (alias ``--smiles-column``) of ``fit`` and ``predict``; ``more`` ends its help."""
+    p.add_argument(
+        "--smiles-col",
+        "--smiles-column",
+        dest="smiles_column",
+        type=_column,
+        default=None,
+        metavar="COLUMN",
+        help="the column of SMILES (default: the column named like smiles, else the first whose values are "
+        f"SMILES{more})",
+    )
+
+
 def _count(minimum: int) -> Any:
     def parse(text: str) -> int:
         try:
@@ -97,15 +111,7 @@ def _add_fit(sub: Any) -> None:
         metavar="PATH",
         help="the model file to write (e.g. model.mgk); an existing file is refused unless --force",
     )
-    p.add_argument(
-        "--smiles-col",
-        "--smiles-column",
-        dest="smiles_column",
-        type=_column,
-        default=None,
-        metavar="COLUMN",
-        help="the column of SMILES (default: the column named like smiles, else the first whose values are SMILES)",
-    )
+    _add_smiles_column(p, "")
     p.add_argument(
         "--backend",
         choices=["auto", "cpu", "gpu"],
@@ -186,16 +192,7 @@ def _add_predict(sub: Any) -> None:
         metavar="PATH",
         help="output: .csv, or .parquet (needs pyarrow); an existing file is refused unless --force",
     )
-    p.add_argument(
-        "--smiles-col",
-        "--smiles-column",
-        dest="smiles_column",
-        type=_column,
-        default=None,
-        metavar="COLUMN",
-        help="the column of SMILES (default: the column named like smiles, else the "
-        "first whose values are SMILES; the first line is then the header)",
-    )
+    _add_smiles_column(p, "; the first line is then the header")
     p.add_argument(
         "--id-col",
         "--id-column",
