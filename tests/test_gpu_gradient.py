@@ -20,7 +20,7 @@ import pytest
 from test_wide import FakeAlloc, _decode_labels, fake_backend  # noqa: F401 (fixture)
 
 from mgkflow.backends.exact import ExactBackend, solve_pair_gradient
-from mgkflow.gpu import device
+from mgkflow.gpu import device, emulate
 from mgkflow.gpu.emulate import pcg2_blocked, pcg_blocked, solve_pair_blocked, system_blocked, xmv_rows
 from mgkflow.gpu.gradient import closed_form, closed_form_ok
 from mgkflow.gpu.pack import pack_host, weights_need_double
@@ -236,9 +236,9 @@ class _SolverModule(device.Module):
         assert np.array_equal(self.kpar.view(np.float32), kernel_values(self.nk, self.ek)), "kernel values not set"
         kw = {}
         for p, v in zip(params, args, strict=True):
-            if p.kind == "P":
-                assert isinstance(v, FakeAlloc), p
-                kw[p.name] = v.view(p.dtype)
+            if p.kind == "P":  # an allocation, or a pointer into one (results kept on the device)
+                assert isinstance(v, FakeAlloc | np.uintp), p
+                kw[p.name] = v.view(p.dtype) if isinstance(v, FakeAlloc) else FakeAlloc.at(v, p.dtype)
             else:
                 assert type(v) is p.dtype.type, (p, type(v))
                 kw[p.name] = v.item()
@@ -286,11 +286,42 @@ class _SolverModule(device.Module):
                                   "block": self.block, "shared": shared})  # fmt: skip
 
 
+class _AssembleModule(device.Module):
+    """``mgk_assemble.cu`` on the fake driver: its two kernels emulated (:mod:`mgkflow.gpu.emulate`),
+    arguments bound by the declared parameters."""
+
+    log: list[str] = []
+
+    def __init__(self, source: str) -> None:
+        super().__init__(self, source)
+
+    def get_function(self, name: str) -> Any:
+        params, fn = self.signatures[name], getattr(emulate, name)
+
+        class Func:
+            num_regs, shared_size_bytes = 40, 0
+
+            def __call__(self, *args: Any, block: tuple, grid: tuple, shared: int = 0) -> None:
+                kw = {}
+                for p, v in zip(params, args, strict=True):
+                    if p.kind == "P":
+                        kw[p.name] = v.view(p.dtype) if isinstance(v, FakeAlloc) else FakeAlloc.at(v, p.dtype)
+                    else:
+                        assert type(v) is p.dtype.type, (p, type(v))
+                        kw[p.name] = v.item()
+                _AssembleModule.log.append(name)
+                fn(**kw)
+
+        return Func()
+
+
 def _install(nk: BaseKernel, ek: BaseKernel, systems: list[GraphSystem], backend_obj: Any) -> None:
     # label storage and gradient columns of the configurations the backend builds
     configs = {k == "gradient": backend_obj._config(systems, nk, ek, **{k: True}) for k in ("gradient", "nodal")}
     _SolverModule.current.update(nk=nk, ek=ek, configs=configs)
-    sys.modules["pycuda.compiler"].factory = _SolverModule
+    sys.modules["pycuda.compiler"].factory = lambda src: (
+        _AssembleModule(src) if "gram_assemble" in src else _SolverModule(src)
+    )
 
 
 FAKE_CASES = {
@@ -542,3 +573,89 @@ def test_bench_gpu_grad_runs_on_the_cpu_backend(tmp_path) -> None:
     assert res["nodal"]["shape"][0] == res["nodal"]["shape"][1] > 0 and res["sweep"]["compiles_after_first"] == 0
     lines = gpu_grad.compare(res, res)  # against itself: every ratio is 1
     assert len(lines) == 6 and all("1.00x" in line for line in lines)
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_fake_gram_assembled_on_the_device_equals_the_host_assembly(fake_backend, normalize: bool) -> None:  # noqa: F811
+    """A θ loop's second call keeps its results on the (fake) device and assembles K and dK there
+    (``mgk_assemble.cu``, emulated): bit for bit what a fresh backend's host assembly gives at that θ,
+    q's column included, and a caller that holds a step's arrays keeps them."""
+    from mgkflow.mgk import MarginalizedGraphKernel
+
+    _drv, backend = fake_backend
+    nk, ek, sizes = FAKE_CASES["kd-se"]
+    nk = KroneckerDelta(0.5, "label", h_bounds=(0.05, 0.95))
+    graphs = [_graph(n, min(1.0, 4.0 / n), 70 + k) for k, n in enumerate((*sizes, 6))]
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+
+    def kernel(be: Any) -> MarginalizedGraphKernel:
+        k = MarginalizedGraphKernel(nk, ek, q=0.05, q_bounds=(0.01, 0.9), normalize=normalize)
+        k._backend_obj = be
+        return k
+
+    be = backend.GPUBackend(wide=False, rtol=1e-12)
+    _install(nk, ek, systems, be)
+    kg = kernel(be)
+    kg(graphs, eval_gradient=True)  # the first call: the host assembles
+    assert "assembly_s" not in kg.last_stats.extra
+    held = []
+    for step in (0.1, 0.2):
+        kg.theta = kg.theta + step
+        _SolverModule.current.update(nk=kg.node_kernel, ek=kg.edge_kernel)  # what the fake solver checks
+        _AssembleModule.log.clear()
+        K, dK = kg(graphs, eval_gradient=True)
+        assert _AssembleModule.log == ["gram_diagonal", "gram_assemble"]
+        assert kg.last_stats.extra["assembly_s"] > 0 and kg.last_stats.converged.dtype == bool
+        ref = kernel(backend.GPUBackend(wide=False, rtol=1e-12))
+        ref.theta = kg.theta
+        K0, dK0 = ref(graphs, eval_gradient=True)
+        assert "assembly_s" not in ref.last_stats.extra
+        assert dK.shape == dK0.shape == (len(graphs), len(graphs), kg.theta.size)
+        np.testing.assert_array_equal(K, K0)
+        np.testing.assert_array_equal(dK, dK0)
+        np.testing.assert_array_equal(kg.last_stats.iterations, ref.last_stats.iterations)
+        held.append((K, K.copy()))  # held by the caller: the next steps must not write into it
+    for K, copy in held:
+        np.testing.assert_array_equal(K, copy)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("normalize", [True, False])
+def test_gpu_gram_assembled_on_the_device(normalize: bool) -> None:
+    """A θ loop's later calls assemble K and dK on the device (``mgk_assemble.cu``): bit for bit what a
+    fresh backend's host assembly gives at the same θ, within the GPU tolerance of the CPU oracle, and a
+    step's arrays stay the caller's."""
+    from mgkflow import datasets
+    from mgkflow.mgk import MarginalizedGraphKernel
+
+    graphs = [g for g in datasets.drugs(n_graphs=80) if g.adjacency.nnz > 0][:48]
+    nk, ek = datasets.default_kernels("drugs")
+
+    def kernel(backend: str = "gpu") -> MarginalizedGraphKernel:
+        return MarginalizedGraphKernel(nk, ek, q=0.05, q_bounds=(0.01, 0.9), normalize=normalize, backend=backend)
+
+    kg = kernel()
+    kg(graphs, eval_gradient=True)
+    held = []
+    for step in (0.05, 0.1):
+        kg.theta = kg.theta - step
+        K, dK = kg(graphs, eval_gradient=True)
+        assert "assembly_s" in kg.last_stats.extra
+        ref = kernel()
+        ref.theta = kg.theta
+        K0, dK0 = ref(graphs, eval_gradient=True)  # a fresh backend's first call: the host assembles
+        assert "assembly_s" not in ref.last_stats.extra
+        np.testing.assert_array_equal(K, K0)
+        np.testing.assert_array_equal(dK, dK0)
+        np.testing.assert_array_equal(kg.last_stats.converged, ref.last_stats.converged)
+        cpu = kernel("cpu")
+        cpu.theta = kg.theta
+        Kc, dKc = cpu(graphs, eval_gradient=True)
+        assert np.max(np.abs(K - Kc) / np.abs(Kc).max()) <= 1e-5
+        err = _normwise(dK.reshape(-1, dK.shape[-1]), dKc.reshape(-1, dKc.shape[-1]))
+        print(f"\nGPUASSEMBLYERR normalize={normalize}: {err:.3e}")
+        assert err <= 1e-5
+        held.append((K, dK, K.copy(), dK.copy()))
+    for K, dK, K1, dK1 in held:  # later steps wrote elsewhere
+        np.testing.assert_array_equal(K, K1)
+        np.testing.assert_array_equal(dK, dK1)

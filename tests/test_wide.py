@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import types
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -196,17 +197,36 @@ def test_wide_pcg_matches_dense_cg() -> None:
 
 # ---------------------------------------------------------------------------- fake driver
 class FakeAlloc:
-    """Device memory of the fake driver: raw bytes (fresh allocations hold NaN / -1 garbage)."""
+    """Device memory of the fake driver: raw bytes (fresh allocations hold NaN / -1 garbage). Each has an
+    address of its own (``int()``), so that a pointer into it (``mgkflow.gpu.device.offset``) can be
+    resolved (:meth:`at`)."""
+
+    _SPAN = 1 << 36
+    _live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    _next = [1]
 
     def __init__(self, nbytes: int, data: bytes | None = None) -> None:
         self.buf = np.full(max(int(nbytes), 1), 0xFF, dtype=np.uint8)
         if data is not None:
             self.buf[: len(data)] = np.frombuffer(data, dtype=np.uint8)
         self.nbytes = int(nbytes)
+        self.addr = FakeAlloc._next[0] * FakeAlloc._SPAN
+        FakeAlloc._next[0] += 1
+        FakeAlloc._live[self.addr] = self
 
-    def view(self, dtype: Any) -> np.ndarray:
-        n = self.nbytes // np.dtype(dtype).itemsize
-        return self.buf[: n * np.dtype(dtype).itemsize].view(dtype)
+    def __int__(self) -> int:
+        return self.addr
+
+    def view(self, dtype: Any, offset: int = 0) -> np.ndarray:
+        n = (self.nbytes - offset) // np.dtype(dtype).itemsize
+        return self.buf[offset : offset + n * np.dtype(dtype).itemsize].view(dtype)
+
+    @staticmethod
+    def at(ptr: Any, dtype: Any) -> np.ndarray:
+        """The memory from address ``ptr`` to the end of its allocation, as ``dtype``."""
+        ptr = int(ptr)
+        base = ptr // FakeAlloc._SPAN * FakeAlloc._SPAN
+        return FakeAlloc._live[base].view(dtype, ptr - base)
 
 
 class _FakeEvent:
@@ -264,9 +284,15 @@ def _fake_driver(free_bytes: int = 8 << 30, alloc_limit: int | None = None) -> t
     drv.memcpy_dtoh = memcpy_dtoh
     drv.memcpy_dtoh_async = lambda host, dev, stream=None: memcpy_dtoh(host, dev)  # kernels ran at launch
     drv.memcpy_htod_async = lambda dev, host, stream=None: memcpy_htod(dev, host)
-    drv.pagelocked_empty = lambda shape, dtype: np.full(shape, -1, dtype=dtype)
+    def pagelocked_empty(shape: Any, dtype: Any) -> np.ndarray:
+        a = np.empty(shape, dtype=dtype)
+        a.reshape(-1).view(np.uint8)[:] = 0xFF  # garbage: NaN / -1, as fresh device memory
+        return a
+
+    drv.pagelocked_empty = pagelocked_empty
     drv.memcpy_htod = memcpy_htod
     drv.memset_d32 = memset_d32
+    drv.memset_d32_async = lambda dev, value, count, stream=None: memset_d32(dev, value, count)
     drv.mem_get_info = lambda: (free_bytes, 2 * free_bytes)
     drv.Event = _FakeEvent
     drv.device_attribute = _Attrs()

@@ -79,6 +79,7 @@ def _driver() -> types.ModuleType:
     drv.pagelocked_empty = lambda shape, dtype: np.empty(shape, dtype=dtype)
     drv.memcpy_htod = lambda d, h: None
     drv.memset_d32 = lambda d, v, c: None
+    drv.memset_d32_async = lambda d, v, c, stream=None: None
     drv.mem_get_info = lambda: (8 << 30, 16 << 30)
     drv.Event = _Event
     drv.device_attribute = _Attrs()

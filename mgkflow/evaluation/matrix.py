@@ -32,12 +32,12 @@ from ..graph import Graph
 from ..system import GraphSystem
 from .assemble import contract_pairs, count_nonfinite, gram_with_gradient
 from .backend import get_backend
-from .checks import check_convergence, check_diagonal, check_finite, same_graphs, warn_degenerate
+from .checks import check_convergence, check_diagonal, check_finite, is_scalar, same_graphs, warn_degenerate
 from .gradient import normalized_gradient
 from .nodal import check_self_similarities, nodal_diagonal, nodal_matrix
 from .solve import record, solve
 from .spec import KernelSpec
-from .systems import cross_pairs, diagonal_positions, gram_pairs, p_scale, prepare, self_pairs
+from .systems import cross_pairs, diagonal_positions, gram_pairs, p_factor, p_scale, prepare, self_pairs
 
 __all__ = ["kernel_matrix", "diagonal", "gram_contraction"]
 
@@ -100,7 +100,17 @@ def _gram(
     t0 = time.perf_counter()
     N = len(xs)
     pairs = gram_pairs(N)
-    vals, grads, its, res, conv = solve(kern, xs, xs, pairs, gradient=gradient, raw=not normalize)
+    if gradient and _device_assembly(kern, xs, pairs, normalize):
+        cols, scale = _columns(kern, free, log_values)
+        assembled, solved = get_backend(kern).gram_gradient(
+            xs, pairs, kern.node_kernel, kern.edge_kernel, is_scalar(kern.q), cols, scale, normalize
+        )  # fmt: skip
+        if assembled is not None:
+            return _assembled(kern, xs, pairs, assembled, normalize, free, log_values, t0)
+        vals, grads, its, res, conv = solved
+        vals, grads = np.asarray(vals, dtype=np.float64), np.asarray(grads, dtype=np.float64)
+    else:
+        vals, grads, its, res, conv = solve(kern, xs, xs, pairs, gradient=gradient, raw=not normalize)
     if grads is not None:
         return _gram_gradient(kern, xs, pairs, vals, grads, its, res, conv, normalize, free, log_values, t0)
     _checked_diagonal(kern, xs, pairs, vals, normalize)
@@ -110,6 +120,39 @@ def _gram(
     )  # fmt: skip
     record(kern, K.shape, len(pairs), I, R, C, t0)
     return K, None, C, R
+
+
+def _device_assembly(kern: KernelSpec, xs: list[GraphSystem], pairs: np.ndarray, normalize: bool) -> bool:
+    """Whether the backend may assemble a gradient Gram call itself (``gram_gradient``): it offers to, and
+    the backend's pair results need none of :func:`~mgkflow.evaluation.solve.solve`'s corrections (no
+    lmin = 1 term, no start-probability scale) and no progress bar."""
+    if getattr(get_backend(kern), "gram_gradient", None) is None or kern.lmin == 1 or kern.progress:
+        return False
+    scale, ex = p_factor(kern, xs, xs, pairs, not normalize)
+    return scale == 1.0 and ex is None
+
+
+def _columns(kern: KernelSpec, free: np.ndarray | None, log_values: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The backend-layout derivative columns dK holds (``free``; all by default) and their factors
+    (``log_values``: log space)."""
+    h = len(kern.node_kernel.hyperparameters) + len(kern.edge_kernel.hyperparameters) + int(is_scalar(kern.q))
+    cols = np.arange(h) if free is None else np.flatnonzero(free)
+    scale = np.ones(cols.size) if log_values is None else np.asarray(log_values, dtype=np.float64)[cols]
+    return cols, scale
+
+
+def _assembled(kern, xs, pairs, assembled, normalize, free, log_values, t0):
+    """:func:`_gram`'s gradient case assembled by the backend: the host path's checks on its arrays. A
+    non-finite value or derivative is reported by solving and assembling again on the host (which names
+    the pair)."""
+    K, dK, I, R, C, kd, counts = assembled
+    if counts[0] or counts[1]:
+        vals, grads, its, res, conv = solve(kern, xs, xs, pairs, gradient=True, raw=not normalize)
+        return _gram_gradient(kern, xs, pairs, vals, grads, its, res, conv, normalize, free, log_values, t0)
+    if normalize:
+        check_diagonal(kern, kd, xs, "X")
+    record(kern, K.shape, len(pairs), I, R, C, t0)
+    return K, dK, C, R
 
 
 def _gram_gradient(kern, xs, pairs, vals, grads, its, res, conv, normalize, free, log_values, t0):

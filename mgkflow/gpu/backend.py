@@ -335,6 +335,21 @@ class GPUBackend:
         device side: :mod:`mgkflow.gpu.gradient`)."""
         return gradient.solve_gradient(self, xs, ys, pairs, node_kernel, edge_kernel, wrt_q, progress)
 
+    def gram_gradient(
+        self,
+        xs: Sequence[GraphSystem],
+        pairs: np.ndarray,
+        node_kernel: BaseKernel,
+        edge_kernel: BaseKernel,
+        wrt_q: bool,
+        cols: np.ndarray,
+        scale: np.ndarray,
+        normalize: bool,
+    ) -> tuple[tuple | None, tuple | None]:
+        """A gradient Gram call, K and dK assembled on the device where it can be (see
+        :func:`mgkflow.gpu.gradient.gram_gradient` and :mod:`mgkflow.gpu.assemble`)."""
+        return gradient.gram_gradient(self, xs, pairs, node_kernel, edge_kernel, wrt_q, cols, scale, normalize)
+
     def solve_nodal(
         self,
         xs: Sequence[GraphSystem],

@@ -198,6 +198,10 @@ def alloc_staging(n: int) -> tuple:
             cuda.pagelocked_empty(n, np.float64), cuda.pagelocked_empty(n, np.int32))  # fmt: skip
 
 
+#: Element types of the K, iterations, residuals and flags buffers (``out_k``, ``out_iter``, ``out_res``, ``out_conv``).
+_OUT_DTYPES = (np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.float64), np.dtype(np.int32))
+
+
 def alloc_outputs(n: int) -> tuple:
     """Device buffers for ``n`` pairs' K, iterations, residuals, flags, and a job counter."""
     cuda = device.driver()
@@ -211,9 +215,19 @@ class Outputs:
     ``buffers(n)``: the backend keeps one set between calls)."""
 
     def __init__(
-        self, npairs: int, buffers: Callable[[int], tuple] | None = None, staging: Callable[[int], tuple] | None = None
+        self,
+        npairs: int,
+        buffers: Callable[[int], tuple] | None = None,
+        staging: Callable[[int], tuple] | None = None,
+        keep: bool = False,
     ) -> None:
         self.n = npairs
+        #: keep the results on the device: each launch writes behind the one before (job slots, no
+        #: read-back); ``slots`` holds the launches' job orders and ``done`` the event after the work that
+        #: reads them (:class:`mgkflow.gpu.assemble.GramAssembly`)
+        self.keep = keep
+        self.slots: list[np.ndarray] = []
+        self.done: Any = None
         self.k = np.zeros(npairs)
         self.it = np.zeros(npairs, dtype=np.int64)  # the scatters cast (no pass over the results afterwards)
         self.res = np.zeros(npairs)
@@ -239,13 +253,26 @@ class Outputs:
     d_conv = property(lambda self: self._buffers()[3])
     counter = property(lambda self: self._buffers()[4])
 
+    def pointers(self, m: int) -> tuple:
+        """The K, iterations, residuals and flags buffers of the next launch (``m`` jobs): the buffers
+        themselves, or, keeping, their stretch behind the launches before."""
+        bufs = self._buffers()[:4]
+        if not self.keep:
+            return bufs
+        off = self._staged
+        return tuple(device.offset(b, off * dt.itemsize, dt, m) for b, dt in zip(bufs, _OUT_DTYPES, strict=True))
+
     def queue_read(self, order: np.ndarray, stream: Any = None) -> None:
         """Queue the read-back of a launch over the pairs ``order`` (job t = pair order[t]) in ``stream``
         (None: the legacy stream), behind its kernel, into page-locked staging, and an event behind the
         copy; :meth:`drain` moves the values to their pairs as each copy completes. The device buffers
         are free for the next launch of the stream as soon as the copy ran."""
-        cuda = device.driver()
         m = len(order)
+        if self.keep:  # the results stay where the launch wrote them
+            self.slots.append(order)
+            self._staged += m
+            return
+        cuda = device.driver()
         if self._staging is None:
             self._staging = self._lend_staging(self.n)
         off = self._staged
@@ -259,6 +286,10 @@ class Outputs:
     def drain(self) -> None:
         """Scatter the queued read-backs to their pairs, each once its copy is done: the earlier launches'
         results move while the later launches still run. On return the queued work is complete."""
+        if self.keep:
+            if self.done is not None:
+                wait(self.done)
+            return
         if not self._queued:
             return
         hk, hi, hr, hc = self._staging

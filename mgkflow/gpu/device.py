@@ -48,7 +48,7 @@ import numpy as np
 __all__ = [
     "driver", "ensure_context", "device_arch", "DeviceLimits", "device_limits", "blocks_per_sm", "build_module",
     "build_modules", "ModuleRequest", "compile_count", "reset", "Param", "parse_signatures", "Kernel", "Module",
-    "DeviceArray", "upload", "needs_smem_optin", "SMEM_DEFAULT_LIMIT",
+    "offset", "DeviceArray", "upload", "needs_smem_optin", "SMEM_DEFAULT_LIMIT",
 ]  # fmt: skip
 
 # "building": {full key: Event set when the thread compiling that module is done (loaded or failed)}
@@ -408,6 +408,19 @@ class DeviceArray:
 
     def __int__(self) -> int:
         return int(self.alloc)
+
+
+def offset(alloc: Any, nbytes: int, dtype: Any, size: int) -> DeviceArray:
+    """The stretch of a device allocation ``nbytes`` in, as a :class:`DeviceArray` of ``size`` elements
+    (the typed launch path passes its address on as the pointer argument).
+
+    Examples
+    --------
+    >>> a = offset(4096, 16, np.float64, 3)
+    >>> int(a), a.size
+    (4112, 3)
+    """
+    return DeviceArray(np.uintp(int(alloc) + int(nbytes)), np.dtype(dtype), int(size))
 
 
 def upload(array: np.ndarray) -> DeviceArray:

@@ -2,7 +2,8 @@
 
 Mirrors ``mgk_solver.cu`` loop for loop (tile-row pointers, bitmaps, compact
 offsets, set-bit iteration), so the indexing of the format and of the kernel can be
-checked on machines without a GPU. Slow: for tests on small graphs only.
+checked on machines without a GPU, and ``mgk_assemble.cu``'s Gram assembly (:func:`gram_diagonal`,
+:func:`gram_assemble`). Slow: for tests on small graphs only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ..format.octile import OctileBatch
 
 __all__ = [
     "blocked_index", "xmv_blocked", "xmv_rows", "xmv_staged", "to_blocked", "from_blocked", "system_blocked",
-    "pcg_blocked", "pcg2_blocked", "gradient_rows", "solve_pair_blocked",
+    "pcg_blocked", "pcg2_blocked", "gradient_rows", "solve_pair_blocked", "gram_diagonal", "gram_assemble",
 ]  # fmt: skip
 
 
@@ -442,3 +443,55 @@ def solve_pair_blocked(
            "converged": all(conv2), "iterations_xy": its, "passes": passes}  # fmt: skip
     out["grad"] = gradient_rows(rows, hdr, g1, g2, X, Y, node_labels, edge_labels, node_kernel, edge_kernel, d, q)
     return out
+
+
+def _columns(cols: np.ndarray, h_out: int, n_grad: int) -> np.ndarray:
+    """``mgk_assemble.cu``'s column(): cols[h], or the last of the n_grad columns where cols[h] < 0."""
+    c = np.asarray(cols[:h_out], dtype=np.int64)
+    return np.where(c < 0, n_grad - 1, c)
+
+
+def gram_diagonal(
+    vals: np.ndarray, grads: np.ndarray, dslot: np.ndarray, cols: np.ndarray, n: int, n_grad: int, h_out: int,
+    normalize: int, kdiag: np.ndarray, root: np.ndarray, ratio: np.ndarray,
+) -> None:  # fmt: skip
+    """``gram_diagonal`` of ``mgk_assemble.cu`` in numpy (same arguments; writes kdiag, root, ratio)."""
+    t = np.asarray(dslot[:n], dtype=np.int64)
+    kd = vals[t]
+    kdiag[:n] = kd
+    root[:n] = np.sqrt(kd) if normalize else 1.0
+    if h_out:
+        rows = grads[: (int(t.max(initial=0)) + 1) * n_grad].reshape(-1, n_grad)[t][:, _columns(cols, h_out, n_grad)]
+        ratio[: n * h_out] = (rows / kd[:, None] if normalize else np.zeros_like(rows)).reshape(-1)
+
+
+def gram_assemble(
+    vals: np.ndarray, iters: np.ndarray, res: np.ndarray, conv: np.ndarray, grads: np.ndarray, slot_i: np.ndarray,
+    slot_j: np.ndarray, cols: np.ndarray, scale: np.ndarray, root: np.ndarray, ratio: np.ndarray, n_slots: int,
+    n: int, n_grad: int, h_out: int, normalize: int, K: np.ndarray, dK: np.ndarray, I: np.ndarray, R: np.ndarray,
+    C: np.ndarray, counts: np.ndarray,
+) -> None:  # fmt: skip
+    """``gram_assemble`` of ``mgk_assemble.cu`` in numpy, the same operations per slot (no contraction of a
+    multiply-add: IEEE results equal to the kernel's); writes K, dK, I, R, C (flat, n × n [× h_out]) and
+    adds to counts."""
+    S = int(n_slots)
+    i, j = np.asarray(slot_i[:S], dtype=np.int64), np.asarray(slot_j[:S], dtype=np.int64)
+    ij, ji = i * n + j, j * n + i
+    v = vals[:S]
+    s = root[i] * root[j]
+    kn = v / s if normalize else v.copy()
+    finite = np.isfinite(v)
+    for a, x in ((K, kn), (I, iters[:S]), (R, res[:S]), (C, ((conv[:S] != 0) & finite).astype(np.uint8))):
+        a[ij] = x
+        a[ji] = x
+    g = grads[: S * n_grad].reshape(S, n_grad)[:, _columns(cols, h_out, n_grad)]
+    bad = int(np.count_nonzero(~np.isfinite(g)))
+    if normalize:
+        rt = ratio[: n * h_out].reshape(n, h_out)
+        g = g / s[:, None] - (0.5 * kn)[:, None] * (rt[i] + rt[j])
+    g = g * scale[:h_out]
+    out = dK[: n * n * h_out].reshape(n * n, h_out)
+    out[ij] = g
+    out[ji] = g
+    counts[0] += bad
+    counts[1] += int(np.count_nonzero(~finite))

@@ -46,7 +46,10 @@ from .moves import scatter_rows
 from .solvers.per_block import KERNEL
 from .source import KPAR, kernel_values
 
-__all__ = ["closed_form_ok", "closed_form", "closed_form_pairs", "solve_gradient", "solve_nodal", "FIT_BUDGET"]
+__all__ = [
+    "closed_form_ok", "closed_form", "closed_form_pairs", "gram_gradient", "solve_gradient", "solve_nodal",
+    "FIT_BUDGET",
+]  # fmt: skip
 
 #: Threads per block of the gradient launches whose shared memory (two systems' vectors) lets only one
 #: block of the backend's size reside on an SM (e.g. 96-node pairs: 9216 unknowns x 24 bytes): a block
@@ -145,12 +148,20 @@ class _GradientOut:
     #: factor on the value solve's shared-memory bytes per product entry
     smem_vectors = 2
 
-    def __init__(self, cuda: Any, npairs: int, n_grad: int, buf: Any = None, host: np.ndarray | None = None) -> None:
+    def __init__(
+        self, cuda: Any, npairs: int, n_grad: int, buf: Any = None, host: np.ndarray | None = None, keep: bool = False
+    ) -> None:
         self.cuda = cuda
         self.n_grad = n_grad
         self.npairs = npairs
         # ``buf``: a device buffer of at least npairs * n_grad doubles kept by the backend between calls
         self.buf = cuda.mem_alloc(8 * max(npairs, 1) * n_grad) if buf is None else buf
+        # ``keep``: each launch writes its rows behind the launch before, and they stay on the device
+        # (:class:`mgkflow.gpu.assemble.GramAssembly` reads them there)
+        self.keep = keep
+        if keep:
+            self.pinned, self._staged = True, 0
+            return
         # the launches' rows, in job order, one launch after another; ``host``: page-locked staging of at least
         # npairs * n_grad doubles kept by the backend, which lets :meth:`queue` copy behind each kernel
         self._jobs = np.empty((npairs, n_grad)) if host is None else host[: npairs * n_grad].reshape(npairs, n_grad)
@@ -165,10 +176,15 @@ class _GradientOut:
         return 4 * int(n_max)
 
     def args(self, order: np.ndarray) -> dict:
+        if self.keep:
+            off = 8 * self._staged * self.n_grad
+            return {"out_grad": device.offset(self.buf, off, np.float64, len(order) * self.n_grad)}
         return {"out_grad": self.buf}
 
     def unsolved(self, pairs: np.ndarray) -> None:
         """Zero the rows of ``pairs``, which no launch solves (the plan's pairs for the CPU oracle)."""
+        if self.keep:  # (a keeping call has none)
+            return
         self._grad[pairs] = 0.0
 
     def collect(self, order: np.ndarray) -> None:
@@ -181,8 +197,12 @@ class _GradientOut:
         """Queue the read-back of a launch's rows (jobs ``order``) in ``stream`` behind its kernel, into the
         page-locked staging: the next launch of the stream may then reuse ``buf``, and the launches of a call
         run back to back. The rows move to their pairs in :meth:`drained` (called by
-        :meth:`mgkflow.gpu.core.Outputs.drain` after each launch), while the later launches run."""
+        :meth:`mgkflow.gpu.core.Outputs.drain` after each launch), while the later launches run.
+        Keeping, the rows stay on the device and the next launch writes behind them."""
         off = self._staged
+        if self.keep:
+            self._staged = off + len(order)
+            return
         self.cuda.memcpy_dtoh_async(self._jobs[off : off + len(order)], self.buf, stream)
         copied = self.cuda.Event()
         record(copied, stream)
@@ -295,14 +315,17 @@ def _same_pairs(kept: np.ndarray, pairs: np.ndarray) -> bool:
 
 def _per_pair(
     backend: Any, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], pairs: np.ndarray, node_kernel: BaseKernel,
-    edge_kernel: BaseKernel, kind: str, progress: Callable[[int], Any] | None,
+    edge_kernel: BaseKernel, kind: str, progress: Callable[[int], Any] | None, assembly: Any = None,
 ) -> tuple[Any, np.ndarray, Any]:  # fmt: skip
-    """Run the flagged per-pair solver over ``pairs``; returns (outputs, CPU-routed pair indices, results)."""
+    """Run the flagged per-pair solver over ``pairs``; returns (outputs, CPU-routed pair indices, results).
+
+    ``assembly`` (a gradient call's :class:`~mgkflow.gpu.assemble.GramAssembly`): when the plan of these
+    pairs is kept from the call before and sends none to the CPU oracle, the results stay on the device
+    and the assembly runs behind the launches (``results.keep`` is then True)."""
     cuda = device.driver()
     path = backend.per_block_path  # mgkflow.gpu.solvers.per_block.PerBlockPath
     t_start = time.perf_counter()
     npairs = len(pairs)
-    out = backend.launcher.outputs(npairs)  # the backend's kept device buffers and page-locked staging
     same = xs is ys
     systems = xs if same else [*xs, *ys]  # (a Restopped xs stays one: its systems are not made)
     yoff = 0 if same else len(xs)
@@ -318,7 +341,8 @@ def _per_pair(
     # pairs' sizes and costs are kept (``_plan_kept``) and only θ (``mgk_kpar``) and p, q, d change.
     plan_key = (id(db), kind, config, npairs)
     kept = getattr(backend, "_plan_kept", None)
-    if kept is not None and kept[0] == plan_key and kept[1] is db and _same_pairs(kept[2], pairs):
+    repeat = kept is not None and kept[0] == plan_key and kept[1] is db and _same_pairs(kept[2], pairs)
+    if repeat:
         plan, budget, N, cost, orders = kept[3:]
     else:
         # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
@@ -330,6 +354,8 @@ def _per_pair(
         cost = path.cost(db, g1, g2) if backend.sort_jobs else None
         orders = {}  # the launches' job orders, by id of the plan's pair selections (kept with the plan)
         backend._plan_kept = (plan_key, db, _kept_pairs(pairs), plan, budget, N, cost, orders)
+    keep = assembly is not None and repeat and kind == "gradient" and plan.wide.size == 0
+    out = backend.launcher.outputs(npairs, keep=keep)  # the backend's kept device buffers and page-locked staging
     if kind == "gradient":
         need = max(npairs, 1) * config.n_grad
         held = getattr(backend, "_grad_buf", None)
@@ -337,7 +363,7 @@ def _per_pair(
             backend.launcher.idle()  # a queued copy may still read the old staging
             backend._grad_buf = None
             backend._grad_buf = (need, cuda.mem_alloc(8 * need), cuda.pagelocked_empty(need, np.float64))
-        extra: Any = _GradientOut(cuda, npairs, config.n_grad, backend._grad_buf[1], backend._grad_buf[2])
+        extra: Any = _GradientOut(cuda, npairs, config.n_grad, backend._grad_buf[1], backend._grad_buf[2], keep=keep)
     else:
         n = np.array([s.n for s in systems], dtype=np.int64)
         perms = db.perms if db.perms is not None else [np.arange(s.n) for s in systems]
@@ -347,7 +373,7 @@ def _per_pair(
     shared.N, shared.cost, shared.orders = N, cost, orders
     classes = path.launch_classes(plan, config, values)
     if kind == "gradient":
-        if extra.pinned:
+        if extra.pinned and not keep:
             out.followers.append(extra)
         classes = _full_smem_classes(backend, plan, classes, config, values, N)
         extra.unsolved(plan.wide)
@@ -358,6 +384,8 @@ def _per_pair(
         queued.append((events, info))
         if "seconds" in info and progress is not None:
             progress(info["pairs"])
+    if keep:
+        assembly.queue(out, extra.buf, config.n_grad, backend.launcher.stream, orders)
     if any("seconds" not in info for _, info in queued):  # launches queued back to back: complete them now
         backend.launcher.complete(out, [q for q in queued if "seconds" not in q[1]])
         if progress is not None:
@@ -372,11 +400,45 @@ def _per_pair(
     return extra, plan.wide, out
 
 
+def gram_gradient(
+    backend: Any, xs: Sequence[GraphSystem], pairs: np.ndarray, node_kernel: BaseKernel, edge_kernel: BaseKernel,
+    wrt_q: bool, cols: np.ndarray, scale: np.ndarray, normalize: bool,
+) -> tuple[tuple | None, tuple | None]:  # fmt: skip
+    """``GPUBackend.gram_gradient``: a gradient Gram call over ``pairs`` (the upper triangle of ``xs``),
+    assembled on the device where it can be (:mod:`mgkflow.gpu.assemble`).
+
+    ``cols`` are derivative columns in the backend layout (node kernel's, edge kernel's, then q), ``scale``
+    their factors. Returns (assembled, solved): assembled = (K, dK, iterations, residuals, flags, K(G, G),
+    counts of non-finite derivatives and values) and solved None, or assembled None and solved the
+    :func:`solve_gradient` results of the pairs, for the host to assemble (the first call of a θ loop,
+    pairs for the CPU oracle or in closed form, an output over :data:`~mgkflow.gpu.assemble.MAX_BYTES`).
+    """
+    from .assemble import MAX_BYTES, GramAssembly, output_bytes
+
+    cols = np.asarray(cols, dtype=np.int64)
+    closed = type(node_kernel) is Constant and type(edge_kernel) is Constant
+    if closed or output_bytes(len(xs), cols.size) > MAX_BYTES:
+        return None, solve_gradient(backend, xs, xs, pairs, node_kernel, edge_kernel, wrt_q)
+    nh = len(node_kernel.hyperparameters) + len(edge_kernel.hyperparameters)
+    asm = GramAssembly(backend, len(xs), pairs, np.where(cols < nh, cols, -1), scale, normalize)  # -1: q, the last
+    solved = solve_gradient(backend, xs, xs, pairs, node_kernel, edge_kernel, wrt_q, assembly=asm)
+    if solved is not None:
+        return None, solved
+    assembled = asm.result()
+    backend.last_extra["assembly_s"] = asm.seconds
+    backend.last_extra["device_s"] = backend.last_extra.get("device_s", 0.0) + asm.seconds
+    return assembled, None
+
+
 def solve_gradient(
     backend: Any, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], pairs: Any, node_kernel: BaseKernel,
     edge_kernel: BaseKernel, wrt_q: bool = False, progress: Callable[[int], Any] | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """``GPUBackend.solve_gradient`` (interface: :class:`mgkflow.backends.base.Backend`)."""
+    assembly: Any = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:  # fmt: skip
+    """``GPUBackend.solve_gradient`` (interface: :class:`mgkflow.backends.base.Backend`).
+
+    With ``assembly`` (:func:`gram_gradient`'s), a call whose results stayed on the device for it
+    returns None."""
     from ..backends.exact import solve_pair_gradient
 
     pr = np.asarray(pairs, dtype=np.int64)
@@ -415,7 +477,10 @@ def solve_gradient(
     backend.last_extra = {"closed_form_pairs": int(closed.sum())}
     if rest.size:
         todo = pr if rest.size == k else pr[rest]
-        gout, cpu, out = _per_pair(backend, xs, ys, todo, node_kernel, edge_kernel, "gradient", progress)
+        gout, cpu, out = _per_pair(backend, xs, ys, todo, node_kernel, edge_kernel, "gradient", progress,
+                                   assembly if rest.size == k else None)  # fmt: skip
+        if out.keep:
+            return None
         v, it, rs, cv = out.result()
         g = gout.grad[:, : nn + ne]
         if wrt_q:

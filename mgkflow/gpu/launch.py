@@ -53,9 +53,10 @@ class Launcher:
             device.ensure_context()  # current in this thread (a Dask worker's second task thread)
             self.stream = device.driver().Stream()
 
-    def outputs(self, npairs: int) -> Outputs:
-        """The :class:`~mgkflow.gpu.core.Outputs` of a call of ``npairs`` pairs, on the kept buffers."""
-        return Outputs(npairs, self.output_buffers, self.staging)
+    def outputs(self, npairs: int, keep: bool = False) -> Outputs:
+        """The :class:`~mgkflow.gpu.core.Outputs` of a call of ``npairs`` pairs, on the kept buffers
+        (``keep``: the results stay on the device, :attr:`Outputs.keep <mgkflow.gpu.core.Outputs.keep>`)."""
+        return Outputs(npairs, self.output_buffers, self.staging, keep=keep)
 
     def _reused(self, attr: str, n: int, alloc: Callable[[int], tuple]) -> tuple:
         """``alloc(capacity)`` kept in ``self.<attr>`` as (capacity, buffers) between calls, grown when a call
@@ -160,11 +161,12 @@ class Launcher:
         else:
             cuda.memset_d32_async(o.counter, 0, 1, self.stream)
         start, stop = cuda.Event(), cuda.Event()
+        out_k, out_it, out_res, out_conv = o.pointers(len(order))
         record(start, self.stream)
         fn(
             grid=(int(grid), 1), block=(blk, 1, 1), shared=smem, **args,
             jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
-            out_k=o.d_k, out_iter=o.d_it, out_res=o.d_res, out_conv=o.d_conv, stream=self.stream,
+            out_k=out_k, out_iter=out_it, out_res=out_res, out_conv=out_conv, stream=self.stream,
         )  # fmt: skip
         record(stop, self.stream)
         o.queue_read(order, self.stream)
