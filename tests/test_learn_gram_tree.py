@@ -11,7 +11,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 from mgkflow import Graph
 from mgkflow.errors import ParameterTypeError
 from mgkflow.learn import Cached, ExpSimilarity, FeatureKernel
-from mgkflow.learn.contract import gram_contraction
+from mgkflow.learn.contract import cross_contraction, cross_kernel, gram_contraction
 from mgkflow.learn.objectives import WEIGHTS
 
 
@@ -55,6 +55,29 @@ def test_gram_contraction_equals_the_stacked_gradient_with_and_without_a_workspa
             np.testing.assert_allclose(g(W), want, rtol=1e-10, atol=1e-12)
             K += 1.0  # the caller owns K until the next call
             np.testing.assert_allclose(g(W), want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("index", range(len(_trees())))
+def test_cross_contraction_equals_the_stacked_cross_gradient(index):
+    """The low-rank GP's walk over K(X, Z): K and Σ W ∘ ∂K as cross_kernel's stacked gradient gives,
+    a white kernel adding nothing, with and without a cache and a workspace, with and without gradient."""
+    X, Z = _graphs(7), _graphs(4, seed=1)
+    W = np.random.default_rng(index).normal(size=(len(X), len(Z)))
+    kernel = _trees()[index]
+    cache: dict = {}
+    workspace: dict = {}
+    for step in range(3):
+        kernel.theta = kernel.theta + 0.1 * step
+        K0, dK0 = cross_kernel(kernel, X, Z, eval_gradient=True)
+        want = np.einsum("ij,ijh->h", W, dK0)
+        for c, ws in ((None, None), (cache, workspace)):
+            K, g = cross_contraction(kernel, X, Z, cache=c, workspace=ws)
+            np.testing.assert_allclose(K, K0, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(g(W), want, rtol=1e-10, atol=1e-12)
+            K += 1.0  # the caller owns K until the next call
+            np.testing.assert_allclose(g(W), want, rtol=1e-10, atol=1e-12)
+            K1, _ = cross_contraction(kernel, X, Z, cache=c, gradient=False)
+            np.testing.assert_allclose(K1, K0, rtol=1e-12, atol=1e-14)
 
 
 def test_a_workspace_keeps_the_arrays_and_a_fresh_call_does_not():

@@ -1,19 +1,24 @@
-"""The training covariance K(X, X) of a kernel tree and its gradient's contraction W ↦ Σ W ∘ ∂K/∂θ.
+"""A kernel tree's covariance block and its gradient's contraction W ↦ Σ W ∘ ∂K/∂θ.
 
-:func:`mgkflow.learn.contract.gram_contraction` walks the kernel's tree once per optimizer step:
-scikit-learn's ``Sum`` and ``Product`` pass the weights down, ``ConstantKernel`` stays a number and
-``WhiteKernel`` a diagonal, mgkflow's graph kernels contract over their solved pairs, and any other
-kernel is a leaf that gives its own (value, gradient).
+:func:`mgkflow.learn.contract.gram_contraction` (the training covariance K(X, X)) and
+:func:`mgkflow.learn.contract.cross_contraction` (a cross block K(X, Z), e.g. a low-rank GP's
+training rows against its landmarks) walk the kernel's tree once per optimizer step: scikit-learn's
+``Sum`` and ``Product`` pass the weights down, ``ConstantKernel`` stays a number and ``WhiteKernel``
+a diagonal (nothing in a cross block), mgkflow's graph kernels contract over their solved pairs, a
+fixed ``Cached`` kernel and the RBF of a ``FeatureKernel`` reuse what they kept (the block, the
+squared distances), and any other kernel is a leaf that gives its own (value, gradient).
 
 A contraction is linear in W, so a constant factor scales the other factor's contraction instead of
-the n × n weights, and the sums Σ W ∘ A are BLAS dot products. Every n × n array of a step comes from
-a :class:`Scratch`: a fit passes one that keeps them from step to step. A fresh 2 MB array
-(n ≈ 500) is a fresh mapping of the process's memory whose pages fault in one by one when written;
-about 20 of them per step cost a FreeSolv fit a third of its time (``mgkflow/gpu/NOTES.md``, session 15).
+the weights, and the sums Σ W ∘ A are BLAS dot products: no block × H array of derivatives is made.
+Every block-sized array of a step comes from a :class:`Scratch`: a fit passes one that keeps them
+from step to step. A fresh 2 MB array (n ≈ 500) is a fresh mapping of the process's memory whose
+pages fault in one by one when written; about 20 of them per step cost a FreeSolv fit a third of its
+time (``mgkflow/gpu/NOTES.md``, session 15).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,7 +29,7 @@ from .cached import Cached
 from .exp_similarity import ExpSimilarity
 from .feature_kernel import FeatureKernel
 
-__all__ = ["Scratch", "tree_gram"]
+__all__ = ["Scratch", "Block", "tree_gram", "tree_block"]
 
 
 class Scratch:
@@ -42,14 +47,33 @@ class Scratch:
     def __init__(self, keep: dict | None = None) -> None:
         self.keep = keep
 
-    def __call__(self, node: Any, role: str, n: int) -> np.ndarray:
+    def __call__(self, node: Any, role: str, n: int | tuple) -> np.ndarray:
+        shape = (n, n) if np.ndim(n) == 0 else tuple(n)
         if self.keep is None:
-            return np.empty((n, n))
+            return np.empty(shape)
         key = (id(node), role)
         a = self.keep.get(key)
-        if a is None or a.shape != (n, n):
-            a = self.keep[key] = np.empty((n, n))
+        if a is None or a.shape != shape:
+            a = self.keep[key] = np.empty(shape)
         return a
+
+
+@dataclass
+class Block:
+    """What a walk evaluates: K(X, X) with its noise (``Y`` None) or the cross block K(X, Y) of two
+    sets taken as different (no noise; ``cache``: where fixed leaves keep their blocks, the
+    dictionary of :func:`mgkflow.learn.contract.cross_kernel`)."""
+
+    X: Any
+    Y: Any
+    shape: tuple
+    scratch: Scratch
+    cache: dict | None = None
+    #: whether contractions are wanted (without, leaves are evaluated without their gradients)
+    grad: bool = True
+
+    def array(self, node: Any, role: str) -> np.ndarray:
+        return self.scratch(node, role, self.shape)
 
 
 def _none(W: np.ndarray) -> np.ndarray:
@@ -65,34 +89,71 @@ def _dot(W: np.ndarray, A: Any) -> float:
 
 def tree_gram(k: Any, X: Any, n: int, scratch: Scratch) -> tuple[Any, Any]:
     """(value, contract) of a kernel over X, X: value a number or an n × n array, contract W ↦ g."""
+    return tree_block(k, Block(X, None, (n, n), scratch))
+
+
+def tree_block(k: Any, b: Block) -> tuple[Any, Any]:
+    """(value, contract) of a kernel over the block ``b``: value a number or an array of ``b.shape``,
+    contract W ↦ g (W of ``b.shape``)."""
     if isinstance(k, Sum):
-        return _sum(k, X, n, scratch)
+        return _sum(k, b)
     if isinstance(k, Product):
-        return _product(k, X, n, scratch)
+        return _product(k, b)
     if isinstance(k, ConstantKernel):
         c = float(k.constant_value)
         if k.hyperparameter_constant_value.fixed:
             return c, _none
         return c, lambda W: np.array([c * float(np.sum(W))])  # ∂K/∂log c = K
     if isinstance(k, WhiteKernel):
-        value = scratch(k, "value", n)
+        if b.Y is not None:  # no noise between two sets
+            return 0.0, lambda W: np.zeros(k.n_dims)
+        n = b.shape[0]
+        value = b.array(k, "value")
         value.fill(0.0)
         value.flat[:: n + 1] = float(k.noise_level)
         return value, _white_contraction(k)
-    if isinstance(k, MarginalizedGraphKernel) and k.n_dims and not isinstance(X, np.ndarray):
-        return k.gram_contraction(X)  # over the solved pairs: no n × n × H array
+    if isinstance(k, MarginalizedGraphKernel) and k.n_dims and not isinstance(b.X, np.ndarray) and b.Y is None:
+        return k.gram_contraction(b.X)  # over the solved pairs: no n × n × H array
     if isinstance(k, Cached):
         if k.kernel.n_dims:
-            return tree_gram(k.kernel, X, n, scratch)  # free hyperparameters: nothing to keep between steps
-        return k.gram_view(X), _none
+            return tree_block(k.kernel, b)  # free hyperparameters: nothing to keep between steps
+        if b.Y is None:
+            return k.gram_view(b.X), _none
+        return _kept_block(k, b), _none
     if isinstance(k, ExpSimilarity):
-        return _exp_similarity(k, X, n, scratch)
+        return _exp_similarity(k, b)
     if isinstance(k, FeatureKernel) and k.isotropic_rbf():
-        return _feature_rbf(k, X, n, scratch)
-    K, dK = k(X, eval_gradient=True)
-    if dK.shape[2] == 0:
+        return _feature_rbf(k, b)
+    K, dK = _leaf(k, b)
+    if dK is None or dK.shape[2] == 0:
         return K, _none
-    return K, lambda W: (W.reshape(1, -1) @ dK.reshape(n * n, -1))[0]
+    return K, lambda W: (W.reshape(1, -1) @ dK.reshape(W.size, -1))[0]
+
+
+def _leaf(k: Any, b: Block) -> tuple[np.ndarray, np.ndarray | None]:
+    """(K, dK) of a kernel the walk does not open (dK None for a cross block without ``b.grad``)."""
+    if b.Y is None:
+        return k(b.X, eval_gradient=True)
+    from .contract import _cross
+
+    return _cross(k, b.X, b.Y, b.grad, b.cache)
+
+
+def _kept_block(k: Cached, b: Block) -> np.ndarray:
+    """A fixed kernel's cross block, made once per (X, Y) and kept in ``b.cache`` (read-only)."""
+    from ._wrap import input_key, kept_inputs
+    from .contract import _cross
+
+    kx, ky = input_key(b.X), input_key(b.Y)
+    if b.cache is None or kx is None or ky is None:
+        return _cross(k, b.X, b.Y, False, b.cache)[0]
+    key = ("block", id(k), repr(k.kernel), kx, ky)
+    hit = b.cache.get(key)
+    if hit is None:
+        K = np.ascontiguousarray(_cross(k, b.X, b.Y, False, b.cache)[0])
+        K.flags.writeable = False
+        hit = b.cache[key] = (K, (kept_inputs(b.X), kept_inputs(b.Y)))
+    return hit[0]
 
 
 def _white_contraction(k: WhiteKernel) -> Any:
@@ -102,38 +163,41 @@ def _white_contraction(k: WhiteKernel) -> Any:
     return lambda W: np.array([s * float(np.trace(W))])
 
 
-def _sum(k: Sum, X: Any, n: int, scratch: Scratch) -> tuple[Any, Any]:
+def _sum(k: Sum, b: Block) -> tuple[Any, Any]:
     """K₁ + K₂ and W ↦ [g₁(W), g₂(W)]; a white kernel adds to the diagonal without an array of its own."""
     white1, white2 = isinstance(k.k1, WhiteKernel), isinstance(k.k2, WhiteKernel)
-    if white1 != white2:
+    if white1 != white2 and b.Y is None:
         white, other = (k.k1, k.k2) if white1 else (k.k2, k.k1)
-        v, g = tree_gram(other, X, n, scratch)
-        out = scratch(k, "value", n)
+        v, g = tree_block(other, b)
+        out = b.array(k, "value")
         out[...] = v
-        out.flat[:: n + 1] += float(white.noise_level)
+        out.flat[:: b.shape[0] + 1] += float(white.noise_level)
         gw = _white_contraction(white)
         first, second = (gw, g) if white1 else (g, gw)
         return out, lambda W: np.concatenate([first(W), second(W)])
-    v1, g1 = tree_gram(k.k1, X, n, scratch)
-    v2, g2 = tree_gram(k.k2, X, n, scratch)
+    v1, g1 = tree_block(k.k1, b)
+    v2, g2 = tree_block(k.k2, b)
     if np.ndim(v1) == 0 and np.ndim(v2) == 0:
         return float(v1) + float(v2), lambda W: np.concatenate([g1(W), g2(W)])
-    out = np.add(v1, v2, out=scratch(k, "value", n))
+    if b.Y is not None and (white1 or white2):  # a cross block: the white kernel's 0 adds nothing
+        return (v2 if white1 else v1), lambda W: np.concatenate([g1(W), g2(W)])
+    out = np.add(v1, v2, out=b.array(k, "value"))
     return out, lambda W: np.concatenate([g1(W), g2(W)])
 
 
-def _product(k: Product, X: Any, n: int, scratch: Scratch) -> tuple[Any, Any]:
+def _product(k: Product, b: Block) -> tuple[Any, Any]:
     """K₁ K₂ and W ↦ [g₁(W ∘ K₂), g₂(W ∘ K₁)]; a constant factor c gives c Σ W ∘ K₂ and c g₂(W)."""
-    v1, g1 = tree_gram(k.k1, X, n, scratch)
-    v2, g2 = tree_gram(k.k2, X, n, scratch)
+    v1, g1 = tree_block(k.k1, b)
+    v2, g2 = tree_block(k.k2, b)
     if np.ndim(v1) == 0 and np.ndim(v2) == 0:
         value: Any = float(v1) * float(v2)
     else:
-        value = np.multiply(v1, v2, out=scratch(k, "value", n))
+        value = np.multiply(v1, v2, out=b.array(k, "value"))
     c1, c2 = isinstance(k.k1, ConstantKernel), isinstance(k.k2, ConstantKernel)
     if not (c1 or c2):
+
         def weighted(g: Any, W: np.ndarray, v: Any) -> np.ndarray:
-            return g(np.multiply(W, v, out=scratch(k, "weights", n)))
+            return g(np.multiply(W, v, out=b.array(k, "weights")))
 
         return value, lambda W: np.concatenate([weighted(g1, W, v2), weighted(g2, W, v1)])
     free1 = c1 and not k.k1.hyperparameter_constant_value.fixed
@@ -154,12 +218,12 @@ def _product(k: Product, X: Any, n: int, scratch: Scratch) -> tuple[Any, Any]:
     return value, contract
 
 
-def _exp_similarity(k: ExpSimilarity, X: Any, n: int, scratch: Scratch) -> tuple[Any, Any]:
+def _exp_similarity(k: ExpSimilarity, b: Block) -> tuple[Any, Any]:
     """E = exp(γ (K − 1)) and its contraction: γ's term γ Σ W ∘ (K − 1) E, then the inner kernel's
     contraction with the weights W ∘ γ E (the chain rule of :class:`ExpSimilarity`)."""
     g = k._check()
-    K, inner = tree_gram(k.kernel, X, n, scratch)
-    E = scratch(k, "value", n)
+    K, inner = tree_block(k.kernel, b)
+    E = b.array(k, "value")
     np.multiply(K, g, out=E)
     E -= g
     np.exp(E, out=E)
@@ -167,7 +231,7 @@ def _exp_similarity(k: ExpSimilarity, X: Any, n: int, scratch: Scratch) -> tuple
     free_inner = k.kernel.n_dims > 0
 
     def contract(W: np.ndarray) -> np.ndarray:
-        WE = np.multiply(W, E, out=scratch(k, "weights", n))
+        WE = np.multiply(W, E, out=b.array(k, "weights"))
         head = [np.array([g * (_dot(WE, K) - float(np.sum(WE)))])] if free_gamma else []
         if not free_inner:
             return np.concatenate(head or [np.zeros(0)])
@@ -177,17 +241,35 @@ def _exp_similarity(k: ExpSimilarity, X: Any, n: int, scratch: Scratch) -> tuple
     return E, contract
 
 
-def _feature_rbf(k: FeatureKernel, X: Any, n: int, scratch: Scratch) -> tuple[Any, Any]:
+def _feature_rbf(k: FeatureKernel, b: Block) -> tuple[Any, Any]:
     """exp(−D / 2l²) of the kept squared distances D, and l's term Σ W ∘ K ∘ D / l²."""
-    D = k.squared_distances(X)
+    D = k.squared_distances(b.X) if b.Y is None else _cross_distances(k, b)
     inv = 1.0 / float(k.kernel.length_scale) ** 2
-    K = np.multiply(D, -0.5 * inv, out=scratch(k, "value", n))
+    K = np.multiply(D, -0.5 * inv, out=b.array(k, "value"))
     np.exp(K, out=K)
     if k.kernel.hyperparameter_length_scale.fixed:
         return K, _none
 
     def contract(W: np.ndarray) -> np.ndarray:
-        WK = np.multiply(W, K, out=scratch(k, "weights", n))
+        WK = np.multiply(W, K, out=b.array(k, "weights"))
         return np.array([inv * _dot(WK, D)])
 
     return K, contract
+
+
+def _cross_distances(k: FeatureKernel, b: Block) -> np.ndarray:
+    """‖fᵢ − gⱼ‖² between X's and Y's feature vectors, kept in ``b.cache`` (read-only)."""
+    from ._wrap import input_key, kept_inputs
+    from .feature_kernel import _features
+
+    kx, ky = input_key(b.X), input_key(b.Y)
+    key = None if b.cache is None or kx is None or ky is None else ("feature distances", kx, ky)
+    hit = None if key is None else b.cache.get(key)
+    if hit is not None:
+        return hit[0]
+    A, B = k._checked(_features(b.X)), k._checked(_features(b.Y))
+    D = np.maximum(np.sum(A * A, axis=1)[:, None] + np.sum(B * B, axis=1)[None, :] - 2.0 * (A @ B.T), 0.0)
+    D.flags.writeable = False
+    if key is not None:
+        b.cache[key] = (D, (kept_inputs(b.X), kept_inputs(b.Y)))
+    return D

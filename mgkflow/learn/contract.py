@@ -16,6 +16,9 @@ gives both, for every kernel over graphs or vectors:
                                     *signal* part, what a cross block holds), with gradients
 :func:`contracted_gradient`         K(X, Y) and g_h = Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ_h, evaluated in row blocks:
                                     never an len X × len Y × H array, memory O(block × len Y × H)
+:func:`cross_contraction`           K(X, Y) and ``W -> Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ`` by the walk of
+                                    :func:`gram_contraction`: a low-rank GP's step, no block × H
+                                    array, fixed leaves kept in ``cache``
 =================================== =============================================================
 
 How a block's gradient is found, by the kernel's kind (recursively through compositions):
@@ -79,14 +82,14 @@ from ..evaluation.gradient import log_space, normalized_gradient
 from ..evaluation.solve import record, solve
 from ..evaluation.systems import cross_pairs, prepare, self_pairs
 from ..mgk import MarginalizedGraphKernel
-from ._gram_tree import Scratch, tree_gram
+from ._gram_tree import Block, Scratch, tree_block, tree_gram
 from ._wrap import input_key, kept_inputs
 from .cached import Cached
 from .exp_similarity import ExpSimilarity
 from .feature_kernel import FeatureKernel, _features
 from .normalized import Normalized
 
-__all__ = ["cross_kernel", "kernel_diag", "contracted_gradient", "gram_contraction", "KernelDiag"]
+__all__ = ["cross_kernel", "kernel_diag", "contracted_gradient", "gram_contraction", "cross_contraction", "KernelDiag"]
 
 
 class KernelDiag(NamedTuple):
@@ -285,6 +288,59 @@ def gram_contraction(kernel: Any, X: Any, workspace: dict | None = None) -> tupl
     return out, g
 
 
+def cross_contraction(
+    kernel: Any, X: Any, Y: Any, cache: dict | None = None, workspace: dict | None = None, gradient: bool = True
+) -> tuple[np.ndarray, Any]:
+    """K(X, Y) of two sets taken as different, and a function ``W -> g`` with g_h = Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ_h.
+
+    What a low-rank Gaussian process's step needs of its cross block K(X, Z), by the walk of
+    :func:`gram_contraction` (a ``WhiteKernel`` adds nothing between two sets): no
+    len X × len Y × H array is made, a fixed ``Cached`` kernel's block and a ``FeatureKernel``'s
+    squared distances are made once and kept in ``cache``, and the block-sized arrays of a step in
+    ``workspace``. θ's order is ``kernel.theta``'s.
+
+    Parameters
+    ----------
+    kernel : scikit-learn kernel
+    X, Y : sequence of graphs or 2-D array
+    cache : dict, optional
+        As for :func:`cross_kernel` (a fit passes one dictionary to every call).
+    workspace : dict, optional
+        As for :func:`gram_contraction`: K and ``W -> g`` then hold until the next call.
+    gradient : bool
+        Whether ``W -> g`` will be called (without, leaves skip their gradients: the same K).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> from sklearn.gaussian_process.kernels import ConstantKernel as C
+    >>> k = C(2.0) * RBF(1.5) + WhiteKernel(0.1)
+    >>> X, Z = np.linspace(0, 3, 6)[:, None], np.array([[0.5], [2.0]])
+    >>> K, g = cross_contraction(k, X, Z)
+    >>> K0, dK0 = cross_kernel(k, X, Z, eval_gradient=True)
+    >>> W = np.arange(12.0).reshape(6, 2)
+    >>> bool(np.allclose(K, K0)), bool(np.allclose(g(W), np.einsum("ij,ijh->h", W, dK0)))
+    (True, True)
+    """
+    _check_kernel(kernel)
+    _check_sets(X, Y)
+    _check_cache(cache)
+    if workspace is not None and not isinstance(workspace, dict):
+        raise ParameterTypeError(f"workspace must be None or a dict, got {type(workspace).__name__}")
+    n, m = len(X), len(Y)
+    scratch = Scratch(workspace)
+    value, g = tree_block(kernel, Block(X, Y, (n, m), scratch, cache, _flag(gradient, "gradient")))
+    if np.ndim(value) == 0:
+        return np.full((n, m), float(value)), g
+    white = isinstance(kernel, Sum) and any(isinstance(c, WhiteKernel) for c in (kernel.k1, kernel.k2))
+    if isinstance(kernel, Sum | Product) and not white:
+        return value, g  # the root's own array: no contraction reads it
+    out = scratch(cross_contraction, "value", (n, m))
+    out[...] = value
+    return out, g
+
+
 # ---------------------------------------------------------------------------- helpers
 def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool | np.bool_):
@@ -352,6 +408,20 @@ def _memo(cache: dict | None, key: tuple | None, compute, keep: tuple = ()):
     return hit[0]
 
 
+def _kept_features(X: Any, cache: dict | None) -> np.ndarray:
+    """The graph-level feature vectors of X as an array, made once per X (by its items' identities)
+    and kept in ``cache``: a landmark choice asks for one column at a time with the same X."""
+    kx = None if cache is None or isinstance(X, np.ndarray) or len(X) < 2 else input_key(X)
+    if kx is None:
+        return _features(X)
+    hit = cache.get(("features", kx))
+    if hit is None:
+        F = _features(X)
+        F.flags.writeable = False
+        hit = cache[("features", kx)] = (F, kept_inputs(X))
+    return hit[0]
+
+
 # ---------------------------------------------------------------------------- cross blocks
 def _cross(k: Any, X: Any, Y: Any, grad: bool, cache: dict | None) -> tuple[np.ndarray, np.ndarray | None]:
     """(K, dK or None) of the block X × Y, Y a set apart from X."""
@@ -382,10 +452,11 @@ def _cross(k: Any, X: Any, Y: Any, grad: bool, cache: dict | None) -> tuple[np.n
     if type(k) is ExpSimilarity:
         return _exp_cross(k, X, Y, grad, cache)
     if type(k) is FeatureKernel:
-        A, B = k._checked(_features(X)), k._checked(_features(Y))
+        A, B = k._checked(_kept_features(X, cache)), k._checked(_kept_features(Y, cache))
         if A.shape[1] != B.shape[1]:
             raise ParameterError(f"FeatureKernel: X has {A.shape[1]} features per graph, Y has {B.shape[1]}")
-        return _cross(k.kernel, A, B, grad, cache)
+        # a single row or column (a landmark choice's) is made once: kept, it would only fill the cache
+        return _cross(k.kernel, A, B, grad, cache if min(len(A), len(B)) > 1 else None)
     return _other_cross(k, X, Y, grad)
 
 

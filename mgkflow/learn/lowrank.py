@@ -35,10 +35,10 @@ gradient is exact); with K_mm = L Lᵀ and V = L⁻¹ K_mn, every solve is with 
 Cholesky factor of I + V Λ⁻¹ Vᵀ (eigenvalues ≥ 1).
 
 **Gradients.** The objective's θ-gradient is Σᵢⱼ W_ij ∂K(X, Z)_ij + Σ W'_ij ∂K(Z, Z)_ij plus
-weighted derivatives of the diagonal, for weights W, W' from m × m algebra: the n × m × H
-derivatives of K(X, Z) are either kept from the value pass (when they fit
-:attr:`LowRankGPR.max_gradient_bytes`) or contracted block by block by
-:func:`~mgkflow.learn.contract.contracted_gradient`. The landmarks are chosen once, with the
+weighted derivatives of the diagonal, for weights W, W' from m × m algebra. The first sum comes
+from one walk of the kernel's tree over K(X, Z) (:func:`~mgkflow.learn.contract.cross_contraction`):
+products pass the weights down, the fixed graph kernels' block and the descriptors' distances are
+made once per fit, and no n × m × H array is made. The landmarks are chosen once, with the
 kernel's starting hyperparameters, and kept while the hyperparameters are fitted.
 
 Examples
@@ -66,7 +66,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 
 from ..errors import ParameterError, ParameterTypeError
 from ._search import fit_hyperparameters
-from .contract import _check_sets, _take, contracted_gradient, cross_kernel, kernel_diag
+from .contract import _check_sets, _take, cross_contraction, cross_kernel, kernel_diag
 from .landmarks import LANDMARK_METHODS, select_landmarks
 from .objectives import NotPositiveDefiniteError
 
@@ -163,32 +163,26 @@ def _lowrank(
     approximation: str,
     jitter: float,
     gradient: bool,
-    block_rows: int,
     cache: dict | None,
-    max_gradient_bytes: int,
+    workspace: dict | None = None,
 ) -> tuple[float, np.ndarray | None, _Factors, np.ndarray]:
-    """(objective, gradient or None, factors, β) at the kernel's θ."""
-    n, m, H = len(X), len(Z), kernel.n_dims
+    """(objective, gradient or None, factors, β) at the kernel's θ.
+
+    K(X, Z) and its gradient's contraction come from one walk of the kernel's tree
+    (:func:`~mgkflow.learn.contract.cross_contraction`): fixed leaves kept in ``cache``, the step's
+    n × m arrays in ``workspace``, never an n × m × H array."""
     d = kernel_diag(kernel, X, eval_gradient=gradient, cache=cache)
     if gradient:
         Kmm, dKmm = cross_kernel(kernel, Z, Z, eval_gradient=True, cache=cache)
     else:
         Kmm = cross_kernel(kernel, Z, Z, cache=cache)
-    keep = gradient and n * m * H * 8 <= max_gradient_bytes
-    if keep:
-        Knm, dKnm = cross_kernel(kernel, X, Z, eval_gradient=True, cache=cache, block_rows=block_rows)
-    else:
-        Knm = cross_kernel(kernel, X, Z, cache=cache, block_rows=block_rows)
+    Knm, contract = cross_contraction(kernel, X, Z, cache=cache, workspace=workspace, gradient=gradient)
     f = _Factors(Knm, Kmm, d.value, d.signal, approximation, jitter)
     value, beta = f.objective(y, approximation)
     if not gradient:
         return value, None, f, beta
     W_nm, W_mm, w_value, w_signal = f.weights(y, beta, approximation)
-    if keep:
-        g = np.einsum("ij,ijh->h", W_nm, dKnm)
-    else:
-        g = contracted_gradient(kernel, X, Z, W_nm, block_rows=block_rows, cache=cache)[1]
-    g = g + np.einsum("ij,ijh->h", W_mm, dKmm) + w_value @ d.gradient + w_signal @ d.signal_gradient
+    g = contract(W_nm) + np.einsum("ij,ijh->h", W_mm, dKmm) + w_value @ d.gradient + w_signal @ d.signal_gradient
     return value, g, f, beta
 
 
@@ -200,9 +194,7 @@ def lowrank_log_likelihood(
     approximation: str = "dtc",
     jitter: float = 1e-8,
     eval_gradient: bool = False,
-    block_rows: int = 512,
     cache: dict | None = None,
-    max_gradient_bytes: int = 2**28,
 ) -> float | tuple[float, np.ndarray]:
     """The low-rank GP's log evidence of y (``"vfe"``: Titsias's lower bound) at the kernel's θ,
     and with ``eval_gradient`` its gradient over θ (log space).
@@ -217,13 +209,8 @@ def lowrank_log_likelihood(
     jitter : float
         Added to K(Z, Z)'s diagonal, times its mean diagonal.
     eval_gradient : bool
-    block_rows : int
-        Rows of K(X, Z) per kernel evaluation.
     cache : dict, optional
         Kept blocks of ``Cached`` kernels (:func:`~mgkflow.learn.contract.cross_kernel`).
-    max_gradient_bytes : int
-        The derivatives of K(X, Z) (n·m·H floats) are kept from the value pass when they fit in
-        this many bytes; otherwise they are contracted block by block in a second pass.
 
     Examples
     --------
@@ -239,10 +226,7 @@ def lowrank_log_likelihood(
     y = np.asarray(y, dtype=np.float64)
     if y.ndim != 1 or len(y) != len(X):
         raise ParameterError(f"y must be one number per sample of X, got shape {y.shape} for {len(X)}")
-    value, g, _, _ = _lowrank(
-        kernel, X, Z, y, approximation, float(jitter), bool(eval_gradient), int(block_rows), cache,
-        int(max_gradient_bytes),
-    )
+    value, g, _, _ = _lowrank(kernel, X, Z, y, approximation, float(jitter), bool(eval_gradient), cache)
     return (value, g) if eval_gradient else value
 
 
@@ -301,10 +285,6 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
     n_evaluations_ : int, objective evaluations during the fit
     landmark_seconds_, fit_seconds_ : float, time to choose the landmarks, and for the whole fit
 
-    max_gradient_bytes : int (class attribute, 2**28)
-        The n × m × H derivatives of K(X, Z) are kept from an optimizer step's value pass when
-        they fit; beyond, they are computed again block by block and contracted at once.
-
     Examples
     --------
     >>> import numpy as np
@@ -315,8 +295,6 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
     >>> bool(gp.score(X, y) > 0.95), gp.n_landmarks_
     (True, 8)
     """
-
-    max_gradient_bytes: int = 2**28
 
     def __init__(
         self,
@@ -402,7 +380,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
     def _run(self, gradient: bool):
         return _lowrank(
             self.kernel_, self._X, self.X_landmarks_, self._y, self.approximation, float(self.jitter), gradient,
-            int(self.block_rows), self._cache, int(self.max_gradient_bytes),
+            self._cache, self._workspace,
         )
 
     def _evaluate(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
@@ -434,6 +412,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         self.kernel_ = clone(self.kernel)
         self.n_evaluations_ = 0
         self._cache: dict | None = {}
+        self._workspace: dict | None = {}  # the n × m arrays of a step, kept for the next
         rng = np.random.default_rng(self.random_state)
         try:
             d = kernel_diag(self.kernel_, self._X, cache=self._cache)
@@ -454,7 +433,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
                                     "low-rank fit ", self.approximation)  # fmt: skip
             self._posterior()
         finally:
-            self._cache = None
+            self._cache = self._workspace = None
             del self._X, self._y
         self.fit_seconds_ = time.perf_counter() - t0
         self._say(f"low-rank fit done: {self.approximation} = {self.objective_value_:.6g} after {self.n_evaluations_} "
