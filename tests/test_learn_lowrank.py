@@ -341,6 +341,23 @@ def test_pivoted_cholesky_picks_distinct_points_and_its_residual_trace_decreases
     assert trace[-1] < trace[0]
 
 
+@pytest.mark.parametrize("prefetch", [2, 3, 64])
+def test_pivoted_cholesky_fetching_columns_ahead_takes_the_same_points(prefetch):
+    """Columns fetched several at a time (the points of largest residual) give the landmarks and
+    residuals of one column per step, on graphs (a fixed graph kernel, kept) and on vectors."""
+    gs = _graphs(14, seed=4)
+    k = C(1.5) * ExpSimilarity(Cached(_mgk(free=False)), gamma=2.0) + C(0.5) * FeatureKernel(RBF(2.0)) \
+        + WhiteKernel(0.2)
+    X = np.random.default_rng(3).normal(size=(60, 2))
+    for kern, data, m in ((k, gs, 10), (RBF(1.0) + WhiteKernel(0.1), X, 25)):
+        one, t1 = pivoted_cholesky(kern, data, m, return_trace=True, prefetch=1)
+        many, t2 = pivoted_cholesky(kern, data, m, return_trace=True, prefetch=prefetch, cache={})
+        assert one.tolist() == many.tolist()
+        np.testing.assert_allclose(t2, t1, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ParameterError, match="prefetch"):
+        pivoted_cholesky(RBF(1.0), X, 3, prefetch=0)
+
+
 def test_pivoted_cholesky_past_the_numerical_rank():
     X = np.array([[0.0], [0.0], [3.0], [3.0], [9.0]])  # duplicates: rank 3
     idx, trace = pivoted_cholesky(RBF(1.0), X, 5, return_trace=True)

@@ -67,12 +67,22 @@ def _rng(random_state: Any) -> np.random.Generator:
     return np.random.default_rng(random_state)
 
 
+#: Columns a pivoted Cholesky step computes at once: the points of largest residual, in one kernel
+#: call over all of X (at most 64: a graph kernel then solves them as pairs within X's kept batch).
+PREFETCH = 64
+
+
 def _column(kernel: Any, X: Any, j: int, cache: dict | None, block_rows: int | None) -> np.ndarray:
     """k(x, X[j]) for every x of X (a cross block: no white noise), in one call over all of X: a
     column is n numbers, and row blocks would cost a kernel call (and a graph kernel's packing of the
     block) per block and column. With ``cache``, the fit's K(X, Z) in blocks of ``block_rows`` finds
     these whole columns again (:func:`~mgkflow.learn.contract.cross_kernel`)."""
-    return cross_kernel(kernel, X, _take(X, [j]), cache=cache)[:, 0]
+    return _columns(kernel, X, [j], cache)[:, 0]
+
+
+def _columns(kernel: Any, X: Any, js: Sequence[int], cache: dict | None) -> np.ndarray:
+    """k(x, X[j]) for every x of X and j of ``js`` (n × len js), in one call over all of X."""
+    return cross_kernel(kernel, X, _take(X, list(js)), cache=cache)
 
 
 def pivoted_cholesky(
@@ -83,6 +93,7 @@ def pivoted_cholesky(
     return_trace: bool = False,
     cache: dict | None = None,
     block_rows: int | None = None,
+    prefetch: int = PREFETCH,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Landmarks by greedy pivoted Cholesky of the kernel matrix (the diagonal and m columns).
 
@@ -91,6 +102,12 @@ def pivoted_cholesky(
     residual. Once every residual is below ``tol`` times the largest diagonal entry (the kernel's
     numerical rank is reached), the remaining landmarks follow in the order of their residual,
     without further columns.
+
+    The columns are fetched ``prefetch`` at a time: those of the points of largest residual, in one
+    kernel call. The steps then run as before while the point they take is among the fetched ones;
+    when it is not, the next points of largest residual are fetched. The landmarks and the residuals
+    are those of fetching one column per step, up to the rounding of the kernel's values (a graph
+    kernel's column of n pairs is one small launch; 64 columns are one launch of 64 n pairs).
 
     Parameters
     ----------
@@ -106,6 +123,8 @@ def pivoted_cholesky(
     cache, block_rows : optional
         As for :func:`~mgkflow.learn.contract.cross_kernel`: with the fit's cache and blocks, the
         columns of a fixed ``Cached`` kernel computed here serve the fit's K(X, Z).
+    prefetch : int
+        Columns fetched per kernel call (1: one per step; the result is the same).
 
     Returns
     -------
@@ -126,6 +145,8 @@ def pivoted_cholesky(
         raise ParameterError(f"tol must be a number in [0, 1), got {tol!r:.60}")
     if not isinstance(return_trace, bool | np.bool_):
         raise ParameterTypeError(f"return_trace must be True or False, got {return_trace!r:.60}")
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int | np.integer) or prefetch < 1:
+        raise ParameterError(f"prefetch must be an integer >= 1, got {prefetch!r:.60}")
     n = len(X)
     d = kernel_diag(kernel, X, cache=cache).signal.copy()
     if not np.all(np.isfinite(d)):
@@ -136,11 +157,21 @@ def pivoted_cholesky(
     idx = np.empty(m, dtype=np.int64)
     trace = [float(d.sum())]
     k = 0
+    fetched: dict[int, np.ndarray] = {}  # point -> its kernel column, fetched and not yet taken
     while k < m:
         j = int(np.argmax(np.where(chosen, -np.inf, d)))
         if not d[j] > floor:
             break
-        col = _column(kernel, X, j, cache, block_rows)
+        if j not in fetched:  # the next points of largest residual, j first
+            fetched.clear()
+            want = min(int(prefetch), m - k)
+            top = np.flatnonzero(~chosen)
+            top = top[np.argsort(-d[top], kind="stable")[:want]]
+            if j not in top:
+                top[-1] = j
+            cols = _columns(kernel, X, top.tolist(), cache)
+            fetched = {int(t): cols[:, a] for a, t in enumerate(top)}
+        col = fetched.pop(j)
         lk = (col - L[:, :k] @ L[j, :k]) / np.sqrt(d[j])
         lk[chosen] = 0.0
         L[:, k] = lk
