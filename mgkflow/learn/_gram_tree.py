@@ -25,9 +25,10 @@ import numpy as np
 from sklearn.gaussian_process.kernels import ConstantKernel, Product, Sum, WhiteKernel
 
 from ..mgk import MarginalizedGraphKernel
+from ._wrap import input_key, kept_inputs
 from .cached import Cached
 from .exp_similarity import ExpSimilarity
-from .feature_kernel import FeatureKernel
+from .feature_kernel import FeatureKernel, _features
 
 __all__ = ["Scratch", "Block", "tree_gram", "tree_block"]
 
@@ -71,6 +72,9 @@ class Block:
     cache: dict | None = None
     #: whether contractions are wanted (without, leaves are evaluated without their gradients)
     grad: bool = True
+    #: ``cross(k, X, Y, grad, cache) -> (K, dK or None)`` of a cross block's leaves
+    #: (:func:`mgkflow.learn.contract._cross`, passed in: that module calls this one)
+    cross: Any = None
 
     def array(self, node: Any, role: str) -> np.ndarray:
         return self.scratch(node, role, self.shape)
@@ -134,23 +138,18 @@ def _leaf(k: Any, b: Block) -> tuple[np.ndarray, np.ndarray | None]:
     """(K, dK) of a kernel the walk does not open (dK None for a cross block without ``b.grad``)."""
     if b.Y is None:
         return k(b.X, eval_gradient=True)
-    from .contract import _cross
-
-    return _cross(k, b.X, b.Y, b.grad, b.cache)
+    return b.cross(k, b.X, b.Y, b.grad, b.cache)
 
 
 def _kept_block(k: Cached, b: Block) -> np.ndarray:
     """A fixed kernel's cross block, made once per (X, Y) and kept in ``b.cache`` (read-only)."""
-    from ._wrap import input_key, kept_inputs
-    from .contract import _cross
-
     kx, ky = input_key(b.X), input_key(b.Y)
     if b.cache is None or kx is None or ky is None:
-        return _cross(k, b.X, b.Y, False, b.cache)[0]
+        return b.cross(k, b.X, b.Y, False, b.cache)[0]
     key = ("block", id(k), repr(k.kernel), kx, ky)
     hit = b.cache.get(key)
     if hit is None:
-        K = np.ascontiguousarray(_cross(k, b.X, b.Y, False, b.cache)[0])
+        K = np.ascontiguousarray(b.cross(k, b.X, b.Y, False, b.cache)[0])
         K.flags.writeable = False
         hit = b.cache[key] = (K, (kept_inputs(b.X), kept_inputs(b.Y)))
     return hit[0]
@@ -259,9 +258,6 @@ def _feature_rbf(k: FeatureKernel, b: Block) -> tuple[Any, Any]:
 
 def _cross_distances(k: FeatureKernel, b: Block) -> np.ndarray:
     """‖fᵢ − gⱼ‖² between X's and Y's feature vectors, kept in ``b.cache`` (read-only)."""
-    from ._wrap import input_key, kept_inputs
-    from .feature_kernel import _features
-
     kx, ky = input_key(b.X), input_key(b.Y)
     key = None if b.cache is None or kx is None or ky is None else ("feature distances", kx, ky)
     hit = None if key is None else b.cache.get(key)

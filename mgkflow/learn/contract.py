@@ -330,7 +330,7 @@ def cross_contraction(
         raise ParameterTypeError(f"workspace must be None or a dict, got {type(workspace).__name__}")
     n, m = len(X), len(Y)
     scratch = Scratch(workspace)
-    value, g = tree_block(kernel, Block(X, Y, (n, m), scratch, cache, _flag(gradient, "gradient")))
+    value, g = tree_block(kernel, Block(X, Y, (n, m), scratch, cache, _flag(gradient, "gradient"), _cross))
     if np.ndim(value) == 0:
         return np.full((n, m), float(value)), g
     white = isinstance(kernel, Sum) and any(isinstance(c, WhiteKernel) for c in (kernel.k1, kernel.k2))
