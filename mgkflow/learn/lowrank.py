@@ -66,7 +66,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 
 from ..errors import ParameterError, ParameterTypeError
 from ._search import fit_hyperparameters
-from .contract import _check_sets, _take, cross_contraction, cross_kernel, kernel_diag
+from .contract import _check_sets, _take, cross_contraction, kernel_diag
 from .landmarks import LANDMARK_METHODS, select_landmarks
 from .objectives import NotPositiveDefiniteError
 
@@ -134,8 +134,11 @@ class _Factors:
         Cinv = sla.cho_solve((L_C, True), I, check_finite=False)
         CV = Cinv @ V
         Va = V @ alpha
-        # R = ½ (α αᵀ − Σ⁻¹): R Vᵀ = ½ (α (Vα)ᵀ − Λ⁻¹ Vᵀ C⁻¹), V R Vᵀ = ½ ((Vα)(Vα)ᵀ − I + C⁻¹)
-        RVt = 0.5 * (np.outer(alpha, Va) - CV.T / lam[:, None])
+        # R = ½ (α αᵀ − Σ⁻¹): V R = ½ ((Vα) αᵀ − C⁻¹ V Λ⁻¹) (m × n, V's layout: no transposed pass),
+        # V R Vᵀ = ½ ((Vα)(Vα)ᵀ − I + C⁻¹)
+        VR = np.divide(CV, lam, out=np.empty_like(CV))
+        VR -= np.outer(Va, alpha)
+        VR *= -0.5
         VRVt = 0.5 * (np.outer(Va, Va) - I + Cinv)
         r = 0.5 * (alpha * alpha - (1.0 / lam - np.einsum("ij,ij->j", V, CV) / (lam * lam)))
         if approximation == "dtc":
@@ -146,9 +149,13 @@ class _Factors:
             s = 0.5 / lam
             e = self.t / (2.0 * lam * lam)
             c, w_value, w_signal = s, r + e, -r - s - e
-        M = RVt + c[:, None] * V.T
-        N = VRVt + (V * c) @ V.T
-        W_nm = 2.0 * _solve_l(L_A, M.T, trans=1).T  # 2 M L_A⁻¹
+        if c.any():  # (dtc: c = 0, no n·m² product)
+            VR += V * c
+            N = VRVt + (V * c) @ V.T
+        else:
+            N = VRVt
+        W = _solve_l(L_A, VR, trans=1)  # L_A⁻ᵀ V R (m × n)
+        W_nm = np.multiply(W.T, 2.0, order="C")  # 2 R Vᵀ L_A⁻¹ (n × m), one transposed pass
         W_mm = -_solve_l(L_A, _solve_l(L_A, N, trans=1).T, trans=1).T  # −L_A⁻ᵀ N L_A⁻¹
         W_mm = 0.5 * (W_mm + W_mm.T)
         W_mm += (self.jitter / m) * np.trace(W_mm) * I  # the jitter ε = jitter · mean diag K_mm
@@ -164,25 +171,23 @@ def _lowrank(
     jitter: float,
     gradient: bool,
     cache: dict | None,
-    workspace: dict | None = None,
+    workspaces: tuple[dict, dict] | None = None,
 ) -> tuple[float, np.ndarray | None, _Factors, np.ndarray]:
     """(objective, gradient or None, factors, β) at the kernel's θ.
 
-    K(X, Z) and its gradient's contraction come from one walk of the kernel's tree
+    K(X, Z), K(Z, Z) and their gradients' contractions come from walks of the kernel's tree
     (:func:`~mgkflow.learn.contract.cross_contraction`): fixed leaves kept in ``cache``, the step's
-    n × m arrays in ``workspace``, never an n × m × H array."""
+    n × m and m × m arrays in ``workspaces``, never an n × m × H or m × m × H array."""
+    ws_nm, ws_mm = workspaces if workspaces is not None else (None, None)
     d = kernel_diag(kernel, X, eval_gradient=gradient, cache=cache)
-    if gradient:
-        Kmm, dKmm = cross_kernel(kernel, Z, Z, eval_gradient=True, cache=cache)
-    else:
-        Kmm = cross_kernel(kernel, Z, Z, cache=cache)
-    Knm, contract = cross_contraction(kernel, X, Z, cache=cache, workspace=workspace, gradient=gradient)
+    Kmm, contract_mm = cross_contraction(kernel, Z, Z, cache=cache, workspace=ws_mm, gradient=gradient)
+    Knm, contract_nm = cross_contraction(kernel, X, Z, cache=cache, workspace=ws_nm, gradient=gradient)
     f = _Factors(Knm, Kmm, d.value, d.signal, approximation, jitter)
     value, beta = f.objective(y, approximation)
     if not gradient:
         return value, None, f, beta
     W_nm, W_mm, w_value, w_signal = f.weights(y, beta, approximation)
-    g = contract(W_nm) + np.einsum("ij,ijh->h", W_mm, dKmm) + w_value @ d.gradient + w_signal @ d.signal_gradient
+    g = contract_nm(W_nm) + contract_mm(W_mm) + w_value @ d.gradient + w_signal @ d.signal_gradient
     return value, g, f, beta
 
 
@@ -412,7 +417,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         self.kernel_ = clone(self.kernel)
         self.n_evaluations_ = 0
         self._cache: dict | None = {}
-        self._workspace: dict | None = {}  # the n × m arrays of a step, kept for the next
+        self._workspace: tuple | None = ({}, {})  # the n × m and m × m arrays of a step, kept for the next
         rng = np.random.default_rng(self.random_state)
         try:
             d = kernel_diag(self.kernel_, self._X, cache=self._cache)
