@@ -25,6 +25,7 @@ import numpy as np
 from sklearn.gaussian_process.kernels import ConstantKernel, Product, Sum, WhiteKernel
 
 from ..mgk import MarginalizedGraphKernel
+from ._passes import exp_affine, weighted_sums
 from ._wrap import input_key, kept_inputs
 from .cached import Cached
 from .exp_similarity import ExpSimilarity
@@ -222,18 +223,18 @@ def _exp_similarity(k: ExpSimilarity, b: Block) -> tuple[Any, Any]:
     contraction with the weights W ∘ γ E (the chain rule of :class:`ExpSimilarity`)."""
     g = k._check()
     K, inner = tree_block(k.kernel, b)
-    E = b.array(k, "value")
-    np.multiply(K, g, out=E)
-    E -= g
-    np.exp(E, out=E)
+    E = exp_affine(np.asarray(K), g, -g, b.array(k, "value"))
     free_gamma = not k._gamma_fixed()
     free_inner = k.kernel.n_dims > 0
 
     def contract(W: np.ndarray) -> np.ndarray:
+        if not free_inner:  # γ's term alone: Σ W ∘ E ∘ K and Σ W ∘ E in one pass
+            if not free_gamma:
+                return np.zeros(0)
+            wek, we = weighted_sums(W, E, K)
+            return np.array([g * (wek - we)])
         WE = np.multiply(W, E, out=b.array(k, "weights"))
         head = [np.array([g * (_dot(WE, K) - float(np.sum(WE)))])] if free_gamma else []
-        if not free_inner:
-            return np.concatenate(head or [np.zeros(0)])
         WE *= g
         return np.concatenate([*head, inner(WE)])
 
@@ -244,14 +245,12 @@ def _feature_rbf(k: FeatureKernel, b: Block) -> tuple[Any, Any]:
     """exp(−D / 2l²) of the kept squared distances D, and l's term Σ W ∘ K ∘ D / l²."""
     D = k.squared_distances(b.X) if b.Y is None else _cross_distances(k, b)
     inv = 1.0 / float(k.kernel.length_scale) ** 2
-    K = np.multiply(D, -0.5 * inv, out=b.array(k, "value"))
-    np.exp(K, out=K)
+    K = exp_affine(D, -0.5 * inv, 0.0, b.array(k, "value"))
     if k.kernel.hyperparameter_length_scale.fixed:
         return K, _none
 
     def contract(W: np.ndarray) -> np.ndarray:
-        WK = np.multiply(W, K, out=b.array(k, "weights"))
-        return np.array([inv * _dot(WK, D)])
+        return np.array([inv * weighted_sums(W, K, D)[0]])
 
     return K, contract
 

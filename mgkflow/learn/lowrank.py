@@ -65,6 +65,7 @@ import scipy.linalg as sla
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 
 from ..errors import ParameterError, ParameterTypeError
+from ._passes import half_outer_minus_scaled, scaled_transpose
 from ._search import fit_hyperparameters
 from .contract import _check_sets, _take, cross_contraction, kernel_diag
 from .landmarks import LANDMARK_METHODS, select_landmarks
@@ -136,9 +137,7 @@ class _Factors:
         Va = V @ alpha
         # R = ½ (α αᵀ − Σ⁻¹): V R = ½ ((Vα) αᵀ − C⁻¹ V Λ⁻¹) (m × n, V's layout: no transposed pass),
         # V R Vᵀ = ½ ((Vα)(Vα)ᵀ − I + C⁻¹)
-        VR = np.divide(CV, lam, out=np.empty_like(CV))
-        VR -= np.outer(Va, alpha)
-        VR *= -0.5
+        VR = half_outer_minus_scaled(CV, lam, Va, alpha)
         VRVt = 0.5 * (np.outer(Va, Va) - I + Cinv)
         r = 0.5 * (alpha * alpha - (1.0 / lam - np.einsum("ij,ij->j", V, CV) / (lam * lam)))
         if approximation == "dtc":
@@ -155,7 +154,7 @@ class _Factors:
         else:
             N = VRVt
         W = _solve_l(L_A, VR, trans=1)  # L_A⁻ᵀ V R (m × n)
-        W_nm = np.multiply(W.T, 2.0, order="C")  # 2 R Vᵀ L_A⁻¹ (n × m), one transposed pass
+        W_nm = scaled_transpose(W, 2.0)  # 2 R Vᵀ L_A⁻¹ (n × m), one transposed pass
         W_mm = -_solve_l(L_A, _solve_l(L_A, N, trans=1).T, trans=1).T  # −L_A⁻ᵀ N L_A⁻¹
         W_mm = 0.5 * (W_mm + W_mm.T)
         W_mm += (self.jitter / m) * np.trace(W_mm) * I  # the jitter ε = jitter · mean diag K_mm
