@@ -181,3 +181,15 @@ def test_the_subset_split_is_seeded_and_reads_what_the_moses_loader_reads():
     smiles, y, _ = learn_scale._read_source("subset", "logp")
     lookup = dict(zip(smiles, y))
     assert [lookup[s] for s in a["train"] + a["test"]] == a["y_train"].tolist() + a["y_test"].tolist()
+
+
+def test_stand_in_labels_in_processes_equal_the_serial_ones():
+    pytest.importorskip("rdkit")
+    from mgkflow.bench.learn_scale import _labels
+    from mgkflow.datasets._common import data_dir
+
+    smiles = pd.read_csv(data_dir() / "moses.csv", dtype={"smiles": str}, keep_default_na=False)["smiles"][:2000]
+    smiles = [*smiles[:-1], "not a smiles"]  # an unparsable one keeps its place, as None
+    serial = _labels(smiles, "logp", None)
+    assert serial[-1] is None and all(v is not None for v in serial[:-1])
+    assert _labels(smiles, "logp", 2) == serial

@@ -188,6 +188,22 @@ def _label(smiles: str, target: str) -> float | None:
         return None
 
 
+def _label_part(smiles: Sequence[str], target: str) -> list[float | None]:
+    return [_label(s, target) for s in smiles]
+
+
+def _labels(smiles: Sequence[str], target: str, jobs: int | None) -> list[float | None]:
+    """The stand-in labels of ``smiles`` (None where RDKit cannot parse one), in ``jobs`` processes
+    (joblib) when there are many: RDKit's QED takes milliseconds a molecule."""
+    if not jobs or jobs < 2 or len(smiles) < 2000:
+        return _label_part(smiles, target)
+    from joblib import Parallel, delayed
+
+    cuts = np.linspace(0, len(smiles), 4 * jobs + 1).astype(int)
+    parts = Parallel(n_jobs=jobs)(delayed(_label_part)(smiles[a:b], target) for a, b in zip(cuts[:-1], cuts[1:]))
+    return [v for part in parts for v in part]
+
+
 def _load(args: argparse.Namespace) -> dict[str, Any]:
     """The seeded split: train/test SMILES with labels and the screening SMILES, and the data row."""
     from ..errors import ParameterError
@@ -202,14 +218,19 @@ def _load(args: argparse.Namespace) -> dict[str, Any]:
     order = np.random.default_rng(args.seed).permutation(len(smiles))
     labelled, labels, dropped, pos = [], [], 0, 0
     while len(labelled) < args.n_train + args.n_test and pos < len(order):
-        i = int(order[pos])
-        pos += 1
-        value = float(y[i]) if y is not None else _label(smiles[i], args.target)
-        if value is None:
-            dropped += 1  # a SMILES RDKit cannot parse: no label, left out
-            continue
-        labelled.append(smiles[i])
-        labels.append(value)
+        want = args.n_train + args.n_test - len(labelled)
+        batch = [int(i) for i in order[pos : pos + want + want // 50 + 10]]  # a few spare for unparsable ones
+        values = [float(y[i]) for i in batch] if y is not None else _labels([smiles[i] for i in batch], args.target,
+                                                                            getattr(args, "jobs", None))  # fmt: skip
+        for i, value in zip(batch, values, strict=True):
+            if len(labelled) == args.n_train + args.n_test:
+                break
+            pos += 1
+            if value is None:
+                dropped += 1  # a SMILES RDKit cannot parse: no label, left out
+                continue
+            labelled.append(smiles[i])
+            labels.append(value)
     screen = [smiles[int(i)] for i in order[pos : pos + args.n_screen]]
     if len(labelled) < args.n_train + args.n_test or len(screen) < args.n_screen:
         raise ParameterError(f"{what}: {dropped} SMILES RDKit cannot parse leave too few molecules for {need}")
