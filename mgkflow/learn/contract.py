@@ -35,8 +35,10 @@ How a block's gradient is found, by the kernel's kind (recursively through compo
   that pair alone; (len X + len Y)² entries, so prefer small blocks), and its diagonal's gradient
   one point at a time.
 
-:func:`contracted_gradient` is the one place where ∂K meets the weights: a backend that contracts
-on the device (without ever forming ∂K) can take its place.
+A Gaussian process's step meets ∂K only through weights: :func:`gram_contraction` and
+:func:`cross_contraction` pass them down the kernel's tree, so ∂K of a whole block is never formed;
+a graph kernel with free hyperparameters is the leaf that contracts over its solved pairs (the seam
+for a contraction on the device).
 
 Examples
 --------
