@@ -659,3 +659,24 @@ def test_gpu_gram_assembled_on_the_device(normalize: bool) -> None:
     for K, dK, K1, dK1 in held:  # later steps wrote elsewhere
         np.testing.assert_array_equal(K, K1)
         np.testing.assert_array_equal(dK, dK1)
+
+
+def test_pinned_pool_hands_an_array_out_again_once_dropped():
+    """Page-locked arrays are views of a host allocation (pycuda: ``base`` is the allocation), as here; the
+    pool gives one out again only when no caller holds it or a view of it."""
+    from mgkflow.gpu.assemble import PinnedPool
+
+    def alloc(shape, dtype):
+        return np.frombuffer(bytearray(int(np.prod(shape)) * np.dtype(dtype).itemsize), dtype=dtype).reshape(shape)
+
+    pool = PinnedPool(alloc=alloc, per_key=2)
+    a = pool.take((3, 4), np.float64)
+    first = id(a)
+    view = a[:, 1]  # a caller's view keeps it
+    del a
+    b = pool.take((3, 4), np.float64)
+    assert id(b) != first
+    del view, b
+    assert id(pool.take((3, 4), np.float64)) == first  # both free again: the first one
+    held = [pool.take((3, 4), np.float64) for _ in range(3)]  # two pooled, then a plain array
+    assert len({id(h) for h in held}) == 3 and all(h.shape == (3, 4) for h in held)

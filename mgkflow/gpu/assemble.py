@@ -66,31 +66,43 @@ class PinnedPool:
     A copy from the device into page-locked memory runs at the bus's speed; into fresh pageable
     memory it is staged by the driver and the pages fault in as they are written. A θ loop's caller
     drops each step's K and dK before the next step, so the same arrays serve every step: an array is
-    free again when the pool's reference is the only one left (its views hold references to it).
+    free again when only the pool refers to it and to the array its views point to (numpy's views of
+    a view point to the first array of the chain, not to the view).
     At most ``per_key`` arrays of one shape and dtype are kept; beyond that a call gets pageable memory.
     """
 
     def __init__(self, alloc: Callable[[tuple, Any], np.ndarray] | None = None, per_key: int = 2) -> None:
         self._alloc = alloc
         self.per_key = per_key
-        self._held: dict[tuple, list[np.ndarray]] = {}
-        self._free_refs: int | None = None
+        self._held: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._refs: tuple[int, int] | None = None
+
+    @staticmethod
+    def _counts(entry: tuple[np.ndarray, np.ndarray]) -> tuple[int, int]:
+        a, root = entry
+        return sys.getrefcount(a), sys.getrefcount(root)
 
     def take(self, shape: tuple, dtype: Any) -> np.ndarray:
         """An array of ``shape`` and ``dtype`` that nobody else holds (contents undefined)."""
         key = (tuple(int(s) for s in shape), np.dtype(dtype).str)
         held = self._held.setdefault(key, [])
-        for a in held:
-            if sys.getrefcount(a) <= self._free_refs:  # the list, ``a`` and the call's argument
-                return a
+        for entry in held:
+            counts = self._counts(entry)
+            if counts[0] <= self._refs[0] and counts[1] <= self._refs[1]:
+                return entry[0]
         if len(held) >= self.per_key:
             return np.empty(key[0], dtype)
         alloc = self._alloc or device.driver().pagelocked_empty
-        a = alloc(key[0], np.dtype(dtype))
-        held.append(a)
-        if self._free_refs is None:
-            self._free_refs = sys.getrefcount(a)  # the same three references as in the loop above
-        return a
+        new = alloc(key[0], np.dtype(dtype))
+        root = new
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        entry = (new, root)
+        del new, root
+        held.append(entry)
+        if self._refs is None:
+            self._refs = self._counts(entry)  # the same references as in the loop above
+        return entry[0]
 
 
 class GramAssembly:
