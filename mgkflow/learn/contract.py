@@ -457,8 +457,9 @@ def _cross(k: Any, X: Any, Y: Any, grad: bool, cache: dict | None) -> tuple[np.n
         A, B = k._checked(_kept_features(X, cache)), k._checked(_kept_features(Y, cache))
         if A.shape[1] != B.shape[1]:
             raise ParameterError(f"FeatureKernel: X has {A.shape[1]} features per graph, Y has {B.shape[1]}")
-        # a single row or column (a landmark choice's) is made once: kept, it would only fill the cache
-        return _cross(k.kernel, A, B, grad, cache if min(len(A), len(B)) > 1 else None)
+        # not memoized by the feature arrays' bytes (a key of n × d floats per call): a fit's blocks keep
+        # their distances by the graphs' identities (_gram_tree), and a landmark choice's columns come once
+        return _cross(k.kernel, A, B, grad, None)
     return _other_cross(k, X, Y, grad)
 
 
