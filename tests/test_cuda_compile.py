@@ -78,6 +78,12 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
             path = tmp_path / f"{name}-rows-{block}x{min_blocks}-{int(p_smem)}.cu"
             path.write_text(kernel_source(replace(cfg, p_smem=p_smem)))
             jobs.append(path)
+        # the resident value solver (P, R, A in shared memory): 1024 x 1 and 512 x 2
+        for block, min_blocks in ((1024, 1), (512, 2)):
+            cfg = make_config(nk, ek, nd, ed, block=block, min_blocks=min_blocks, row_ilp=2)
+            path = tmp_path / f"{name}-rows-resident-{block}x{min_blocks}.cu"
+            path.write_text(kernel_source(replace(cfg, p_smem=True, resident=True)))
+            jobs.append(path)
         # derivatives (every configuration; the backend's 512 x 2 with P in shared memory, the small
         # pairs' 128 x 8 and the full-shared-memory pairs' 1024 x 1 for two) and node-pair similarities (two)
         for kind in ("gradient", "nodal"):
@@ -116,7 +122,7 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
                 assert spills and max(spills) <= GRADIENT_SPILL_LIMIT, f"{path.name}:\n{proc.stderr}"
             if "-rows-" in path.name:  # the production row-pair kernels must not spill
                 spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
-                allowed = SPILL_ALLOWANCE.get(path.name.split("-rows-")[0], 0)
+                allowed = SPILL_ALLOWANCE.get(path.name.split("-rows-")[0], 0)  # (name-rows-resident-...: same)
                 assert spills and max(spills) <= allowed, f"{path.name}:\n{proc.stderr}"
 
 

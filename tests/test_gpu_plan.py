@@ -13,7 +13,7 @@ SMEM = 200_000
 
 
 def _groups(plan):
-    return [plan.wide, plan.tiny, *plan.shared, plan.global_]
+    return [plan.wide, plan.tiny, *plan.resident, *plan.shared, plan.global_]
 
 
 @settings(max_examples=60, deadline=None)
@@ -24,17 +24,28 @@ def _groups(plan):
     small_block=st.sampled_from([0, 128]),
     budget=st.sampled_from([1024, 10**7, 10**11]),
     n_sm=st.sampled_from([1, 132]),
+    resident=st.sampled_from([0, 20]),
 )
-def test_every_pair_lands_in_exactly_one_nonempty_group(tiles, nnz, wide, small_block, budget, n_sm) -> None:
+def test_every_pair_lands_in_exactly_one_nonempty_group(tiles, nnz, wide, small_block, budget, n_sm, resident) -> None:
     n = min(len(tiles), len(nnz))
     N = np.array(tiles[:n]) * 64
     products = np.array(nnz[:n], dtype=float) ** 2
     plan = plan_launches(N, products, per_entry=12, smem_cap=SMEM, budget=budget, n_sm=n_sm, wide=wide,
-                         small_block=small_block)  # fmt: skip
+                         small_block=small_block, resident_per_entry=resident)  # fmt: skip
     groups = _groups(plan)
     everything = np.concatenate(groups)
     assert np.array_equal(np.sort(everything), np.arange(n))
     assert all(g.size for g in plan.shared)
+    per_block = np.concatenate([np.zeros(0, dtype=np.int64), *plan.groups()])
+    assert sorted(per_block.tolist()) == sorted(set(range(n)) - set(plan.wide.tolist()))
+    if resident:  # two bins: up to half the capacity, then up to all of it; nothing that fits goes to a shared bin
+        half, full = plan.resident
+        assert (N[half] * resident <= SMEM // 2).all() and (N[full] * resident > SMEM // 2).all()
+        assert (N[full] * resident <= SMEM).all()
+        for g in plan.shared:
+            assert (N[g] * resident > SMEM).all()
+    else:
+        assert plan.resident == []
     fits = N * 12 <= SMEM
     assert fits[plan.tiny].all() and (N[plan.tiny] <= 1024).all()
     if small_block == 0:

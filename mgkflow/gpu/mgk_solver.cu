@@ -26,6 +26,12 @@
 // A_TYPE (float or double storage of a = M p), W_TYPE/COEF (edge weights stored as float,
 // or as double when some weight is not exactly a float).
 //
+// RESIDENT (value-only builds; use_smem 3): the search direction P, the residual R and a = M p live in
+// shared memory and no solution vector is kept: K = p^T x with x = sum_k alpha_k p_k is accumulated as
+// sum_k alpha_k (w^T p_k), w_u = p_i p'_i2, w^T p reduced with p^T a. Only DG and DI stay in global
+// memory (read only: a launch's working set stays in L2). Pairs of up to ~11,000 product unknowns
+// (96-node graphs: 9,216) fit one SM this way; the launch then runs one 1,024-thread block per SM.
+//
 // Optional sections (off in value-only builds; the preprocessed value-only code is unchanged):
 // GRADIENT (mgk_gradient.cuh spliced as GRADIENT_FRAGMENT: one PCG loop with two recurrences, x and
 // the adjoint y (M y = p_x), sharing each XMV pass, then dK/dh per pair into out_grad;
@@ -39,6 +45,7 @@
 #define P_SMEM ${P_SMEM}
 #define GRADIENT ${GRADIENT}
 #define NODAL ${NODAL}
+#define RESIDENT ${RESIDENT}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 #define NODE_KERNEL_EXPR (${NODE_KERNEL})
@@ -91,6 +98,25 @@ ${XMV_FRAGMENT}
         ACC += pa_ * va + pb_ * vb;                                                                    \
     }
 
+// XMV_PASS that also adds the lane's share of w^T P (w_u = p_i p'_i2, zero on padding) to WACC (RESIDENT).
+#define XMV_PASS_W(A_OUT, ACC, WACC)                                                                   \
+    for (int tp = warp; tp < n_tp; tp += NWARP) {                                                      \
+        const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
+        double acca = 0.0, accb = 0.0;                                                                 \
+        XMV_TILE_PAIR(acca, accb)                                                                      \
+        const long long ia = ((long long)tp << 6) + oa;                                                \
+        const long long ib = ((long long)tp << 6) + ob;                                                \
+        const double pa_ = P[ia], pb_ = P[ib];                                                         \
+        const double va = DG[ia] * pa_ - acca;                                                         \
+        const double vb = DG[ib] * pb_ - accb;                                                         \
+        A_OUT[ia] = (a_t)va;                                                                           \
+        A_OUT[ib] = (a_t)vb;                                                                           \
+        ACC += pa_ * va + pb_ * vb;                                                                    \
+        const double* const p1_ = pvec + h1.node_off + I * 8;                                          \
+        const double* const p2_ = pvec + h2.node_off + I2 * 8;                                         \
+        WACC += p1_[oa >> 3] * p2_[oa & 7] * pa_ + p1_[ob >> 3] * p2_[ob & 7] * pb_;                   \
+    }
+
 // The thread's share of K = p^T x = sum over the product entries of p_i p'_i2 X (blocked layout; padding
 // has p = 0), added to k. The value and the gradient configurations end each pair with it.
 #define PAIR_K(k)                                                                                      \
@@ -136,6 +162,14 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31;
     double* blk = scratch + (long long)blockIdx.x * scratch_per_block;
+#if RESIDENT
+    // DG, DI in global memory; P, R and A in shared memory (use_smem 3); no X
+    double* const DG = blk;
+    double* const DI = DG + n_max;
+    double* const P = smem;
+    double* const R = P + n_max;
+    a_t* const A = (a_t*)(R + n_max);
+#else
     double* X = blk;
     double* R = X + n_max;
     double* DG = R + n_max;
@@ -173,6 +207,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         A = (a_t*)(P + n_max);
     }
 #endif
+#endif  // RESIDENT
 
     for (;;) {
         if (tid == 0) s_job = atomicAdd(job_counter, 1);
@@ -371,7 +406,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             const double z = b * di;
             DG[idx] = dg;
             DI[idx] = di;
+#if !RESIDENT
             X[idx] = 0.0;
+#endif
             R[idx] = b;
             P[idx] = z;
             rz += b * z;
@@ -380,6 +417,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         block_sum2(rz, bb, red);
         const double thr = rtol * rtol * bb;
         double rr = bb;
+        double kk = 0.0;  // K accumulated from the steps (RESIDENT)
+        (void)kk;
         int it = 0;
         bool conv = rr <= thr;
         bool broke = false;
@@ -387,22 +426,30 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         // ---------------------------------------------------------------- PCG
         while (!conv && it < max_iter) {
             // XMV: y = (A∘E) p on the fly, a = DG p - y, pa = p.a
-            double pa = 0.0, dummy = 0.0;
+            double pa = 0.0, wp = 0.0;  // wp: w^T p (RESIDENT)
             {
                 XMV_LANE_SETUP
+#if RESIDENT
+                XMV_PASS_W(A, pa, wp)
+#else
                 XMV_PASS(A, pa)
+#endif
             }
-            block_sum2(pa, dummy, red);
+            block_sum2(pa, wp, red);
             if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
                 broke = true;
                 break;
             }
             const double alpha = rz / pa;
+#if RESIDENT
+            kk += alpha * wp;
+#endif
             double rz_new = 0.0, rr_new = 0.0;
             for (long long idx = tid; idx < N; idx += BLOCK) {
-                const double pv = P[idx];
                 const double r = R[idx] - alpha * (double)A[idx];
-                X[idx] += alpha * pv;
+#if !RESIDENT
+                X[idx] += alpha * P[idx];
+#endif
                 R[idx] = r;
                 const double z = r * DI[idx];
                 rz_new += r * z;
@@ -437,9 +484,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 #endif
 
         // ---------------------------------------------------------------- K = p^T x
+#if RESIDENT
+        const double k = kk;
+#else
         double k = 0.0, dummy2 = 0.0;
         PAIR_K(k)
         block_sum2(k, dummy2, red);
+#endif
 #if NODAL
         for (long long idx = tid; idx < N; idx += BLOCK) {
             const int tp = (int)(idx >> 6), e = (int)(idx & 63);

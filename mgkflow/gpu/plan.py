@@ -8,6 +8,9 @@
   one-block scratch would not fit in the memory budget;
 * **tiny** pairs (at most ``tiny_unknowns`` product unknowns, P in shared memory), run in
   ``small_block``-thread blocks, many per SM;
+* **resident** size bins (value solves, ``resident_per_entry`` given: P, R and A in shared memory,
+  no solution vector): two, up to half and up to all of the shared-memory capacity (either may be
+  empty; the second runs one large block per SM);
 * **shared** size bins (P, and A, in shared memory), up to a quarter, half and all of the
   shared-memory capacity, so that small pairs run at higher occupancy;
 * **global**: the rest (every product vector in global memory).
@@ -58,6 +61,16 @@ class LaunchPlan:
     tiny: np.ndarray
     shared: list[np.ndarray] = field(default_factory=list)
     global_: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    resident: list[np.ndarray] = field(default_factory=list)
+
+    def groups(self) -> list[np.ndarray]:
+        """The per-block launch groups, none empty: tiny, resident bins, shared bins, global."""
+        return [g for g in (self.tiny, *self.resident, *self.shared, self.global_) if g.size]
+
+    def subset(self, rest: np.ndarray) -> LaunchPlan:
+        """This plan of the pairs ``rest`` of a call, its indices mapped back to the call's."""
+        return LaunchPlan(wide=rest[self.wide], tiny=rest[self.tiny], shared=[rest[s] for s in self.shared],
+                          global_=rest[self.global_], resident=[rest[s] for s in self.resident])  # fmt: skip
 
 
 def scratch_doubles(N: np.ndarray, fits_smem: np.ndarray, a_in_shared: bool, a_bytes: int) -> np.ndarray:
@@ -85,6 +98,7 @@ def plan_launches(
     tiny_unknowns: int = 16 * 64,
     a_in_shared: bool = True,
     a_bytes: int = 4,
+    resident_per_entry: int = 0,
 ) -> LaunchPlan:
     """Split pairs into launch groups.
 
@@ -106,6 +120,9 @@ def plan_launches(
         See the module docstring.
     wide_min_products, small_block, tiny_unknowns, a_in_shared, a_bytes :
         Thresholds and storage settings (``small_block=0``: no tiny group).
+    resident_per_entry : int
+        Shared-memory bytes per product unknown of the resident value solver (P, R, A); 0: no
+        resident bins (gradient and nodal solves).
 
     Returns
     -------
@@ -117,6 +134,10 @@ def plan_launches(
     ...                   smem_cap=200_000, budget=10**9, n_sm=132)
     >>> p.wide.tolist(), p.tiny.tolist(), [s.tolist() for s in p.shared], p.global_.tolist()
     ([2], [0], [[1]], [])
+    >>> p = plan_launches(np.array([1024, 9216, 16384, 10**7]), np.array([1e4, 1e6, 1e6, 1e9]), per_entry=12,
+    ...                   smem_cap=200_000, budget=10**9, n_sm=132, resident_per_entry=20)
+    >>> [s.tolist() for s in p.resident], [s.tolist() for s in p.shared]
+    ([[], [1]], [[2]])
     """
     N = np.asarray(N, dtype=np.int64)
     products = np.asarray(products, dtype=np.float64)
@@ -138,6 +159,12 @@ def plan_launches(
     small = fits_smem & rest
     tiny = small & (N <= tiny_unknowns) if small_block else np.zeros(n, dtype=bool)
     small &= ~tiny
+    resident = []
+    if resident_per_entry:  # two bins, either may be empty: up to half, and up to all of the capacity
+        fits = small & (N * resident_per_entry <= smem_cap)
+        small &= ~fits
+        half = N * resident_per_entry <= smem_cap // 2
+        resident = [np.flatnonzero(fits & half), np.flatnonzero(fits & ~half)]
     shared = []
     lo = 0
     for bound in (smem_cap // 4, smem_cap // 2, smem_cap):
@@ -150,4 +177,5 @@ def plan_launches(
         tiny=np.flatnonzero(tiny),
         shared=shared,
         global_=np.flatnonzero(rest & ~fits_smem),
+        resident=resident,
     )

@@ -68,6 +68,9 @@ class KernelConfig:
     p_smem : bool
         The kernel is only launched with the search direction P in shared memory (the
         compiler then uses shared-memory addressing in the XMV).
+    resident : bool
+        Value solves only: P, R and a = M p in shared memory, no solution vector (K summed from
+        the CG steps); launched with ``use_smem`` 3 (see ``mgk_solver.cu``).
     n_node_par, n_edge_par : int
         Device values of the node and edge kernels (``kernel.n_device_values``): the C
         expressions read ``mgk_kpar[k]`` (node) and ``mgk_kpar[n_node_par + k]`` (edge).
@@ -101,6 +104,7 @@ class KernelConfig:
     adaptive: bool = False
     row_ilp: int = 1
     p_smem: bool = False
+    resident: bool = False
     n_node_par: int = 0
     n_edge_par: int = 0
     se_edge: bool = False
@@ -338,6 +342,8 @@ def kernel_source(config: KernelConfig) -> str:
     from .strategies import get
 
     strategy = get(config.xmv)
+    if config.resident and (config.gradient or config.nodal or not config.p_smem):
+        raise ValueError("a resident solver is a value solve with P in shared memory (p_smem, no gradient or nodal)")
     extra_params, fragment = "", ""
     if config.gradient:
         extra_params = ",\n    double* __restrict__ out_grad"
@@ -361,5 +367,6 @@ def kernel_source(config: KernelConfig) -> str:
         ADAPTIVE="1" if config.adaptive else "0",
         ROW_ILP=str(config.row_ilp),
         P_SMEM="1" if config.p_smem else "0",
+        RESIDENT="1" if config.resident else "0",
         **common_placeholders(config),
     )

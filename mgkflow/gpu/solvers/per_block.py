@@ -36,10 +36,17 @@ from ..plan import LaunchPlan, plan_launches, scratch_doubles
 from ..source import KPAR, KernelConfig
 from . import Solver, register
 
-__all__ = ["KERNEL", "PerBlockPath", "PerBlockSolver", "job_order"]
+__all__ = ["KERNEL", "RESIDENT", "RESIDENT_BLOCK", "PerBlockPath", "PerBlockSolver", "job_order"]
 
 #: Kernel name in ``mgk_solver.cu``.
 KERNEL = "mgk_solve"
+#: ``use_smem`` of a resident launch (value solves: P, R and A in shared memory, no solution vector).
+RESIDENT = 3
+#: Threads per block of the resident launches that take more than half an SM's shared memory (one
+#: block per SM: as many resident warps as two blocks of the default 512 threads).
+RESIDENT_BLOCK = 1024
+#: Shared memory kept back from the resident bins' capacity: the 1,024-thread kernel's reduction buffers.
+RESIDENT_STATIC = 512
 
 
 def job_order(sel: np.ndarray, cost: np.ndarray | None, sort_jobs: bool = True) -> np.ndarray:
@@ -80,48 +87,54 @@ class PerBlockPath:
     def plan(
         self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, wide: bool | str | None = None,
         wide_min_products: float = WIDE_MIN_PRODUCTS, fit_budget: float = 1.0, smem_vectors: int = 1,
+        resident: bool = False,
     ) -> tuple[LaunchPlan, int]:  # fmt: skip
         """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes); ``wide``
         and ``wide_min_products`` override the backend's settings, ``fit_budget`` scales the budget
         a pair's one-block scratch must fit and ``smem_vectors`` the shared-memory bytes per product
-        entry (a gradient block keeps two systems: :mod:`mgkflow.gpu.gradient`)."""
+        entry (a gradient block keeps two systems: :mod:`mgkflow.gpu.gradient`); ``resident``: a value
+        solve, whose pairs go to resident bins where P, R and A fit the shared memory."""
         be = self.be
         N = db.nt[g1] * db.nt[g2] * 64
         per_entry = (SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8) * smem_vectors
         smem_cap = be.limits.smem_optin - func.shared_size_bytes - 64
+        if resident:  # room for the reduction buffers of a RESIDENT_BLOCK-thread block
+            smem_cap -= RESIDENT_STATIC
         if be.smem_limit is not None:
             smem_cap = min(smem_cap, int(be.smem_limit))
         products = db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2]
         free, _total = device.driver().mem_get_info()
         kept = be.wide_path.kept_bytes()  # the wide path's vectors, given back if needed
         budget = be.max_scratch_bytes or int(0.6 * (free + kept))
+        a_bytes = 8 if be.a_double else 4
         plan = plan_launches(
             N, products, per_entry=per_entry, smem_cap=smem_cap, budget=int(budget * fit_budget), n_sm=be.n_sm,
             wide=be.wide if wide is None else wide,
             wide_min_products=wide_min_products, small_block=be.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
-            a_in_shared=be.a_in_shared, a_bytes=8 if be.a_double else 4,
+            a_in_shared=be.a_in_shared, a_bytes=a_bytes,
+            resident_per_entry=16 + a_bytes if resident and be.a_in_shared and be.p_smem else 0,
         )  # fmt: skip
         return plan, budget
 
     def plan_subset(
         self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel | None, rest: np.ndarray
     ) -> tuple[LaunchPlan, int]:
-        """:meth:`plan` of the pairs ``rest`` only, the plan's indices mapped back to the whole call
-        (``func``, the per-block solver's kernel, may be None when ``rest`` is empty)."""
+        """:meth:`plan` of a value solve's pairs ``rest`` only (resident bins), the plan's indices mapped back
+        to the whole call (``func``, the per-block solver's kernel, may be None when ``rest`` is empty)."""
         empty = np.zeros(0, dtype=np.int64)
         if not rest.size:
             return LaunchPlan(wide=empty, tiny=empty), 0
         if rest.size == len(g1):
-            return self.plan(db, g1, g2, func)
-        plan, budget = self.plan(db, g1[rest], g2[rest], func)
-        return LaunchPlan(wide=rest[plan.wide], tiny=rest[plan.tiny], shared=[rest[s] for s in plan.shared],
-                          global_=rest[plan.global_]), budget  # fmt: skip
+            return self.plan(db, g1, g2, func, resident=True)
+        plan, budget = self.plan(db, g1[rest], g2[rest], func, resident=True)
+        return plan.subset(rest), budget
 
     def launch_classes(
         self, plan: LaunchPlan, config: KernelConfig, values: np.ndarray
-    ) -> list[tuple[np.ndarray, bool, device.Kernel, int]]:
-        """(pairs, P in shared memory, kernel, threads per block) per launch of the plan's per-block
-        pairs; the kernel variants (``config``'s, P in shared memory, small blocks) are built in one
+    ) -> list[tuple[np.ndarray, bool | int, device.Kernel, int]]:
+        """(pairs, P in shared memory (True, or :data:`RESIDENT`), kernel, threads per block) per launch of the
+        plan's per-block pairs; the kernel variants (``config``'s, P in shared memory, resident, small blocks) are
+        built in one
         :func:`mgkflow.gpu.device.build_modules` round and each module gets this call's kernel values."""
         be = self.be
         wanted: list[tuple[np.ndarray, bool, KernelConfig, int]] = []
@@ -132,6 +145,12 @@ class PerBlockPath:
                 p_smem=be.p_smem,
             )  # fmt: skip
             wanted.append((plan.tiny, True, cfg, be.small_block))
+        for k, sel in enumerate(plan.resident):
+            if not sel.size:
+                continue
+            # the second bin takes more than half an SM's shared memory: one RESIDENT_BLOCK-thread block per SM
+            blk, mb = (RESIDENT_BLOCK, 1) if k else (be.block, config.min_blocks)
+            wanted.append((sel, RESIDENT, replace(config, p_smem=True, resident=True, block=blk, min_blocks=mb), blk))
         if plan.shared:
             cfg = replace(config, p_smem=True) if be.p_smem else config
             wanted.extend((sel, True, cfg, be.block) for sel in plan.shared)
@@ -147,7 +166,7 @@ class PerBlockPath:
         return [(sel, smem, kernels[cfg], blk) for sel, smem, cfg, blk in wanted]
 
     def run_class(
-        self, sel: np.ndarray, use_smem: bool, fn: device.Kernel, blk: int, g1: np.ndarray, g2: np.ndarray,
+        self, sel: np.ndarray, use_smem: bool | int, fn: device.Kernel, blk: int, g1: np.ndarray, g2: np.ndarray,
         db: DeviceBatch, shared: SharedArgs, budget: int, pairs: Sequence, extra: Any = None,
     ) -> tuple[tuple[Any, Any], dict]:  # fmt: skip
         """Queue one persistent-grid launch of ``mgk_solve`` over the pairs ``sel``: its (start, stop) events
@@ -172,15 +191,19 @@ class PerBlockPath:
             if orders is not None:
                 orders[id(sel)] = kept
         order, n_max, jobs = kept
-        per_entry = SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8
-        if extra is not None:
-            per_entry *= extra.smem_vectors
         a_bytes = 8 if be.a_double else 4
-        smem = (int(n_max * per_entry) + 15) // 16 * 16 if use_smem else 0
-        per_block = int(scratch_doubles(np.array([n_max]), np.array([use_smem]), be.a_in_shared, a_bytes)[0])
-        if extra is not None:
-            per_block += extra.extra_doubles(n_max)
-        mode = (1 if be.a_in_shared else 2) if use_smem else 0
+        if use_smem == RESIDENT:  # value solve: P, R, A in shared memory, DG and DI in global memory
+            smem = (int(n_max * (16 + a_bytes)) + 15) // 16 * 16
+            per_block, mode = 2 * n_max, RESIDENT
+        else:
+            per_entry = SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8
+            if extra is not None:
+                per_entry *= extra.smem_vectors
+            smem = (int(n_max * per_entry) + 15) // 16 * 16 if use_smem else 0
+            per_block = int(scratch_doubles(np.array([n_max]), np.array([use_smem]), be.a_in_shared, a_bytes)[0])
+            if extra is not None:
+                per_block += extra.extra_doubles(n_max)
+            mode = (1 if be.a_in_shared else 2) if use_smem else 0
         bps = launcher.blocks_per_sm(fn, blk, smem)
         grid = min(len(order), bps * be.n_sm)
         per_block_bytes = 8 * per_block
@@ -214,12 +237,11 @@ class PerBlockSolver(Solver):
     source = "mgk_solver.cu"
     kernels = (KERNEL,)
     claim = ("every pair the compact and wide solvers leave; launch groups by size: tiny (small_block threads), "
-             "shared-memory bins, global memory (plan_launches)")  # fmt: skip
+             "resident bins (value solves), shared-memory bins, global memory (plan_launches)")  # fmt: skip
 
     def claims(self, plan: LaunchPlan) -> list[np.ndarray]:
         """The launch groups of the pairs a :class:`~mgkflow.gpu.plan.LaunchPlan` does not send wide."""
-        groups = [plan.tiny, *plan.shared, plan.global_]
-        return [g for g in groups if g.size]
+        return plan.groups()
 
     def job_cost(self, db: Any, g1: np.ndarray, g2: np.ndarray, xmv: str = "rows") -> np.ndarray:
         """The XMV strategy's ``job_cost`` (:class:`mgkflow.gpu.strategies._block.BlockStrategy`)."""
