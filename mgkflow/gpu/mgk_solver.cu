@@ -30,7 +30,8 @@
 // shared memory and no solution vector is kept: K = p^T x with x = sum_k alpha_k p_k is accumulated as
 // sum_k alpha_k (w^T p_k), w_u = p_i p'_i2, w^T p reduced with p^T a. Only DG and DI stay in global
 // memory (read only: a launch's working set stays in L2). Pairs of up to ~11,000 product unknowns
-// (96-node graphs: 9,216) fit one SM this way; the launch then runs one 1,024-thread block per SM.
+// (96-node graphs: 9,216) fit one SM this way; the launch then runs one 1,024-thread block per SM. The
+// block's warps take the tile pairs in a balanced order (XMV_PASS_W); row-pair XMV only.
 //
 // Optional sections (off in value-only builds; the preprocessed value-only code is unchanged):
 // GRADIENT (mgk_gradient.cuh spliced as GRADIENT_FRAGMENT: one PCG loop with two recurrences, x and
@@ -46,6 +47,7 @@
 #define GRADIENT ${GRADIENT}
 #define NODAL ${NODAL}
 #define RESIDENT ${RESIDENT}
+#define RES_MAX_TP ${RES_MAX_TP}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 #define NODE_KERNEL_EXPR (${NODE_KERNEL})
@@ -98,9 +100,15 @@ ${XMV_FRAGMENT}
         ACC += pa_ * va + pb_ * vb;                                                                    \
     }
 
-// XMV_PASS that also adds the lane's share of w^T P (w_u = p_i p'_i2, zero on padding) to WACC (RESIDENT).
+// XMV_PASS of a resident launch: the tile pairs in the pair's order of decreasing cost (s_ord) dealt to
+// the warps in a snake (warp w takes positions w, 2 NWARP - 1 - w, 2 NWARP + w, ...), so that the warps
+// of the block's one barrier finish together; it also adds the lane's share of w^T P (w_u = p_i p'_i2,
+// zero on padding) to WACC.
 #define XMV_PASS_W(A_OUT, ACC, WACC)                                                                   \
-    for (int tp = warp; tp < n_tp; tp += NWARP) {                                                      \
+    for (int k_ = 0;; ++k_) {                                                                          \
+        const int s_ = k_ * NWARP + ((k_ & 1) ? NWARP - 1 - warp : warp);                              \
+        if (s_ >= n_tp) break;                                                                         \
+        const int tp = s_ord[s_];                                                                      \
         const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
         double acca = 0.0, accb = 0.0;                                                                 \
         XMV_TILE_PAIR(acca, accb)                                                                      \
@@ -158,6 +166,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     extern __shared__ double smem[];
     __shared__ double red[2 * NWARP];
     __shared__ int s_job;
+#if RESIDENT
+    // the pair's tile pairs by decreasing cost (the host keeps resident pairs to RES_MAX_TP tile pairs)
+    __shared__ int s_key[RES_MAX_TP], s_ord[RES_MAX_TP];
+#endif
 
     const int tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31;
@@ -397,6 +409,31 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             out_conv[jb] = (s_rr[0] <= s_thr[0] && s_rr[1] <= s_thr[1] && isfinite(k)) ? 1 : 0;
         }
 #else
+#if RESIDENT
+        // ---------------------------------------------------------------- tile-pair order
+        // cost of a tile pair: its slowest lane's products (the row-pair XMV: lane (x, u) walks rows x, 7 - x
+        // of G1's tile and u, 7 - u of G2's); then each tile pair's rank by decreasing cost (ties by index)
+        for (int tp = warp; tp < n_tp; tp += NWARP) {
+            const int I = tp / nt2, I2 = tp - I * nt2;
+            const int* ra = rrowptr + h1.rrow_off + I * 8;
+            const int* rb = rrowptr + h2.rrow_off + I2 * 8;
+            const int x = lane >> 3, u = lane & 7;
+            const int w = (ra[x + 1] - ra[x]) * (rb[u + 1] - rb[u]) + (ra[8 - x] - ra[7 - x]) * (rb[8 - u] - rb[7 - u]);
+            const int wmax = __reduce_max_sync(0xffffffffu, w);
+            if (lane == 0) s_key[tp] = wmax;
+        }
+        __syncthreads();
+        for (int t = tid; t < n_tp; t += BLOCK) {
+            const int kt = s_key[t];
+            int r = 0;
+            for (int v = 0; v < n_tp; ++v) {
+                const int kv = s_key[v];
+                r += (kv > kt) || (kv == kt && v < t);
+            }
+            s_ord[r] = t;
+        }
+        __syncthreads();
+#endif
         // ---------------------------------------------------------------- init
         double rz = 0.0, bb = 0.0;
         for (long long idx = tid; idx < N; idx += BLOCK) {
