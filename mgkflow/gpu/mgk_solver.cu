@@ -454,8 +454,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         block_sum2(rz, bb, red);
         const double thr = rtol * rtol * bb;
         double rr = bb;
-        double kk = 0.0;  // K accumulated from the steps (RESIDENT)
-        (void)kk;
+#if RESIDENT
+        double kk = 0.0;  // K accumulated from the steps
+#endif
         int it = 0;
         bool conv = rr <= thr;
         bool broke = false;
