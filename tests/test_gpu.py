@@ -123,14 +123,15 @@ def test_global_memory_path_matches() -> None:
 def test_resident_launches_match(q: float) -> None:
     """Value solves whose P, R and A fit one SM's shared memory run resident (``use_smem`` 3, no solution
     vector): 96-node pairs in one 1,024-thread block per SM, 70-node pairs in 512-thread blocks; both
-    within the tolerances of the other launches, the diagonal and the off-diagonal blocks alike."""
+    within the tolerances of the other launches, the diagonal and the off-diagonal blocks alike (the BA
+    graphs' hubs send tile pairs through the flat XMV)."""
     import networkx as nx
 
     from mgkflow.datasets.synthetic import _from_nx
     from mgkflow.gpu.solvers.per_block import RESIDENT, RESIDENT_BLOCK
 
     mid = [_from_nx(nx.newman_watts_strogatz_graph(70, 3, 0.1, seed=s), s, 5, True, f"nws70-{s}") for s in range(3)]
-    graphs = _reordered(datasets.nws(n_graphs=3, labeled=True) + mid)
+    graphs = _reordered(datasets.nws(n_graphs=3, labeled=True) + datasets.ba(n_graphs=2, labeled=True) + mid)
     nk, ek = datasets.default_kernels("nws", labeled=True)
     err, kg = _compare(graphs, nk, ek, q)
     assert err <= _tol(q)

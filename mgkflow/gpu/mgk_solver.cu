@@ -48,6 +48,7 @@
 #define NODAL ${NODAL}
 #define RESIDENT ${RESIDENT}
 #define RES_MAX_TP ${RES_MAX_TP}
+#define FLAT_MODE ${FLAT_MODE}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 #define NODE_KERNEL_EXPR (${NODE_KERNEL})
@@ -100,6 +101,107 @@ ${XMV_FRAGMENT}
         ACC += pa_ * va + pb_ * vb;                                                                    \
     }
 
+#if RESIDENT
+// The flat row-pair XMV of one tile pair (resident launches). The row-pair mapping gives lane (x, u) the
+// outputs (x, u) and (7 - x, 7 - u), deg1 * deg2 products each: on graphs with hubs (BA) one lane can hold
+// several times the warp's average (ncu: 18 of 32 threads active). Here the tile pair's products, in the
+// order (output o = 8 x + u, G1 entry ka of row x, G2 entry kb of row u), are cut into 32 equal contiguous
+// chunks, one per lane, so that a heavy output is shared by several lanes; each lane adds its partial sum
+// of every output it touches into the warp's 64-entry buffer ybuf (a few shared-memory double atomics per
+// lane); the caller reads the buffer after a __syncwarp and zeroes its two entries.
+//
+// output_prefix: the work of outputs 2 lane and 2 lane + 1 ((x, u) = (lane / 4, 2 (lane % 4) + {0, 1})):
+// wa = w(2 lane), ws = w(2 lane) + w(2 lane + 1), the tile pair's total; returns the inclusive prefix of ws
+// over the lanes (so the exclusive prefix of output 2 lane is the return value - ws).
+__device__ __forceinline__ int output_prefix(const int* __restrict__ ra, const int* __restrict__ rb, const int lane,
+                                             int& wa, int& ws, int& total)
+{
+    const int fx = lane >> 2, fu = (lane & 3) << 1;
+    const int d1 = ra[fx + 1] - ra[fx];
+    wa = d1 * (rb[fu + 1] - rb[fu]);
+    ws = wa + d1 * (rb[fu + 2] - rb[fu + 1]);
+    int sc = ws;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int t = __shfl_up_sync(0xffffffffu, sc, o);
+        if (lane >= o) sc += t;
+    }
+    total = __shfl_sync(0xffffffffu, sc, 31);
+    return sc;
+}
+
+__device__ __forceinline__ void flat_tile_pair(
+    const int* __restrict__ ra, const int* __restrict__ rb, const int lane, const int total, const int e0,
+    const int wa, const double* __restrict__ P, const int nt2, const int* __restrict__ coff,
+    const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride,
+    double* ybuf)
+{
+    const int c0 = (int)(((long long)lane * total) >> 5);
+    int n = (int)(((long long)(lane + 1) * total) >> 5) - c0;
+    // the output holding product c0: the last o with E_o <= c0 (E: the outputs' exclusive prefix; lane s
+    // holds E_2s = e0 and w_2s = wa, so E_2s+1 = e0 + wa)
+    int o = 0;
+#pragma unroll
+    for (int step = 32; step >= 1; step >>= 1) {
+        const int c = o + step;
+        const int ev = __shfl_sync(0xffffffffu, e0, c >> 1);
+        const int wv = __shfl_sync(0xffffffffu, wa, c >> 1);
+        if (((c & 1) ? ev + wv : ev) <= c0) o = c;
+    }
+    const int evo = __shfl_sync(0xffffffffu, e0, o >> 1);
+    const int wvo = __shfl_sync(0xffffffffu, wa, o >> 1);
+    const int r = c0 - ((o & 1) ? evo + wvo : evo);  // products of output o before c0
+    int a1 = ra[(o >> 3) + 1], b0 = rb[o & 7], b1 = rb[(o & 7) + 1];
+    int ka = ra[o >> 3] + r / (b1 - b0), kb = b0 + r % (b1 - b0);
+    double acc = 0.0, acc1 = 0.0;
+    while (n > 0) {
+        const int m = min(b1 - kb, n);
+        const int ca = coff[ka];
+        const double* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+        const w_t w1 = weight[ka];
+        LOAD_E1(ka);
+        const int kend = kb + m;
+        int k = kb;
+        for (; k + 1 < kend; k += 2) {
+            ROW_PRODUCT(acc, k)
+            ROW_PRODUCT(acc1, k + 1)
+        }
+        if (k < kend) ROW_PRODUCT(acc, k)
+        n -= m;
+        kb = kend;
+        if (kb == b1) {
+            kb = b0;
+            if (++ka == a1) {  // this lane's share of output o is complete
+                atomicAdd(ybuf + o, acc + acc1);
+                acc = 0.0;
+                acc1 = 0.0;
+                if (n > 0) {  // the next output with work (one exists: products are left)
+                    do {
+                        ++o;
+                        ka = ra[o >> 3];
+                        a1 = ra[(o >> 3) + 1];
+                        b0 = rb[o & 7];
+                        b1 = rb[(o & 7) + 1];
+                    } while (ka == a1 || b0 == b1);
+                    kb = b0;
+                }
+            }
+        }
+    }
+    atomicAdd(ybuf + o, acc + acc1);  // the share of the output the chunk ends in (0 when it ended with one)
+}
+
+// whether a tile pair takes the flat XMV: its slowest row-pair lane (maxlane products) against the even
+// share (total / 32) plus the flat walk's set-up
+#if FLAT_MODE == 0
+#define FLAT_USE(maxlane, total) false
+#elif FLAT_MODE == 2
+#define FLAT_USE(maxlane, total) ((total) > 0)
+#else
+#define FLAT_USE(maxlane, total) ((total) > 0 && (maxlane) * 32 > (total) + ((total) >> 2) + 256)
+#endif
+#endif  // RESIDENT
+
 // XMV_PASS of a resident launch: the tile pairs in the pair's order of decreasing cost (s_ord) dealt to
 // the warps in a snake (warp w takes positions w, 2 NWARP - 1 - w, 2 NWARP + w, ...), so that the warps
 // of the block's one barrier finish together; it also adds the lane's share of w^T P (w_u = p_i p'_i2,
@@ -111,7 +213,24 @@ ${XMV_FRAGMENT}
         const int tp = s_ord[s_];                                                                      \
         const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
         double acca = 0.0, accb = 0.0;                                                                 \
-        XMV_TILE_PAIR(acca, accb)                                                                      \
+        {                                                                                              \
+            const int* ra_ = rrowptr + h1.rrow_off + I * 8;                                            \
+            const int* rb_ = rrowptr + h2.rrow_off + I2 * 8;                                           \
+            int wa_, ws_, total_;                                                                      \
+            const int sc_ = output_prefix(ra_, rb_, lane, wa_, ws_, total_);                           \
+            if (FLAT_USE(s_key[tp], total_)) {                                                         \
+                flat_tile_pair(ra_, rb_, lane, total_, sc_ - ws_, wa_, P, nt2, rcoff, rweight, relab,  \
+                               relab_stride, ybuf);                                                    \
+                __syncwarp();                                                                          \
+                acca = ybuf[oa];                                                                       \
+                accb = ybuf[ob];                                                                       \
+                ybuf[oa] = 0.0;                                                                        \
+                ybuf[ob] = 0.0;                                                                        \
+                __syncwarp();                                                                          \
+            } else {                                                                                   \
+                XMV_TILE_PAIR(acca, accb)                                                              \
+            }                                                                                          \
+        }                                                                                              \
         const long long ia = ((long long)tp << 6) + oa;                                                \
         const long long ib = ((long long)tp << 6) + ob;                                                \
         const double pa_ = P[ia], pb_ = P[ib];                                                         \
@@ -175,12 +294,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int warp = tid >> 5, lane = tid & 31;
     double* blk = scratch + (long long)blockIdx.x * scratch_per_block;
 #if RESIDENT
-    // DG, DI in global memory; P, R and A in shared memory (use_smem 3); no X
+    // DG, DI in global memory; P, R and A in shared memory (use_smem 3), then the warps' flat-XMV buffers
+    // (64 doubles each); no X
     double* const DG = blk;
     double* const DI = DG + n_max;
     double* const P = smem;
     double* const R = P + n_max;
     a_t* const A = (a_t*)(R + n_max);
+    double* const ybuf = smem + 2 * n_max + (n_max * (long long)sizeof(a_t) + 7) / 8 + warp * 64;
+    ybuf[lane] = 0.0;
+    ybuf[lane + 32] = 0.0;  // (the job loop's first barrier publishes these)
 #else
     double* X = blk;
     double* R = X + n_max;

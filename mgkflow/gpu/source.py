@@ -12,6 +12,7 @@ from :func:`kernel_values`; a new value reuses the compiled module.
 from __future__ import annotations
 
 import hashlib
+import os
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -371,5 +372,6 @@ def kernel_source(config: KernelConfig) -> str:
         P_SMEM="1" if config.p_smem else "0",
         RESIDENT="1" if config.resident else "0",
         RES_MAX_TP=str(RESIDENT_MAX_TILE_PAIRS),
+        FLAT_MODE=os.environ.get("MGK_FLAT_MODE", "1"),
         **common_placeholders(config),
     )
