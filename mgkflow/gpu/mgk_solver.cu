@@ -131,11 +131,12 @@ __device__ __forceinline__ int output_prefix(const int* __restrict__ ra, const i
 }
 
 __device__ __forceinline__ void flat_tile_pair(
-    const int* __restrict__ ra, const int* __restrict__ rb, const int lane, const int total, const int e0,
-    const int wa, const double* __restrict__ P, const int nt2, const int* __restrict__ coff,
-    const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride,
-    double* ybuf)
+    const int* __restrict__ ra, const int* __restrict__ rb, const int lane, const double* __restrict__ P,
+    const int nt2, const int* __restrict__ coff, const w_t* __restrict__ weight,
+    const unsigned int* __restrict__ elab, const long long elab_stride, double* ybuf)
 {
+    int wa, ws, total;
+    const int e0 = output_prefix(ra, rb, lane, wa, ws, total) - ws;
     const int c0 = (int)(((long long)lane * total) >> 5);
     int n = (int)(((long long)(lane + 1) * total) >> 5) - c0;
     // the output holding product c0: the last o with E_o <= c0 (E: the outputs' exclusive prefix; lane s
@@ -153,29 +154,26 @@ __device__ __forceinline__ void flat_tile_pair(
     const int r = c0 - ((o & 1) ? evo + wvo : evo);  // products of output o before c0
     int a1 = ra[(o >> 3) + 1], b0 = rb[o & 7], b1 = rb[(o & 7) + 1];
     int ka = ra[o >> 3] + r / (b1 - b0), kb = b0 + r % (b1 - b0);
-    double acc = 0.0, acc1 = 0.0;
-    while (n > 0) {
-        const int m = min(b1 - kb, n);
+    // one loop over the lane's products (a nested loop over G2's rows would keep the warp's lanes in step
+    // row by row, each row as long as the longest: measured slower); the G1 entry is reloaded when kb wraps
+    DECL_E1;
+    w_t w1;
+    const double* Pr;
+    if (n > 0) {
         const int ca = coff[ka];
-        const double* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
-        const w_t w1 = weight[ka];
-        LOAD_E1(ka);
-        const int kend = kb + m;
-        int k = kb;
-        for (; k + 1 < kend; k += 2) {
-            ROW_PRODUCT(acc, k)
-            ROW_PRODUCT(acc1, k + 1)
-        }
-        if (k < kend) ROW_PRODUCT(acc, k)
-        n -= m;
-        kb = kend;
-        if (kb == b1) {
+        Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+        w1 = weight[ka];
+        SET_E1(ka);
+    }
+    double acc = 0.0;
+    for (; n > 0; --n) {
+        ROW_PRODUCT(acc, kb)
+        if (++kb == b1) {
             kb = b0;
             if (++ka == a1) {  // this lane's share of output o is complete
-                atomicAdd(ybuf + o, acc + acc1);
+                atomicAdd(ybuf + o, acc);
                 acc = 0.0;
-                acc1 = 0.0;
-                if (n > 0) {  // the next output with work (one exists: products are left)
+                if (n > 1) {  // the next output with work (one exists: products are left)
                     do {
                         ++o;
                         ka = ra[o >> 3];
@@ -186,9 +184,15 @@ __device__ __forceinline__ void flat_tile_pair(
                     kb = b0;
                 }
             }
+            if (n > 1) {
+                const int ca = coff[ka];
+                Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+                w1 = weight[ka];
+                SET_E1(ka);
+            }
         }
     }
-    atomicAdd(ybuf + o, acc + acc1);  // the share of the output the chunk ends in (0 when it ended with one)
+    atomicAdd(ybuf + o, acc);  // the share of the output the chunk ends in (0 when it ended with one)
 }
 
 // whether a tile pair takes the flat XMV: its slowest row-pair lane (maxlane products) against the even
@@ -198,8 +202,10 @@ __device__ __forceinline__ void flat_tile_pair(
 #elif FLAT_MODE == 2
 #define FLAT_USE(maxlane, total) ((total) > 0)
 #else
-#define FLAT_USE(maxlane, total) ((total) > 0 && (maxlane) * 32 > (total) + ((total) >> 2) + 256)
+#define FLAT_USE(maxlane, total) ((total) > 0 && (maxlane) * 32 > (total) + ((total) >> 2) + FLAT_SLACK)
 #endif
+// the flat walk's set-up, in products of one lane (prefix, search, atomics)
+#define FLAT_SLACK 256
 #endif  // RESIDENT
 
 // XMV_PASS of a resident launch: the tile pairs in the pair's order of decreasing cost (s_ord) dealt to
@@ -210,17 +216,13 @@ __device__ __forceinline__ void flat_tile_pair(
     for (int k_ = 0;; ++k_) {                                                                          \
         const int s_ = k_ * NWARP + ((k_ & 1) ? NWARP - 1 - warp : warp);                              \
         if (s_ >= n_tp) break;                                                                         \
-        const int tp = s_ord[s_];                                                                      \
+        const int tp = s_ord[s_] & 0xffff, flat_ = s_ord[s_] >> 16;                                    \
         const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
         double acca = 0.0, accb = 0.0;                                                                 \
         {                                                                                              \
-            const int* ra_ = rrowptr + h1.rrow_off + I * 8;                                            \
-            const int* rb_ = rrowptr + h2.rrow_off + I2 * 8;                                           \
-            int wa_, ws_, total_;                                                                      \
-            const int sc_ = output_prefix(ra_, rb_, lane, wa_, ws_, total_);                           \
-            if (FLAT_USE(s_key[tp], total_)) {                                                         \
-                flat_tile_pair(ra_, rb_, lane, total_, sc_ - ws_, wa_, P, nt2, rcoff, rweight, relab,  \
-                               relab_stride, ybuf);                                                    \
+            if (flat_) {                                                                               \
+                flat_tile_pair(rrowptr + h1.rrow_off + I * 8, rrowptr + h2.rrow_off + I2 * 8, lane, P, \
+                               nt2, rcoff, rweight, relab, relab_stride, ybuf);                        \
                 __syncwarp();                                                                          \
                 acca = ybuf[oa];                                                                       \
                 accb = ybuf[ob];                                                                       \
@@ -535,7 +537,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 #if RESIDENT
         // ---------------------------------------------------------------- tile-pair order
         // cost of a tile pair: its slowest lane's products (the row-pair XMV: lane (x, u) walks rows x, 7 - x
-        // of G1's tile and u, 7 - u of G2's); then each tile pair's rank by decreasing cost (ties by index)
+        // of G1's tile and u, 7 - u of G2's), or the even share where it takes the flat XMV; then each tile
+        // pair's rank by decreasing cost (ties by index)
         for (int tp = warp; tp < n_tp; tp += NWARP) {
             const int I = tp / nt2, I2 = tp - I * nt2;
             const int* ra = rrowptr + h1.rrow_off + I * 8;
@@ -543,7 +546,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             const int x = lane >> 3, u = lane & 7;
             const int w = (ra[x + 1] - ra[x]) * (rb[u + 1] - rb[u]) + (ra[8 - x] - ra[7 - x]) * (rb[8 - u] - rb[7 - u]);
             const int wmax = __reduce_max_sync(0xffffffffu, w);
-            if (lane == 0) s_key[tp] = wmax;
+            // the flat XMV where the slowest lane holds far more than the even share: its cost is that share
+            const int total = (ra[8] - ra[0]) * (rb[8] - rb[0]);
+            const bool flat = FLAT_USE(wmax, total);
+            // key: the cost, times two, plus the flag
+            if (lane == 0) s_key[tp] = (flat ? (total + 31) / 32 + FLAT_SLACK / 4 : wmax) * 2 + (flat ? 1 : 0);
         }
         __syncthreads();
         for (int t = tid; t < n_tp; t += BLOCK) {
@@ -553,7 +560,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                 const int kv = s_key[v];
                 r += (kv > kt) || (kv == kt && v < t);
             }
-            s_ord[r] = t;
+            s_ord[r] = t | ((kt & 1) << 16);  // tile pair, and whether it takes the flat XMV
         }
         __syncthreads();
 #endif
