@@ -48,7 +48,6 @@
 #define NODAL ${NODAL}
 #define RESIDENT ${RESIDENT}
 #define RES_MAX_TP ${RES_MAX_TP}
-#define FLAT_MODE ${FLAT_MODE}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 #define NODE_KERNEL_EXPR (${NODE_KERNEL})
@@ -101,113 +100,6 @@ ${XMV_FRAGMENT}
         ACC += pa_ * va + pb_ * vb;                                                                    \
     }
 
-#if RESIDENT
-// The flat row-pair XMV of one tile pair (resident launches). The row-pair mapping gives lane (x, u) the
-// outputs (x, u) and (7 - x, 7 - u), deg1 * deg2 products each: on graphs with hubs (BA) one lane can hold
-// several times the warp's average (ncu: 18 of 32 threads active). Here the tile pair's products, in the
-// order (output o = 8 x + u, G1 entry ka of row x, G2 entry kb of row u), are cut into 32 equal contiguous
-// chunks, one per lane, so that a heavy output is shared by several lanes; each lane adds its partial sum
-// of every output it touches into the warp's 64-entry buffer ybuf (a few shared-memory double atomics per
-// lane); the caller reads the buffer after a __syncwarp and zeroes its two entries.
-//
-// output_prefix: the work of outputs 2 lane and 2 lane + 1 ((x, u) = (lane / 4, 2 (lane % 4) + {0, 1})):
-// wa = w(2 lane), ws = w(2 lane) + w(2 lane + 1), the tile pair's total; returns the inclusive prefix of ws
-// over the lanes (so the exclusive prefix of output 2 lane is the return value - ws).
-__device__ __forceinline__ int output_prefix(const int* __restrict__ ra, const int* __restrict__ rb, const int lane,
-                                             int& wa, int& ws, int& total)
-{
-    const int fx = lane >> 2, fu = (lane & 3) << 1;
-    const int d1 = ra[fx + 1] - ra[fx];
-    wa = d1 * (rb[fu + 1] - rb[fu]);
-    ws = wa + d1 * (rb[fu + 2] - rb[fu + 1]);
-    int sc = ws;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int t = __shfl_up_sync(0xffffffffu, sc, o);
-        if (lane >= o) sc += t;
-    }
-    total = __shfl_sync(0xffffffffu, sc, 31);
-    return sc;
-}
-
-__device__ __forceinline__ void flat_tile_pair(
-    const int* __restrict__ ra, const int* __restrict__ rb, const int lane, const double* __restrict__ P,
-    const int nt2, const int* __restrict__ coff, const w_t* __restrict__ weight,
-    const unsigned int* __restrict__ elab, const long long elab_stride, double* ybuf)
-{
-    int wa, ws, total;
-    const int e0 = output_prefix(ra, rb, lane, wa, ws, total) - ws;
-    const int c0 = (int)(((long long)lane * total) >> 5);
-    int n = (int)(((long long)(lane + 1) * total) >> 5) - c0;
-    // the output holding product c0: the last o with E_o <= c0 (E: the outputs' exclusive prefix; lane s
-    // holds E_2s = e0 and w_2s = wa, so E_2s+1 = e0 + wa)
-    int o = 0;
-#pragma unroll
-    for (int step = 32; step >= 1; step >>= 1) {
-        const int c = o + step;
-        const int ev = __shfl_sync(0xffffffffu, e0, c >> 1);
-        const int wv = __shfl_sync(0xffffffffu, wa, c >> 1);
-        if (((c & 1) ? ev + wv : ev) <= c0) o = c;
-    }
-    const int evo = __shfl_sync(0xffffffffu, e0, o >> 1);
-    const int wvo = __shfl_sync(0xffffffffu, wa, o >> 1);
-    const int r = c0 - ((o & 1) ? evo + wvo : evo);  // products of output o before c0
-    int a1 = ra[(o >> 3) + 1], b0 = rb[o & 7], b1 = rb[(o & 7) + 1];
-    int ka = ra[o >> 3] + r / (b1 - b0), kb = b0 + r % (b1 - b0);
-    // one loop over the lane's products (a nested loop over G2's rows would keep the warp's lanes in step
-    // row by row, each row as long as the longest: measured slower); the G1 entry is reloaded when kb wraps
-    DECL_E1;
-    w_t w1;
-    const double* Pr;
-    if (n > 0) {
-        const int ca = coff[ka];
-        Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
-        w1 = weight[ka];
-        SET_E1(ka);
-    }
-    double acc = 0.0;
-    for (; n > 0; --n) {
-        ROW_PRODUCT(acc, kb)
-        if (++kb == b1) {
-            kb = b0;
-            if (++ka == a1) {  // this lane's share of output o is complete
-                atomicAdd(ybuf + o, acc);
-                acc = 0.0;
-                if (n > 1) {  // the next output with work (one exists: products are left)
-                    do {
-                        ++o;
-                        ka = ra[o >> 3];
-                        a1 = ra[(o >> 3) + 1];
-                        b0 = rb[o & 7];
-                        b1 = rb[(o & 7) + 1];
-                    } while (ka == a1 || b0 == b1);
-                    kb = b0;
-                }
-            }
-            if (n > 1) {
-                const int ca = coff[ka];
-                Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
-                w1 = weight[ka];
-                SET_E1(ka);
-            }
-        }
-    }
-    atomicAdd(ybuf + o, acc);  // the share of the output the chunk ends in (0 when it ended with one)
-}
-
-// whether a tile pair takes the flat XMV: its slowest row-pair lane (maxlane products) against the even
-// share (total / 32) plus the flat walk's set-up
-#if FLAT_MODE == 0
-#define FLAT_USE(maxlane, total) false
-#elif FLAT_MODE == 2
-#define FLAT_USE(maxlane, total) ((total) > 0)
-#else
-#define FLAT_USE(maxlane, total) ((total) > 0 && (maxlane) * 32 > (total) + ((total) >> 2) + FLAT_SLACK)
-#endif
-// the flat walk's set-up, in products of one lane (prefix, search, atomics)
-#define FLAT_SLACK 256
-#endif  // RESIDENT
-
 // XMV_PASS of a resident launch: the tile pairs in the pair's order of decreasing cost (s_ord) dealt to
 // the warps in a snake (warp w takes positions w, 2 NWARP - 1 - w, 2 NWARP + w, ...), so that the warps
 // of the block's one barrier finish together; it also adds the lane's share of w^T P (w_u = p_i p'_i2,
@@ -216,23 +108,10 @@ __device__ __forceinline__ void flat_tile_pair(
     for (int k_ = 0;; ++k_) {                                                                          \
         const int s_ = k_ * NWARP + ((k_ & 1) ? NWARP - 1 - warp : warp);                              \
         if (s_ >= n_tp) break;                                                                         \
-        const int tp = s_ord[s_] & 0xffff, flat_ = s_ord[s_] >> 16;                                    \
+        const int tp = s_ord[s_];                                                                      \
         const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
         double acca = 0.0, accb = 0.0;                                                                 \
-        {                                                                                              \
-            if (flat_) {                                                                               \
-                flat_tile_pair(rrowptr + h1.rrow_off + I * 8, rrowptr + h2.rrow_off + I2 * 8, lane, P, \
-                               nt2, rcoff, rweight, relab, relab_stride, ybuf);                        \
-                __syncwarp();                                                                          \
-                acca = ybuf[oa];                                                                       \
-                accb = ybuf[ob];                                                                       \
-                ybuf[oa] = 0.0;                                                                        \
-                ybuf[ob] = 0.0;                                                                        \
-                __syncwarp();                                                                          \
-            } else {                                                                                   \
-                XMV_TILE_PAIR(acca, accb)                                                              \
-            }                                                                                          \
-        }                                                                                              \
+        XMV_TILE_PAIR(acca, accb)                                                                      \
         const long long ia = ((long long)tp << 6) + oa;                                                \
         const long long ib = ((long long)tp << 6) + ob;                                                \
         const double pa_ = P[ia], pb_ = P[ib];                                                         \
@@ -296,16 +175,12 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int warp = tid >> 5, lane = tid & 31;
     double* blk = scratch + (long long)blockIdx.x * scratch_per_block;
 #if RESIDENT
-    // DG, DI in global memory; P, R and A in shared memory (use_smem 3), then the warps' flat-XMV buffers
-    // (64 doubles each); no X
+    // DG, DI in global memory; P, R and A in shared memory (use_smem 3); no X
     double* const DG = blk;
     double* const DI = DG + n_max;
     double* const P = smem;
     double* const R = P + n_max;
     a_t* const A = (a_t*)(R + n_max);
-    double* const ybuf = smem + 2 * n_max + (n_max * (long long)sizeof(a_t) + 7) / 8 + warp * 64;
-    ybuf[lane] = 0.0;
-    ybuf[lane + 32] = 0.0;  // (the job loop's first barrier publishes these)
 #else
     double* X = blk;
     double* R = X + n_max;
@@ -537,8 +412,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 #if RESIDENT
         // ---------------------------------------------------------------- tile-pair order
         // cost of a tile pair: its slowest lane's products (the row-pair XMV: lane (x, u) walks rows x, 7 - x
-        // of G1's tile and u, 7 - u of G2's), or the even share where it takes the flat XMV; then each tile
-        // pair's rank by decreasing cost (ties by index)
+        // of G1's tile and u, 7 - u of G2's); then each tile pair's rank by decreasing cost (ties by index)
         for (int tp = warp; tp < n_tp; tp += NWARP) {
             const int I = tp / nt2, I2 = tp - I * nt2;
             const int* ra = rrowptr + h1.rrow_off + I * 8;
@@ -546,11 +420,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             const int x = lane >> 3, u = lane & 7;
             const int w = (ra[x + 1] - ra[x]) * (rb[u + 1] - rb[u]) + (ra[8 - x] - ra[7 - x]) * (rb[8 - u] - rb[7 - u]);
             const int wmax = __reduce_max_sync(0xffffffffu, w);
-            // the flat XMV where the slowest lane holds far more than the even share: its cost is that share
-            const int total = (ra[8] - ra[0]) * (rb[8] - rb[0]);
-            const bool flat = FLAT_USE(wmax, total);
-            // key: the cost, times two, plus the flag
-            if (lane == 0) s_key[tp] = (flat ? (total + 31) / 32 + FLAT_SLACK / 4 : wmax) * 2 + (flat ? 1 : 0);
+            if (lane == 0) s_key[tp] = wmax;
         }
         __syncthreads();
         for (int t = tid; t < n_tp; t += BLOCK) {
@@ -560,7 +430,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                 const int kv = s_key[v];
                 r += (kv > kt) || (kv == kt && v < t);
             }
-            s_ord[r] = t | ((kt & 1) << 16);  // tile pair, and whether it takes the flat XMV
+            s_ord[r] = t;
         }
         __syncthreads();
 #endif

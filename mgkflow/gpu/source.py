@@ -12,7 +12,6 @@ from :func:`kernel_values`; a new value reuses the compiled module.
 from __future__ import annotations
 
 import hashlib
-import os
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -261,22 +260,15 @@ def se_scale(edge_kernel: BaseKernel) -> float:
     return math.sqrt(math.log2(math.e) / (2.0 * edge_kernel.length_scale**2))
 
 
-def _load_macro(
-    name: str, var: str, array: str, stride: str, fields: tuple[tuple[str, str], ...], declare: bool = True
-) -> str:
-    """``#define name(t)``: the label fields of entry t into ``var_k`` (declared const, or assigned to the
-    variables of :func:`_decl_macro` when not ``declare``)."""
+def _load_macro(name: str, var: str, array: str, stride: str, fields: tuple[tuple[str, str], ...]) -> str:
     parts = []
     for k, (_, ct) in enumerate(fields):
         word = f"{array}[(long long){k} * {stride} + (long long)(t)]"
-        value = f"(int)({word})" if ct == "int" else f"__uint_as_float({word})"
-        parts.append(f"const {ct} {var}_{k} = {value};" if declare else f"{var}_{k} = {value};")
+        if ct == "int":
+            parts.append(f"const int {var}_{k} = (int)({word});")
+        else:
+            parts.append(f"const float {var}_{k} = __uint_as_float({word});")
     return f"#define {name}(t) " + " ".join(parts)
-
-
-def _decl_macro(name: str, var: str, fields: tuple[tuple[str, str], ...]) -> str:
-    """``#define name``: mutable variables ``var_k`` of the label fields (set by a ``declare=False`` load)."""
-    return f"#define {name} " + " ".join(f"{ct} {var}_{k};" for k, (_, ct) in enumerate(fields))
 
 
 def template_text(name: str = "mgk_solver.cu") -> str:
@@ -294,8 +286,6 @@ def label_macros(config: KernelConfig) -> str:
             _load_macro("LOAD_V2", "v2", "nlab", "nlab_stride", config.node_fields),
             _load_macro("LOAD_E1", "e1", "elab", "elab_stride", config.edge_fields),
             _load_macro("LOAD_E2", "e2", "elab", "elab_stride", config.edge_fields),
-            _decl_macro("DECL_E1", "e1", config.edge_fields),
-            _load_macro("SET_E1", "e1", "elab", "elab_stride", config.edge_fields, declare=False),
         ]
     )
 
@@ -381,6 +371,5 @@ def kernel_source(config: KernelConfig) -> str:
         P_SMEM="1" if config.p_smem else "0",
         RESIDENT="1" if config.resident else "0",
         RES_MAX_TP=str(RESIDENT_MAX_TILE_PAIRS),
-        FLAT_MODE=os.environ.get("MGK_FLAT_MODE", "1"),
         **common_placeholders(config),
     )

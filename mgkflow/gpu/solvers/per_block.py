@@ -45,11 +45,9 @@ RESIDENT = 3
 #: Threads per block of the resident launches that take more than half an SM's shared memory (one
 #: block per SM: as many resident warps as two blocks of the default 512 threads).
 RESIDENT_BLOCK = 1024
-#: Shared memory per warp of a resident launch beyond its vectors: the flat XMV's 64 output sums.
-RESIDENT_WARP_BYTES = 64 * 8
-#: Shared memory kept back from the resident bins' capacity: the static tile-pair order tables (2 x 256
-#: ints) and the 1,024-thread block's reduction buffers, and its warps' flat-XMV buffers.
-RESIDENT_STATIC = 3072 + (RESIDENT_BLOCK // 32) * RESIDENT_WARP_BYTES
+#: Static shared memory of a resident kernel beyond the default kernel's, kept back from the resident bins'
+#: capacity: its tile-pair order tables (2 x 256 ints) and the 1,024-thread block's reduction buffers.
+RESIDENT_STATIC = 3072
 
 
 def job_order(sel: np.ndarray, cost: np.ndarray | None, sort_jobs: bool = True) -> np.ndarray:
@@ -196,9 +194,8 @@ class PerBlockPath:
                 orders[id(sel)] = kept
         order, n_max, jobs = kept
         a_bytes = 8 if be.a_double else 4
-        if use_smem == RESIDENT:  # value solve: P, R, A and the warps' flat-XMV buffers in shared memory
-            smem = (int(n_max * (16 + a_bytes)) + 7) // 8 * 8 + (blk // 32) * RESIDENT_WARP_BYTES
-            smem = (smem + 15) // 16 * 16
+        if use_smem == RESIDENT:  # value solve: P, R, A in shared memory, DG and DI in global memory
+            smem = (int(n_max * (16 + a_bytes)) + 15) // 16 * 16
             per_block, mode = 2 * n_max, RESIDENT
         else:
             per_entry = SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8
