@@ -123,8 +123,8 @@ def test_global_memory_path_matches() -> None:
 def test_resident_launches_match(q: float) -> None:
     """Value solves whose P, R and A fit one SM's shared memory run resident (``use_smem`` 3, no solution
     vector): 96-node pairs in one 1,024-thread block per SM, 70-node pairs in 512-thread blocks; both
-    within the tolerances of the other launches, the diagonal and the off-diagonal blocks alike (the BA
-    graphs' hubs send tile pairs through the flat XMV)."""
+    within the tolerances of the other launches, the diagonal and the off-diagonal blocks alike (BA graphs:
+    tile pairs of very unequal cost in the warps' balanced order)."""
     import networkx as nx
 
     from mgkflow.datasets.synthetic import _from_nx
