@@ -45,6 +45,25 @@ def test_xmv_matches_cpu(edge_kernel, sizes) -> None:
     np.testing.assert_allclose(from_blocked(y, n, m, nt2), ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
 
 
+def test_degree_order_keeps_large_graphs_in_their_tiles() -> None:
+    """Graphs over DEGREE_SORT_MAX_NODES nodes are sorted within their 8-node tiles only (the locality of
+    the user's ordering stays); smaller ones as a whole; both are permutations, stable among equal degrees."""
+    from mgkflow.gpu.strategies.row_pair import DEGREE_SORT_MAX_NODES, degree_order
+
+    for n in (DEGREE_SORT_MAX_NODES, DEGREE_SORT_MAX_NODES + 13):
+        g = _graph(n, 0.05, n)
+        p = degree_order(g)
+        assert np.array_equal(np.sort(p), np.arange(n))
+        deg = np.diff(g.adjacency.indptr)[p]
+        groups = [np.arange(n)] if n <= DEGREE_SORT_MAX_NODES else [np.arange(t, min(t + 8, n)) for t in range(0, n, 8)]
+        if n > DEGREE_SORT_MAX_NODES:
+            assert np.array_equal(p // 8, np.arange(n) // 8)
+        for idx in groups:
+            assert np.all(np.diff(deg[idx]) <= 0)
+            ties = np.flatnonzero(np.diff(deg[idx]) == 0)
+            assert np.all(p[idx][ties] < p[idx][ties + 1])
+
+
 @pytest.mark.parametrize(
     "edge_kernel", [Constant(1.0), SquareExponential(1.0, "length")], ids=repr
 )
@@ -53,7 +72,7 @@ def test_xmv_matches_cpu(edge_kernel, sizes) -> None:
 def test_row_pair_xmv_matches_cpu(edge_kernel, sizes, tile_sort) -> None:
     """The row-pair XMV's storage (padded row pointers, blocked column offsets, row-order
     labels) and lane mapping reproduce the CPU product, before and after the tile sort."""
-    from mgkflow.gpu.strategies.row_pair import permute_system, row_arrays, tile_degree_order
+    from mgkflow.gpu.strategies.row_pair import degree_order, permute_system, row_arrays
 
     n, m = sizes
     g1, g2 = _graph(n, 0.3, n), _graph(m, 0.25, m + 100)
@@ -61,12 +80,9 @@ def test_row_pair_xmv_matches_cpu(edge_kernel, sizes, tile_sort) -> None:
     s1, s2 = prepare_graph(g1, 0, nk, edge_kernel), prepare_graph(g2, 1, nk, edge_kernel)
     X = np.random.default_rng(0).random((n, m))
     if tile_sort:
-        p1, p2 = tile_degree_order(g1), tile_degree_order(g2)
-        # nodes stay in their tile, and the degrees within a tile are non-increasing
-        assert np.array_equal(p1 // 8, np.arange(n) // 8)
-        deg = np.diff(g1.adjacency.indptr)[p1]
-        for t in range(0, n, 8):
-            assert np.all(np.diff(deg[t : t + 8]) <= 0)
+        p1, p2 = degree_order(g1), degree_order(g2)
+        # a small graph: the degrees are non-increasing over the whole graph
+        assert np.all(np.diff(np.diff(g1.adjacency.indptr)[p1]) <= 0)
         s1, s2 = permute_system(s1, p1), permute_system(s2, p2)
         X = X[np.ix_(p1, p2)]
     fields = list(edge_kernel.fields)

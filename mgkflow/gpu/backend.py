@@ -68,7 +68,8 @@ class GPUBackend:
         model by ``mgkflow bench primitives`` (sparse x sparse everywhere when none was
         measured); a name forces one primitive; an array is a selection map.
     tile_sort : bool
-        Row mode: sort the nodes of each tile by degree (K is permutation invariant).
+        Row mode: sort the nodes by degree (small graphs as a whole, others within each 8-node tile:
+        :func:`mgkflow.gpu.strategies.row_pair.degree_order`; K is permutation invariant).
     wide : {"auto", True, False}
         Solve pairs with the whole device, one at a time (:mod:`mgkflow.gpu.solvers.wide`): True for
         every pair, False never; "auto" for pairs of at least ``WIDE_MIN_PRODUCTS`` nonzero

@@ -25,9 +25,10 @@ __all__ = ["BatchCache", "tile_sort"]
 
 
 def tile_sort(config: KernelConfig, tile_sort: bool, all_compact: bool) -> bool:
-    """Whether the nodes are sorted by degree within their tiles (the per-block solver's layout; a
-    permuted copy of every graph): the strategy's and the backend's choice, but not when every pair
-    of the call goes to the compact solver, which reads no tile order."""
+    """Whether the nodes are sorted by degree (the per-block solver's layout,
+    :func:`~mgkflow.gpu.strategies.row_pair.degree_order`; a permuted copy of every graph): the strategy's
+    and the backend's choice, but not when every pair of the call goes to the compact solver, which reads
+    no tile order."""
     return strategies.get(config.xmv).tile_sort and tile_sort and not all_compact
 
 
@@ -53,8 +54,8 @@ class BatchCache:
         self._last_graphs: tuple | None = None
 
     def device_batch(self, systems: Sequence[GraphSystem], config: KernelConfig, sort: bool) -> DeviceBatch:
-        """The uploaded batch of ``systems`` in the layout of ``config`` (``sort``: nodes sorted by degree
-        within their tiles, :func:`tile_sort`); its node vectors uploaded again unless they are those of
+        """The uploaded batch of ``systems`` in the layout of ``config`` (``sort``: nodes sorted by degree,
+        :func:`tile_sort`); its node vectors uploaded again unless they are those of
         the very same systems."""
         key = layout_key(systems, config, sort)
         if self.entry is not None and self.entry[0] == key:

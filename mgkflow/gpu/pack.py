@@ -34,7 +34,7 @@ from ..format.octile import OctileBatch, held_dtype, pack_batch
 from ..kernels import BaseKernel
 from ..system import GraphSystem, Restopped, system_graphs
 from .solvers.compact import degree_classes
-from .strategies.row_pair import label_words, permute_system, row_arrays, tile_degree_order
+from .strategies.row_pair import degree_order, label_words, permute_system, row_arrays
 
 __all__ = [
     "HostBatch",
@@ -117,7 +117,7 @@ def pack_host(systems: Sequence[GraphSystem], config: Any, sort: bool) -> HostBa
     originals = tuple(s.graph for s in systems)
     perms = None
     if sort:
-        perms = tuple(tile_degree_order(s.graph) for s in systems)
+        perms = tuple(degree_order(s.graph) for s in systems)
         systems = [permute_system(s, perm) for s, perm in zip(systems, perms, strict=True)]
     nf = [f for f, _ in config.node_fields]
     ef = [f for f, _ in config.edge_fields]

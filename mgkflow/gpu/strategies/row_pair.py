@@ -4,7 +4,7 @@ its host layout (also read by the wide path's "wide_rows").
 Layout: the octile format (:mod:`mgkflow.format.octile`) stores each graph's nonzeros tile
 by tile; the row-pair XMV walks them row by row instead: :func:`row_arrays` (padded node-row
 pointers, blocked column offsets, weights and edge-label words in row order), with the nodes
-of each tile sorted by degree (:func:`tile_degree_order`; K is permutation invariant). Both
+sorted by degree (:func:`degree_order`; K is permutation invariant). Both
 are built from the same reordered graph; nothing here needs a GPU. Numpy emulation:
 :func:`mgkflow.gpu.emulate.xmv_rows`. Job cost: nonzero products per XMV plus the per-entry
 vector work.
@@ -27,7 +27,9 @@ from ...system import GraphSystem
 from . import register
 from ._block import BlockStrategy
 
-__all__ = ["RowPair", "STRATEGY", "tile_degree_order", "permute_system", "row_arrays", "label_words"]
+__all__ = [
+    "RowPair", "STRATEGY", "degree_order", "DEGREE_SORT_MAX_NODES", "permute_system", "row_arrays", "label_words",
+]  # fmt: skip
 
 
 def label_words(arrays: Sequence[np.ndarray], length: int) -> np.ndarray:
@@ -43,24 +45,37 @@ def label_words(arrays: Sequence[np.ndarray], length: int) -> np.ndarray:
     return out.ravel()
 
 
-def tile_degree_order(graph: Any) -> np.ndarray:
-    """Permutation sorting the nodes of every 8-node tile by degree, descending (stable).
+#: Graphs of at most this many nodes are sorted by degree as a whole (:func:`degree_order`); larger ones
+#: within their 8-node tiles only, which keeps the locality of the user's ordering (the wide path's staged
+#: XMV and global-memory launches need it).
+DEGREE_SORT_MAX_NODES = 128
 
-    Nodes never leave their tile, so the octile count is unchanged; the row-pair XMV pairs
-    the heavy rows of a tile with its light ones (see ``octile_primitives.cuh``).
+
+def degree_order(graph: Any) -> np.ndarray:
+    """Permutation sorting the nodes by degree, descending (stable): all nodes of a graph of at most
+    :data:`DEGREE_SORT_MAX_NODES`, else the nodes of every 8-node tile among themselves.
+
+    The row-pair XMV gives lane (x, u) of a tile pair the outputs (x, u) and (7 - x, 7 - u), each
+    deg1 * deg2 products, and a warp runs as long as its busiest lane. Sorting within tiles pairs a
+    tile's heavy rows with its light ones; sorting the whole graph also puts a graph's hubs into the
+    same tiles, so that no light tile pair waits on one hub. Lane-work model (a tile pair costs its
+    busiest lane; the even share over the slowest lane, 24 PBR-ordered graphs, all pairs): BA 0.72
+    within tiles, 0.94 whole; NWS 0.82, 0.96 (gpu/NOTES.md, session 17). Every tile pair is walked
+    either way (the row-pair XMV's work does not depend on the octile count), and P sits in shared
+    memory or a cache for graphs this small.
 
     Examples
     --------
     >>> import numpy as np
     >>> from mgkflow import Graph
-    >>> A = np.zeros((9, 9)); A[1, 2:5] = A[2:5, 1] = 1
-    >>> tile_degree_order(Graph(A)).tolist()
-    [1, 2, 3, 4, 0, 5, 6, 7, 8]
+    >>> A = np.zeros((9, 9)); A[1, 2:5] = A[2:5, 1] = 1; A[8, 7] = A[7, 8] = 1
+    >>> degree_order(Graph(A)).tolist()
+    [1, 2, 3, 4, 7, 8, 0, 5, 6]
     """
     deg = np.diff(graph.adjacency.indptr)
     n = deg.size
-    tile = np.arange(n) // 8
-    return np.lexsort((np.arange(n), -deg, tile))
+    group = np.zeros(n, dtype=np.int64) if n <= DEGREE_SORT_MAX_NODES else np.arange(n) // 8
+    return np.lexsort((np.arange(n), -deg, group))
 
 
 def permute_system(s: GraphSystem, perm: np.ndarray) -> GraphSystem:
