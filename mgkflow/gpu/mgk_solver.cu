@@ -82,22 +82,27 @@ __device__ __forceinline__ GraphHdr load_hdr(const int* __restrict__ hdr, int g)
 
 ${XMV_FRAGMENT}
 
-// One XMV pass of a lane over its warp's output tile pairs (after XMV_LANE_SETUP): y = (A∘E) P by the
-// strategy's XMV_TILE_PAIR, A_OUT = DG P - y (stored as a_t) and ACC += P . A_OUT (the lane's share).
-// The value PCG runs it on (P, A), the gradient's single-recurrence steps on x's or the adjoint's.
+// The XMV of one tile pair tp for a lane (after XMV_LANE_SETUP): y = (A∘E) P by the strategy's
+// XMV_TILE_PAIR, A_OUT = DG P - y (stored as a_t) and ACC += P . A_OUT (the lane's share). Declares I, I2
+// (the tile pair's tiles) and pa_, pb_ (the lane's two entries of P) in the caller's scope.
+#define XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                                \
+    const int I = tp / nt2, I2 = tp - I * nt2;                                                         \
+    double acca = 0.0, accb = 0.0;                                                                     \
+    XMV_TILE_PAIR(acca, accb)                                                                          \
+    const long long ia = ((long long)tp << 6) + oa;                                                    \
+    const long long ib = ((long long)tp << 6) + ob;                                                    \
+    const double pa_ = P[ia], pb_ = P[ib];                                                             \
+    const double va = DG[ia] * pa_ - acca;                                                             \
+    const double vb = DG[ib] * pb_ - accb;                                                             \
+    A_OUT[ia] = (a_t)va;                                                                               \
+    A_OUT[ib] = (a_t)vb;                                                                               \
+    ACC += pa_ * va + pb_ * vb;
+
+// One XMV pass of a lane over its warp's output tile pairs (XMV_TILE_PAIR_A of tile pairs warp, warp +
+// NWARP, ...). The value PCG runs it on (P, A), the gradient's single-recurrence steps on x's or the adjoint's.
 #define XMV_PASS(A_OUT, ACC)                                                                           \
     for (int tp = warp; tp < n_tp; tp += NWARP) {                                                      \
-        const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
-        double acca = 0.0, accb = 0.0;                                                                 \
-        XMV_TILE_PAIR(acca, accb)                                                                      \
-        const long long ia = ((long long)tp << 6) + oa;                                                \
-        const long long ib = ((long long)tp << 6) + ob;                                                \
-        const double pa_ = P[ia], pb_ = P[ib];                                                         \
-        const double va = DG[ia] * pa_ - acca;                                                         \
-        const double vb = DG[ib] * pb_ - accb;                                                         \
-        A_OUT[ia] = (a_t)va;                                                                           \
-        A_OUT[ib] = (a_t)vb;                                                                           \
-        ACC += pa_ * va + pb_ * vb;                                                                    \
+        XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                                \
     }
 
 // XMV_PASS of a resident launch: the tile pairs in the pair's order of decreasing cost (s_ord) dealt to
@@ -109,17 +114,7 @@ ${XMV_FRAGMENT}
         const int s_ = k_ * NWARP + ((k_ & 1) ? NWARP - 1 - warp : warp);                              \
         if (s_ >= n_tp) break;                                                                         \
         const int tp = s_ord[s_];                                                                      \
-        const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
-        double acca = 0.0, accb = 0.0;                                                                 \
-        XMV_TILE_PAIR(acca, accb)                                                                      \
-        const long long ia = ((long long)tp << 6) + oa;                                                \
-        const long long ib = ((long long)tp << 6) + ob;                                                \
-        const double pa_ = P[ia], pb_ = P[ib];                                                         \
-        const double va = DG[ia] * pa_ - acca;                                                         \
-        const double vb = DG[ib] * pb_ - accb;                                                         \
-        A_OUT[ia] = (a_t)va;                                                                           \
-        A_OUT[ib] = (a_t)vb;                                                                           \
-        ACC += pa_ * va + pb_ * vb;                                                                    \
+        XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                                \
         const double* const p1_ = pvec + h1.node_off + I * 8;                                          \
         const double* const p2_ = pvec + h2.node_off + I2 * 8;                                         \
         WACC += p1_[oa >> 3] * p2_[oa & 7] * pa_ + p1_[ob >> 3] * p2_[ob & 7] * pb_;                   \
