@@ -19,9 +19,12 @@ def test_passes_equal_numpy(shape):
     s1, s2 = weighted_sums(w, a, k)
     assert s1 == pytest.approx(float(np.sum(w * a * k)), rel=1e-10)
     assert s2 == pytest.approx(float(np.sum(w * a)), rel=1e-10)
-    t = scaled_transpose(a, 2.5)
-    assert t.flags.c_contiguous
-    np.testing.assert_array_equal(t, 2.5 * a.T)
     d, u, v = rng.uniform(0.5, 2.0, shape[1]), rng.normal(size=shape[0]), rng.normal(size=shape[1])
-    np.testing.assert_allclose(half_outer_minus_scaled(a, d, u, v), 0.5 * (np.outer(u, v) - a / d), rtol=1e-13,
-                               atol=1e-15)  # fmt: skip
+    for layout in ("C", "F"):  # row- and column-major inputs (a triangular solve's results are column-major)
+        b = np.array(a, order=layout)
+        t = scaled_transpose(b, 2.5)
+        assert t.flags.c_contiguous
+        np.testing.assert_array_equal(t, 2.5 * a.T)
+        h = half_outer_minus_scaled(b, d, u, v)
+        assert h.flags.f_contiguous if layout == "F" else h.flags.c_contiguous  # in the input's layout
+        np.testing.assert_allclose(h, 0.5 * (np.outer(u, v) - a / d), rtol=1e-13, atol=1e-15)

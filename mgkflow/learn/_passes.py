@@ -33,7 +33,7 @@ PARALLEL_MIN = 1 << 16
 
 
 @cache
-def _kernels() -> tuple[Any, Any, Any, Any]:
+def _kernels() -> tuple[Any, Any, Any, Any, Any]:
     from numba import njit, prange
 
     @njit(parallel=True, cache=True)
@@ -65,7 +65,15 @@ def _kernels() -> tuple[Any, Any, Any, Any]:
             for j in range(n):
                 out[i, j] = 0.5 * (u[i] * v[j] - a[i, j] / d[j])
 
-    return exp_affine_, weighted_sums_, scaled_transpose_, half_outer_minus_scaled_
+    @njit(parallel=True, cache=True)
+    def half_outer_minus_scaled_t_(at, d, u, v, outt):  # pragma: no cover
+        # the same on the transposes (a column-major a: at = aᵀ row-major, outt = outᵀ)
+        n, m = at.shape
+        for j in prange(n):
+            for i in range(m):
+                outt[j, i] = 0.5 * (u[i] * v[j] - at[j, i] / d[j])
+
+    return exp_affine_, weighted_sums_, scaled_transpose_, half_outer_minus_scaled_, half_outer_minus_scaled_t_
 
 
 def exp_affine(x: np.ndarray, a: float, b: float, out: np.ndarray) -> np.ndarray:
@@ -90,8 +98,16 @@ def weighted_sums(w: np.ndarray, e: np.ndarray, k: np.ndarray) -> tuple[float, f
 
 
 def scaled_transpose(a: np.ndarray, c: float) -> np.ndarray:
-    """``c · aᵀ`` as a new C-contiguous array."""
-    if a.size < PARALLEL_MIN:
+    """``c · aᵀ`` as a new C-contiguous array (a column-major ``a``: a scaled copy of the same memory).
+
+    Examples
+    --------
+    >>> a = np.asfortranarray([[1.0, 2.0], [3.0, 4.0]])
+    >>> scaled_transpose(a, 2.0), scaled_transpose(np.ascontiguousarray(a), 2.0).flags.c_contiguous
+    (array([[2., 6.],
+           [4., 8.]]), True)
+    """
+    if a.size < PARALLEL_MIN or a.flags.f_contiguous:
         return np.multiply(a.T, c, order="C")
     out = np.empty((a.shape[1], a.shape[0]))
     with host_threads():
@@ -100,14 +116,16 @@ def scaled_transpose(a: np.ndarray, c: float) -> np.ndarray:
 
 
 def half_outer_minus_scaled(a: np.ndarray, d: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``½ (u vᵀ − a D⁻¹)`` (D = diag d, scaling a's columns) as a new array, in one pass.
+    """``½ (u vᵀ − a D⁻¹)`` (D = diag d, scaling a's columns) as a new array in a's layout (row- or
+    column-major), in one pass.
 
     Examples
     --------
     >>> half_outer_minus_scaled(np.ones((1, 2)), np.array([1.0, 2.0]), np.array([2.0]), np.array([1.0, 3.0]))
     array([[0.5 , 2.75]])
     """
-    out = np.empty(a.shape)
+    column_major = a.flags.f_contiguous and not a.flags.c_contiguous
+    out = np.empty(a.shape, order="F" if column_major else "C")  # in a's layout
     if a.size < PARALLEL_MIN:
         np.divide(a, d, out=out)
         out -= np.outer(u, v)
@@ -115,6 +133,9 @@ def half_outer_minus_scaled(a: np.ndarray, d: np.ndarray, u: np.ndarray, v: np.n
         return out
     d, u, v = (np.ascontiguousarray(x, dtype=np.float64) for x in (d, u, v))
     with host_threads():
-        _kernels()[3](np.ascontiguousarray(a), d, u, v, out)
+        if column_major:
+            _kernels()[4](a.T, d, u, v, out.T)
+        else:
+            _kernels()[3](np.ascontiguousarray(a), d, u, v, out)
     return out
 

@@ -111,7 +111,9 @@ class _Factors:
         if not np.all(self.lam > 0):
             raise NotPositiveDefiniteError("the low-rank covariance's diagonal Λ is not positive; add noise")
         Vs = self.V / np.sqrt(self.lam)
-        self.L_C = _chol(np.eye(m) + Vs @ Vs.T, "I + V Λ⁻¹ Vᵀ")
+        C = sla.blas.dsyrk(1.0, Vs, lower=1) if Vs.flags.f_contiguous else Vs @ Vs.T  # (the lower half suffices)
+        C[np.diag_indices(m)] += 1.0
+        self.L_C = _chol(C, "I + V Λ⁻¹ Vᵀ")
 
     def objective(self, y: np.ndarray, approximation: str) -> tuple[float, np.ndarray]:
         """The log evidence (vfe: the bound) and β = L_C⁻¹ V Λ⁻¹ y."""
@@ -133,7 +135,9 @@ class _Factors:
         cb = _solve_l(L_C, beta, trans=1)  # C⁻¹ V Λ⁻¹ y
         alpha = y / lam - (V.T @ cb) / lam  # Σ⁻¹ y
         Cinv = sla.cho_solve((L_C, True), I, check_finite=False)
-        CV = Cinv @ V
+        # C⁻¹ V in V's layout (column-major from the triangular solve: then so are V R and the solve below,
+        # and W_nm is a scaled copy of the same memory, with no transposed pass)
+        CV = (V.T @ Cinv.T).T if V.flags.f_contiguous else Cinv @ V
         Va = V @ alpha
         # R = ½ (α αᵀ − Σ⁻¹): V R = ½ ((Vα) αᵀ − C⁻¹ V Λ⁻¹) (m × n, V's layout: no transposed pass),
         # V R Vᵀ = ½ ((Vα)(Vα)ᵀ − I + C⁻¹)
