@@ -33,7 +33,7 @@ PARALLEL_MIN = 1 << 16
 
 
 @cache
-def _kernels() -> tuple[Any, Any, Any, Any, Any]:
+def _kernels() -> tuple[Any, ...]:
     from numba import njit, prange
 
     @njit(parallel=True, cache=True)
@@ -50,6 +50,11 @@ def _kernels() -> tuple[Any, Any, Any, Any, Any]:
             s1 += we * k[i]
             s2 += we
         return s1, s2
+
+    @njit(parallel=True, cache=True)
+    def scale_(x, c, out):  # pragma: no cover
+        for i in prange(x.size):
+            out[i] = c * x[i]
 
     @njit(parallel=True, cache=True)
     def scaled_transpose_(a, c, out):  # pragma: no cover
@@ -73,7 +78,7 @@ def _kernels() -> tuple[Any, Any, Any, Any, Any]:
             for i in range(m):
                 outt[j, i] = 0.5 * (u[i] * v[j] - at[j, i] / d[j])
 
-    return exp_affine_, weighted_sums_, scaled_transpose_, half_outer_minus_scaled_, half_outer_minus_scaled_t_
+    return exp_affine_, weighted_sums_, scaled_transpose_, half_outer_minus_scaled_, half_outer_minus_scaled_t_, scale_
 
 
 def exp_affine(x: np.ndarray, a: float, b: float, out: np.ndarray) -> np.ndarray:
@@ -107,11 +112,14 @@ def scaled_transpose(a: np.ndarray, c: float) -> np.ndarray:
     (array([[2., 6.],
            [4., 8.]]), True)
     """
-    if a.size < PARALLEL_MIN or a.flags.f_contiguous:
+    if a.size < PARALLEL_MIN:
         return np.multiply(a.T, c, order="C")
     out = np.empty((a.shape[1], a.shape[0]))
     with host_threads():
-        _kernels()[2](np.ascontiguousarray(a), float(c), out)
+        if a.flags.f_contiguous:  # aᵀ is row-major already: a scaled copy, element by element
+            _kernels()[5](a.T.reshape(-1), float(c), out.reshape(-1))
+        else:
+            _kernels()[2](np.ascontiguousarray(a), float(c), out)
     return out
 
 

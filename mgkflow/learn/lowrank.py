@@ -103,6 +103,7 @@ class _Factors:
         self.m, self.jitter = m, jitter
         A = Kmm + (jitter * scale) * np.eye(m)
         self.L_A = _chol(A, "the landmarks' kernel matrix K(Z, Z)")
+        self.Knm = Knm  # (L_A V = K_mn: weights() reads diag(Vᵀ C⁻¹ V) off it)
         self.V = _solve_l(self.L_A, Knm.T)
         self.q = np.einsum("ij,ij->j", self.V, self.V)  # diag of Q
         self.t = signal - self.q  # what Q misses of the diagonal (≥ 0 up to the jitter)
@@ -111,9 +112,7 @@ class _Factors:
         if not np.all(self.lam > 0):
             raise NotPositiveDefiniteError("the low-rank covariance's diagonal Λ is not positive; add noise")
         Vs = self.V / np.sqrt(self.lam)
-        C = sla.blas.dsyrk(1.0, Vs, lower=1) if Vs.flags.f_contiguous else Vs @ Vs.T  # (the lower half suffices)
-        C[np.diag_indices(m)] += 1.0
-        self.L_C = _chol(C, "I + V Λ⁻¹ Vᵀ")
+        self.L_C = _chol(np.eye(m) + Vs @ Vs.T, "I + V Λ⁻¹ Vᵀ")
 
     def objective(self, y: np.ndarray, approximation: str) -> tuple[float, np.ndarray]:
         """The log evidence (vfe: the bound) and β = L_C⁻¹ V Λ⁻¹ y."""
@@ -135,15 +134,18 @@ class _Factors:
         cb = _solve_l(L_C, beta, trans=1)  # C⁻¹ V Λ⁻¹ y
         alpha = y / lam - (V.T @ cb) / lam  # Σ⁻¹ y
         Cinv = sla.cho_solve((L_C, True), I, check_finite=False)
-        # C⁻¹ V in V's layout (column-major from the triangular solve: then so are V R and the solve below,
-        # and W_nm is a scaled copy of the same memory, with no transposed pass)
-        CV = (V.T @ Cinv.T).T if V.flags.f_contiguous else Cinv @ V
         Va = V @ alpha
-        # R = ½ (α αᵀ − Σ⁻¹): V R = ½ ((Vα) αᵀ − C⁻¹ V Λ⁻¹) (m × n, V's layout: no transposed pass),
-        # V R Vᵀ = ½ ((Vα)(Vα)ᵀ − I + C⁻¹)
-        VR = half_outer_minus_scaled(CV, lam, Va, alpha)
+        # R = ½ (α αᵀ − Σ⁻¹): V R = ½ ((Vα) αᵀ − C⁻¹ V Λ⁻¹), V R Vᵀ = ½ ((Vα)(Vα)ᵀ − I + C⁻¹), and what the
+        # gradient needs is L_A⁻ᵀ V R = ½ ((L_A⁻ᵀ Vα) αᵀ − (L_A⁻ᵀ C⁻¹) V Λ⁻¹): one n·m² product (M V, M =
+        # L_A⁻ᵀ C⁻¹ of m × m), not C⁻¹ V and then an n·m² triangular solve; diag(Vᵀ C⁻¹ V) = diag(K_nm M V)
+        # since L_A V = K_mn. M V in V's layout (column-major from the triangular solve: W_nm is then a
+        # scaled copy of the same memory, with no transposed pass).
+        M = _solve_l(L_A, Cinv, trans=1)
+        MV = (V.T @ M.T).T if V.flags.f_contiguous else M @ V
+        W = half_outer_minus_scaled(MV, lam, _solve_l(L_A, Va, trans=1), alpha)  # L_A⁻ᵀ V R
         VRVt = 0.5 * (np.outer(Va, Va) - I + Cinv)
-        r = 0.5 * (alpha * alpha - (1.0 / lam - np.einsum("ij,ij->j", V, CV) / (lam * lam)))
+        dq = np.einsum("ij,ij->i", self.Knm, MV.T)  # diag(Vᵀ C⁻¹ V)
+        r = 0.5 * (alpha * alpha - (1.0 / lam - dq / (lam * lam)))
         if approximation == "dtc":
             c, w_value, w_signal = np.zeros_like(lam), r, -r
         elif approximation == "fitc":  # λ = diag − diag Q: R − diag(r) meets ∂Q
@@ -152,13 +154,12 @@ class _Factors:
             s = 0.5 / lam
             e = self.t / (2.0 * lam * lam)
             c, w_value, w_signal = s, r + e, -r - s - e
-        if c.any():  # (dtc: c = 0, no n·m² product)
-            VR += V * c
+        if c.any():  # V R + V diag(c) (dtc: c = 0, no further n·m² product)
+            W += _solve_l(L_A, V * c, trans=1)
             N = VRVt + (V * c) @ V.T
         else:
             N = VRVt
-        W = _solve_l(L_A, VR, trans=1)  # L_A⁻ᵀ V R (m × n)
-        W_nm = scaled_transpose(W, 2.0)  # 2 R Vᵀ L_A⁻¹ (n × m), one transposed pass
+        W_nm = scaled_transpose(W, 2.0)  # 2 R Vᵀ L_A⁻¹ (n × m)
         W_mm = -_solve_l(L_A, _solve_l(L_A, N, trans=1).T, trans=1).T  # −L_A⁻ᵀ N L_A⁻¹
         W_mm = 0.5 * (W_mm + W_mm.T)
         W_mm += (self.jitter / m) * np.trace(W_mm) * I  # the jitter ε = jitter · mean diag K_mm
