@@ -50,6 +50,18 @@ def test_params_and_clone(model):
     assert c.set_params(q=0.3).q == 0.3
 
 
+def test_featurized_inputs_give_the_same_predictions(model):
+    """featurize(X) is what predict builds from X: predicting from it gives the same numbers (a screen
+    featurizes its next chunk while it predicts the current one)."""
+    graphs = model.featurize(TEST)
+    assert len(graphs) == len(TEST) and all(g.features is not None for g in graphs)
+    m0, s0 = model.predict(TEST, return_std=True)
+    m1, s1 = model.predict(graphs, return_std=True)
+    assert np.array_equal(m0, m1) and np.array_equal(s0, s1)
+    with pytest.raises(ParameterError, match="not fitted"):
+        MolecularGPR(**FAST).featurize(TEST)
+
+
 def test_pickle_gives_the_same_predictions(model):
     loaded = pickle.loads(pickle.dumps(model))
     m0, s0 = model.predict(TEST, return_std=True)

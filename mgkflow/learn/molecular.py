@@ -381,6 +381,14 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         self.kernel_ = self.gpr_.kernel_
         return self
 
+    def featurize(self, X: Sequence[Any]) -> list[Graph]:
+        """The graphs (with their descriptors) that :meth:`predict` builds from X, SMILES strings or RDKit
+        molecules; :meth:`predict` takes them as they are. A screen featurizes its next chunk this way while
+        it predicts the current one (:func:`~mgkflow.learn.screen`)."""
+        if not hasattr(self, "gpr_"):
+            raise ParameterError("this MolecularGPR is not fitted yet: call fit(X, y) first")
+        return self._graphs(X, fit=False)
+
     def predict(self, X: Sequence[Any], return_std: bool = False):
         """Posterior mean at X (and its standard deviation with ``return_std=True``)."""
         if not hasattr(self, "gpr_"):

@@ -257,11 +257,17 @@ def _start_workdir(work: Path, manifest: dict[str, Any], force: bool) -> None:
     _write_durably(mpath, json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8"))
 
 
-def _predict_chunk(model: Any, records: Sequence[Any], Chem: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(mean, std, error) per record: NaN and the reason where a record cannot be predicted."""
-    n = len(records)
-    mean, std = np.full(n, np.nan), np.full(n, np.nan)
-    errors = [""] * n
+#: What :func:`_prepare_chunk` gives :func:`_predict_chunk`: the valid records' positions, every record's error
+#: so far, and the valid records' inputs for the model's predict (their graphs where the model featurizes on
+#: its own, else their SMILES).
+_Prepared = tuple[list[int], list[str], Sequence[Any]]
+
+
+def _prepare_chunk(model: Any, records: Sequence[Any], Chem: Any) -> _Prepared:
+    """The records' checks and, for a model with ``featurize`` (:class:`~mgkflow.learn.MolecularGPR`), the
+    valid ones' graphs; runs in a helper thread for the chunk after the one being predicted (:func:`_run_here`).
+    A featurizer that refuses the chunk leaves the SMILES: :func:`_predict_chunk` then finds the culprit."""
+    errors = [""] * len(records)
     valid = []
     for i, rec in enumerate(records):
         if rec.error:
@@ -274,18 +280,34 @@ def _predict_chunk(model: Any, records: Sequence[Any], Chem: Any) -> tuple[np.nd
             errors[i] = "no heavy atom"
         else:
             valid.append(i)
+    inputs: Sequence[Any] = [records[i].smiles for i in valid]
+    featurize = getattr(model, "featurize", None)
+    if valid and callable(featurize):
+        with contextlib.suppress(MgkflowError):
+            inputs = featurize(inputs)
+    return valid, errors, inputs
 
-    def predict(idx: list[int]) -> None:
-        m, s = model.predict([records[i].smiles for i in idx], return_std=True)
+
+def _predict_chunk(
+    model: Any, records: Sequence[Any], Chem: Any, prepared: _Prepared | None = None
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(mean, std, error) per record: NaN and the reason where a record cannot be predicted. ``prepared``:
+    :func:`_prepare_chunk`'s result for these records (made here when None)."""
+    valid, errors, inputs = _prepare_chunk(model, records, Chem) if prepared is None else prepared
+    n = len(records)
+    mean, std = np.full(n, np.nan), np.full(n, np.nan)
+
+    def predict(idx: list[int], X: Sequence[Any]) -> None:
+        m, s = model.predict(X, return_std=True)
         mean[idx], std[idx] = np.asarray(m, dtype=np.float64), np.asarray(s, dtype=np.float64)
 
     if valid:
         try:
-            predict(valid)
+            predict(valid, inputs)
         except MgkflowError:  # some molecule the model's featurizer refuses: find it, one by one
             for i in valid:
                 try:
-                    predict([i])
+                    predict([i], [records[i].smiles])
                 except MgkflowError as exc:
                     errors[i] = " ".join(str(exc).split())
     return mean, std, errors
@@ -313,10 +335,26 @@ _OnPart = Callable[[int, int, bytes, int], None]
 
 
 def _run_here(model: Any, todo: Iterable[tuple[int, list[Any]]], on_part: _OnPart) -> None:
-    """Predict the chunks of ``todo`` in this process, in order."""
-    for k, chunk in todo:
-        data, failed = _predict_part(model, chunk)
-        on_part(k, len(chunk), data, failed)
+    """Predict the chunks of ``todo`` in this process, in order, each chunk's checks and featurization
+    (:func:`_prepare_chunk`) in a helper thread while the chunk before is predicted: RDKit's descriptors and
+    the kernel's evaluation overlap (featurizing processes, the GPU and BLAS release the interpreter).
+    At most two chunks are held."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..io.rdkit import require_rdkit
+
+    Chem = require_rdkit()
+    chunks = iter(todo)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mgkflow-featurize") as pool:
+        nxt = next(chunks, None)
+        ahead = None if nxt is None else pool.submit(_prepare_chunk, model, nxt[1], Chem)
+        while nxt is not None:
+            k, chunk = nxt
+            prepared = ahead.result()
+            nxt = next(chunks, None)
+            ahead = None if nxt is None else pool.submit(_prepare_chunk, model, nxt[1], Chem)
+            mean, std, errors = _predict_chunk(model, chunk, Chem, prepared)
+            on_part(k, len(chunk), _part_bytes(chunk, mean, std, errors), sum(1 for e in errors if e))
 
 
 def _run_dask(client: Any, model: Any, todo: Iterable[tuple[int, list[Any]]], on_part: _OnPart) -> None:

@@ -1,0 +1,62 @@
+"""The in-process screen featurizes the next chunk in a helper thread while it predicts the current one
+(mgkflow/learn/screening.py: _run_here, _prepare_chunk): the same output as predicting from SMILES, the
+model's predict given the featurized inputs, and a chunk the featurizer refuses found again one by one."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mgkflow.errors import ParameterError
+
+pytest.importorskip("rdkit")
+
+from mgkflow.learn.screening import screen  # noqa: E402
+
+SMILES = ["CCO", "c1ccccc1", "CC(=O)O", "not a smiles", "CCN", "[Na+].[Cl-]", "CCCC", "O", "CS", "C1CC1", "CCBr"]
+
+
+class _SmilesModel:
+    """predict(SMILES): the mean is the string's length, the std the count of carbons; refuses bromine."""
+
+    def predict(self, X, return_std=False):
+        if any("Br" in x for x in X):
+            raise ParameterError("no bromine here")
+        mean = np.array([float(len(x)) for x in X])
+        std = np.array([float(x.count("C") + x.count("c")) for x in X])
+        return (mean, std) if return_std else mean
+
+
+class _Featurized(_SmilesModel):
+    """The same predictions through featurize: predict takes the tuples featurize made, in a helper thread."""
+
+    def __init__(self) -> None:
+        self.featurize_threads: set[str] = set()
+        self.predicted_inputs: list[object] = []
+
+    def featurize(self, X):
+        self.featurize_threads.add(threading.current_thread().name)
+        if any("Br" in x for x in X):
+            raise ParameterError("no bromine here")
+        return [("featurized", x) for x in X]
+
+    def predict(self, X, return_std=False):
+        self.predicted_inputs.extend(X)
+        return super().predict([x[1] if isinstance(x, tuple) else x for x in X], return_std)
+
+
+def test_prefetched_chunks_give_the_same_output(tmp_path: Path) -> None:
+    src = tmp_path / "in.smi"
+    src.write_text("\n".join(SMILES) + "\n")
+    plain = screen(_SmilesModel(), src, tmp_path / "plain.csv", chunk_size=3, progress=False)
+    model = _Featurized()
+    ahead = screen(model, src, tmp_path / "ahead.csv", chunk_size=3, progress=False)
+    assert (tmp_path / "ahead.csv").read_bytes() == (tmp_path / "plain.csv").read_bytes()
+    assert ahead.failed == plain.failed == 2  # the unparsable line, and the bromine the model refuses either way
+    assert model.featurize_threads and all(t.startswith("mgkflow-featurize") for t in model.featurize_threads)
+    tuples = [x for x in model.predicted_inputs if isinstance(x, tuple)]
+    # every chunk but the refused one (C1CC1 and CCBr, then one by one from their SMILES) went as features
+    assert len(tuples) == 8 and {"C1CC1", "CCBr"} <= set(model.predicted_inputs)
