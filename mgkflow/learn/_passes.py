@@ -64,21 +64,14 @@ def _kernels() -> tuple[Any, ...]:
                 out[j, i] = c * a[i, j]
 
     @njit(parallel=True, cache=True)
-    def half_outer_minus_scaled_(a, d, u, v, out):  # pragma: no cover
-        m, n = a.shape
-        for i in prange(m):
-            for j in range(n):
-                out[i, j] = 0.5 * (u[i] * v[j] - a[i, j] / d[j])
-
-    @njit(parallel=True, cache=True)
     def half_outer_minus_scaled_t_(at, d, u, v, outt):  # pragma: no cover
-        # the same on the transposes (a column-major a: at = aᵀ row-major, outt = outᵀ)
+        # on the transposes of a column-major a and out: at = aᵀ and outt = outᵀ row-major
         n, m = at.shape
         for j in prange(n):
             for i in range(m):
                 outt[j, i] = 0.5 * (u[i] * v[j] - at[j, i] / d[j])
 
-    return exp_affine_, weighted_sums_, scaled_transpose_, half_outer_minus_scaled_, half_outer_minus_scaled_t_, scale_
+    return exp_affine_, weighted_sums_, scaled_transpose_, half_outer_minus_scaled_t_, scale_
 
 
 def exp_affine(x: np.ndarray, a: float, b: float, out: np.ndarray) -> np.ndarray:
@@ -117,7 +110,7 @@ def scaled_transpose(a: np.ndarray, c: float) -> np.ndarray:
     out = np.empty((a.shape[1], a.shape[0]))
     with host_threads():
         if a.flags.f_contiguous:  # aᵀ is row-major already: a scaled copy, element by element
-            _kernels()[5](a.T.reshape(-1), float(c), out.reshape(-1))
+            _kernels()[4](a.T.reshape(-1), float(c), out.reshape(-1))
         else:
             _kernels()[2](np.ascontiguousarray(a), float(c), out)
     return out
@@ -125,7 +118,8 @@ def scaled_transpose(a: np.ndarray, c: float) -> np.ndarray:
 
 def half_outer_minus_scaled(a: np.ndarray, d: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``½ (u vᵀ − a D⁻¹)`` (D = diag d, scaling a's columns) as a new array in a's layout (row- or
-    column-major), in one pass.
+    column-major). A large column-major ``a`` (a low-rank step's M V, from products with a triangular
+    solve's column-major result) takes one threaded pass; others numpy's passes.
 
     Examples
     --------
@@ -134,16 +128,13 @@ def half_outer_minus_scaled(a: np.ndarray, d: np.ndarray, u: np.ndarray, v: np.n
     """
     column_major = a.flags.f_contiguous and not a.flags.c_contiguous
     out = np.empty(a.shape, order="F" if column_major else "C")  # in a's layout
-    if a.size < PARALLEL_MIN:
+    if a.size < PARALLEL_MIN or not column_major:
         np.divide(a, d, out=out)
         out -= np.outer(u, v)
         out *= -0.5
         return out
     d, u, v = (np.ascontiguousarray(x, dtype=np.float64) for x in (d, u, v))
     with host_threads():
-        if column_major:
-            _kernels()[4](a.T, d, u, v, out.T)
-        else:
-            _kernels()[3](np.ascontiguousarray(a), d, u, v, out)
+        _kernels()[3](a.T, d, u, v, out.T)
     return out
 
