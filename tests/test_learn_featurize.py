@@ -186,6 +186,22 @@ def test_molecular_descriptors():
 
 
 # ---------------------------------------------------------------------------- errors and API
+def test_molecular_descriptors_are_rdkits_values():
+    """The shared E-state indices and Crippen contributions give CalcMolDescriptors' values, bit for bit
+    (NaN where RDKit cannot compute one), on molecules with charges, metals, radicals, isotopes and stereo."""
+    from rdkit.Chem import Descriptors
+
+    smiles = ["CCO", "c1ccccc1O", "C[N+](C)(C)C.[Cl-]", "[Na+].[O-]C(=O)C", "C[C@H](N)C(=O)O", "[13CH4]",
+              "[CH3]", "O=S(=O)(O)c1ccc(F)cc1", "F/C=C/F", "C1CC2CCC1C2", "[Fe]", "B(O)(O)c1ccccc1",
+              "CN1C=NC2=C1C(=O)N(C(=O)N2C)C", "ClC(Cl)(Cl)Cl", "N#Cc1ccc(Br)cc1I", "[Si](C)(C)(C)C", "O"]  # fmt: skip
+    X, names = molecular_descriptors(smiles)
+    for i, s in enumerate(smiles):
+        ref = Descriptors.CalcMolDescriptors(Chem.MolFromSmiles(s), missingVal=np.nan)
+        row = np.array([float(ref[k]) for k in names])
+        row[~np.isfinite(row)] = np.nan
+        np.testing.assert_array_equal(X[i], row, err_msg=s)
+
+
 def test_transform_before_fit_raises():
     with pytest.raises(ParameterError, match="not fitted"):
         MolecularFeaturizer().transform(["CCO"])

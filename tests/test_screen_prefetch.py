@@ -60,3 +60,30 @@ def test_prefetched_chunks_give_the_same_output(tmp_path: Path) -> None:
     tuples = [x for x in model.predicted_inputs if isinstance(x, tuple)]
     # every chunk but the refused one (C1CC1 and CCBr, then one by one from their SMILES) went as features
     assert len(tuples) == 8 and {"C1CC1", "CCBr"} <= set(model.predicted_inputs)
+
+
+class _Slow(_Featurized):
+    """Featurizing takes 30 ms a chunk and predicting 10 ms: the stages the result reports."""
+
+    def featurize(self, X):
+        import time
+
+        time.sleep(0.03)
+        return super().featurize(X)
+
+    def predict(self, X, return_std=False):
+        import time
+
+        time.sleep(0.01)
+        return super().predict(X, return_std)
+
+
+def test_stage_seconds(tmp_path: Path) -> None:
+    src = tmp_path / "in.smi"
+    src.write_text("\n".join(["CCO", "CCN", "CCC", "CCCl", "CO", "CN"]) + "\n")
+    res = screen(_Slow(), src, tmp_path / "out.csv", chunk_size=2, progress=False)
+    assert res.featurize_seconds >= 3 * 0.03  # three chunks, each featurized once in the helper
+    assert res.predict_seconds >= 3 * 0.01
+    # the first chunk cannot overlap, and later ones featurize longer than the chunk before predicts
+    assert res.wait_seconds >= 0.03
+    assert res.wait_seconds + res.predict_seconds <= res.seconds

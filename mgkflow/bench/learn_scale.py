@@ -27,7 +27,9 @@ Phases, each timed on its own (wall seconds) and reported as one line on stdout 
 ``screen``
     The fitted model saved as a model file and ``screen`` of the ``--n-screen`` molecules, chunk by
     chunk (featurization and the model file's loading included); molecules/s, pairs/s (S·m / s)
-    and the process's peak RSS (``getrusage``) after the screen.
+    and the process's peak RSS (``getrusage``) after the screen; ``featurize_s``, ``predict_s`` and
+    ``wait_s``: the screen's stages (:class:`~mgkflow.learn.screening.ScreenResult`), featurization in a
+    helper thread overlapping prediction, ``wait_s`` what the overlap did not hide.
 ``resume``
     With ``--resume-check``: the screen again into a second output, stopped after some chunks
     (``max_chunks``) with its last part file taken back to the torn temporary file a kill during
@@ -382,6 +384,9 @@ def _screen_row(
         "chunks": res.chunks,
         "failed": res.failed,
         "peak_rss_bytes": res.peak_rss,
+        "featurize_s": res.featurize_seconds,
+        "predict_s": res.predict_seconds,
+        "wait_s": res.wait_seconds,
     }
 
 

@@ -113,6 +113,11 @@ class ScreenResult:
     worker_peak_rss : int or None
         The largest peak resident memory of those workers in bytes (each worker process's
         high-water mark since it started); None in-process.
+    featurize_seconds, predict_seconds, wait_seconds : float or None
+        In-process runs: seconds the helper thread spent checking and featurizing chunks, seconds
+        spent predicting them (the kernel against the model's landmarks or training set, and the
+        algebra), and seconds the prediction waited for a chunk's featurization (what the overlap
+        did not hide: featurization binds the run where this is large); None on Dask.
     """
 
     out: Path
@@ -126,6 +131,9 @@ class ScreenResult:
     peak_rss: int | None = None
     workers: int = 0
     worker_peak_rss: int | None = None
+    featurize_seconds: float | None = None
+    predict_seconds: float | None = None
+    wait_seconds: float | None = None
 
 
 def peak_rss() -> int | None:
@@ -334,26 +342,42 @@ def _predict_part(model: Any, records: Sequence[Any]) -> tuple[bytes, int]:
 _OnPart = Callable[[int, int, bytes, int], None]
 
 
-def _run_here(model: Any, todo: Iterable[tuple[int, list[Any]]], on_part: _OnPart) -> None:
+def _run_here(
+    model: Any, todo: Iterable[tuple[int, list[Any]]], on_part: _OnPart, seconds: dict[str, float] | None = None
+) -> None:
     """Predict the chunks of ``todo`` in this process, in order, each chunk's checks and featurization
     (:func:`_prepare_chunk`) in a helper thread while the chunk before is predicted: RDKit's descriptors and
     the kernel's evaluation overlap (featurizing processes, the GPU and BLAS release the interpreter).
-    At most two chunks are held."""
+    At most two chunks are held. ``seconds`` (optional) gathers the wall seconds of the stages:
+    ``featurize`` (the helper's), ``predict`` and ``wait`` (for the helper's chunk)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from ..io.rdkit import require_rdkit
 
     Chem = require_rdkit()
+    spent = {"featurize": 0.0, "predict": 0.0, "wait": 0.0} if seconds is None else seconds
+
+    def prepare(records: list[Any]) -> _Prepared:
+        t = time.perf_counter()
+        try:
+            return _prepare_chunk(model, records, Chem)
+        finally:
+            spent["featurize"] = spent.get("featurize", 0.0) + time.perf_counter() - t
+
     chunks = iter(todo)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mgkflow-featurize") as pool:
         nxt = next(chunks, None)
-        ahead = None if nxt is None else pool.submit(_prepare_chunk, model, nxt[1], Chem)
+        ahead = None if nxt is None else pool.submit(prepare, nxt[1])
         while nxt is not None:
             k, chunk = nxt
+            t = time.perf_counter()
             prepared = ahead.result()
+            t1 = time.perf_counter()
             nxt = next(chunks, None)
-            ahead = None if nxt is None else pool.submit(_prepare_chunk, model, nxt[1], Chem)
+            ahead = None if nxt is None else pool.submit(prepare, nxt[1])
             mean, std, errors = _predict_chunk(model, chunk, Chem, prepared)
+            spent["wait"] = spent.get("wait", 0.0) + t1 - t
+            spent["predict"] = spent.get("predict", 0.0) + time.perf_counter() - t1
             on_part(k, len(chunk), _part_bytes(chunk, mean, std, errors), sum(1 for e in errors if e))
 
 
@@ -641,8 +665,10 @@ def screen(
                 bar.update(n)
 
         if client is None:
-            _run_here(est, todo, on_part)
+            stages: dict[str, float] | None = {}
+            _run_here(est, todo, on_part, stages)
         else:
+            stages = None
             _run_dask(client, est, todo, on_part)
             worker_rss = _worker_peak_rss(client)
     computed, failed = counts["computed"], counts["failed"]
@@ -657,8 +683,10 @@ def screen(
         else:
             _assemble_csv(parts, out)
         shutil.rmtree(work)
+    spent = (None, None, None) if stages is None else (stages.get("featurize", 0.0), stages.get("predict", 0.0),
+                                                           stages.get("wait", 0.0))  # fmt: skip
     return ScreenResult(out, n_records, failed, n_chunks, resumed, computed, not stopped, time.perf_counter() - t0,
-                        peak_rss(), n_workers, worker_rss)  # fmt: skip
+                        peak_rss(), n_workers, worker_rss, *spent)  # fmt: skip
 
 
 def _manifest(table: Any, model_name: str, model_digest: str, chunk_size: int, n_records: int) -> dict[str, Any]:
