@@ -23,6 +23,8 @@ NodeProbability = Union[float, str, Callable[[Graph], Any]]
 
 __all__ = [
     "GraphSystem",
+    "KernelReads",
+    "kernel_reads",
     "prepare_graph",
     "scale_weights",
     "scale_start",
@@ -135,6 +137,25 @@ def _node_vector(value: NodeProbability, graph: Graph, what: str, who: str) -> n
     return arr
 
 
+@dataclass(frozen=True)
+class KernelReads:
+    """What a node and an edge kernel read of a graph: their label fields and the vector fields'
+    dimensions (:func:`~mgkflow.kernels.vector_dims`). Made once per call by :func:`kernel_reads` and
+    passed to :func:`prepare_graph` for each of the call's graphs."""
+
+    node_fields: tuple[str, ...]
+    edge_fields: tuple[str, ...]
+    node_dims: dict[str, int]
+    edge_dims: dict[str, int]
+
+
+def kernel_reads(node_kernel: BaseKernel, edge_kernel: BaseKernel) -> KernelReads:
+    """The :class:`KernelReads` of a node and an edge kernel (their structure, not their values)."""
+    return KernelReads(
+        tuple(node_kernel.fields), tuple(edge_kernel.fields), vector_dims(node_kernel), vector_dims(edge_kernel)
+    )
+
+
 def prepare_graph(
     graph: Graph,
     index: int | None,
@@ -142,12 +163,14 @@ def prepare_graph(
     edge_kernel: BaseKernel,
     p: NodeProbability = 1.0,
     q: NodeProbability = 0.05,
+    reads: KernelReads | None = None,
 ) -> GraphSystem:
     """Validate ``graph`` for the kernel and compute its p, q and d.
 
     Raises :class:`~mgkflow.errors.GraphError` naming the graph (``index`` and
     title) and the field for missing label fields, and q outside (0, 1) or
-    negative p.
+    negative p. ``reads``: :func:`kernel_reads` of the two kernels, made once by a caller that
+    prepares many graphs (made here otherwise).
 
     Examples
     --------
@@ -166,21 +189,26 @@ def prepare_graph(
             "(convert with Graph.from_networkx)"
         )
     who = describe_graph(index, graph.title)
-    for field in node_kernel.fields:
+    if reads is None:
+        reads = kernel_reads(node_kernel, edge_kernel)
+    for field in reads.node_fields:
         if field not in graph.node_labels:
             raise GraphError(
                 f"{who}: node kernel reads node label field '{field}', which the graph lacks "
                 f"(it has {sorted(graph.node_labels) or 'none'})"
             )
-    for field in edge_kernel.fields:
+    for field in reads.edge_fields:
         if field not in graph.edge_labels:
             raise GraphError(
                 f"{who}: edge kernel reads edge label field '{field}', which the graph lacks "
                 f"(it has {sorted(graph.edge_labels) or 'none'})"
             )
-    for what, kernel, labels in (("node", node_kernel, graph.node_labels), ("edge", edge_kernel, graph.edge_labels)):
-        dims = vector_dims(kernel)
-        for field in kernel.fields:
+    sides = (
+        ("node", node_kernel, graph.node_labels, reads.node_fields, reads.node_dims),
+        ("edge", edge_kernel, graph.edge_labels, reads.edge_fields, reads.edge_dims),
+    )
+    for what, kernel, labels, fields, dims in sides:
+        for field in fields:
             arr = labels[field]
             if field in dims and (arr.ndim != 2 or arr.shape[1] != dims[field]):
                 raise GraphError(
@@ -204,7 +232,7 @@ def prepare_graph(
     rowsum = np.where(rowsum > 0, rowsum, 1.0)
     d = rowsum / (1.0 - qv)
     _check_weight_span(d * qv, graph, who)
-    kinds = _label_kinds(graph, node_kernel, edge_kernel)
+    kinds = _label_kinds(graph, reads)
     return GraphSystem(
         graph=graph, index=index, p=pv, q=qv, d=d, weight_exponent=shift, label_kinds=kinds, rowsum=rowsum
     )
@@ -351,19 +379,30 @@ def system_graphs(systems: Sequence[GraphSystem]) -> tuple:
     return systems.graphs if isinstance(systems, Restopped) else tuple(s.graph for s in systems)
 
 
-def _label_kinds(graph: Graph, node_kernel: BaseKernel, edge_kernel: BaseKernel) -> tuple:
+def _label_kinds(graph: Graph, reads: KernelReads) -> tuple:
     """The :attr:`GraphSystem.label_kinds` of ``graph``'s scalar label fields read by the kernels."""
-    out = []
-    for what, kernel, labels in (("node", node_kernel, graph.node_labels), ("edge", edge_kernel, graph.edge_labels)):
-        for field in kernel.fields:
+    out, ints = [], []
+    for what, labels, fields in (("node", graph.node_labels, reads.node_fields),
+                                 ("edge", graph.edge_labels, reads.edge_fields)):  # fmt: skip
+        for field in fields:
             arr = labels[field]
             if arr.ndim != 1 or arr.size == 0:
                 continue  # vector labels are always float64; an empty array holds no label of any kind
-            if arr.dtype.kind == "f":
-                out.append(((what, field), "f", 0))
-                continue
-            big = np.flatnonzero((arr > _EXACT_FLOAT_INT) | (arr < -_EXACT_FLOAT_INT))
-            out.append(((what, field), "I", int(arr[big[0]])) if big.size else ((what, field), "i", 0))
+            if arr.dtype.kind == "f" or arr.dtype.itemsize <= 4:
+                out.append(((what, field), "f" if arr.dtype.kind == "f" else "i", 0))
+            elif arr.dtype == np.int64:  # (what Graph holds integers as) checked below, all fields at once
+                out.append(((what, field), "i", 0))
+                ints.append((len(out) - 1, arr))
+            else:
+                big = np.flatnonzero((arr > _EXACT_FLOAT_INT) | (arr < -_EXACT_FLOAT_INT))
+                out.append(((what, field), "I", int(arr[big[0]])) if big.size else ((what, field), "i", 0))
+    if ints:  # all the integer fields at once (most hold small integers): one pass, not two per field
+        every = np.concatenate([arr for _, arr in ints]) if len(ints) > 1 else ints[0][1]
+        if not (-_EXACT_FLOAT_INT <= every.min() and every.max() <= _EXACT_FLOAT_INT):
+            for k, arr in ints:
+                big = np.flatnonzero((arr > _EXACT_FLOAT_INT) | (arr < -_EXACT_FLOAT_INT))
+                if big.size:
+                    out[k] = (out[k][0], "I", int(arr[big[0]]))
     return tuple(out)
 
 

@@ -25,7 +25,15 @@ import numpy as np
 
 from ..errors import GraphError, ParameterError, ParameterTypeError
 from ..graph import Graph
-from ..system import GraphSystem, Restopped, check_label_kinds, prepare_graph, scale_start, with_stop_many
+from ..system import (
+    GraphSystem,
+    Restopped,
+    check_label_kinds,
+    kernel_reads,
+    prepare_graph,
+    scale_start,
+    with_stop_many,
+)
 from .checks import is_scalar
 from .spec import KernelSpec
 
@@ -123,6 +131,7 @@ def prepare(
     hits = 0
     stale: list[tuple[int, GraphSystem]] = []
     pool: dict | None = None if cacheable else {}
+    reads = None
     for i, g in enumerate(graphs):
         hit = old.get((id(g), i))
         if hit is not None and hit[0] is g and hit[1] == key:
@@ -137,8 +146,10 @@ def prepare(
         ):
             sys_ = _at_position(cand[2], i)  # prepared in another argument or position (not a hit: checked below)
         else:
+            if reads is None:
+                reads = kernel_reads(kern.node_kernel, kern.edge_kernel)
             try:
-                sys_ = scale_start(prepare_graph(g, i, kern.node_kernel, kern.edge_kernel, p=p, q=kern.q))
+                sys_ = scale_start(prepare_graph(g, i, kern.node_kernel, kern.edge_kernel, p=p, q=kern.q, reads=reads))
             except (GraphError, TypeError) as exc:
                 # name the argument too: "graph 3" alone is ambiguous in kern(X, Y)
                 raise type(exc)(f"in {what}: {exc}") from exc

@@ -38,8 +38,8 @@ def held_dtype(arrays: Sequence[np.ndarray]) -> np.dtype:
     >>> held_dtype([np.zeros(0), np.array([1, 2])]), held_dtype([np.array([1]), np.array([0.5])])
     (dtype('int64'), dtype('float64'))
     """
-    arrays = [np.asarray(a) for a in arrays]
-    held = [a.dtype for a in arrays if a.size]
+    arrays = [a if isinstance(a, np.ndarray) else np.asarray(a) for a in arrays]
+    held = {a.dtype for a in arrays if a.size}  # (a call's thousands of graphs hold one or two dtypes)
     if held:
         return np.result_type(*held)
     return arrays[0].dtype if arrays else np.dtype(np.float64)

@@ -87,8 +87,36 @@ def ensure_context() -> Any:
             if ctx is None:
                 return _create_context()
     if hasattr(ctx, "push") and driver().Context.get_current() is None:
-        ctx.push()
+        _push_here(ctx)
     return ctx
+
+
+#: Per thread: what pops the context a thread other than the main one pushed, when that thread ends.
+_THREAD = threading.local()
+
+
+class _PopAtThreadExit:
+    """Pops the context off its thread's stack when the thread ends (its thread-local storage is dropped
+    on that thread, before PyCUDA's own per-thread cleanup, which aborts the process on a non-empty stack:
+    a Dask worker's task threads at shutdown)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx, self.ident = ctx, threading.get_ident()
+
+    def __del__(self) -> None:
+        if threading.get_ident() != self.ident:  # never another thread's stack
+            return
+        try:
+            self.ctx.pop()
+        except Exception:  # noqa: BLE001 - popped already, or the driver is shutting down
+            pass
+
+
+def _push_here(ctx: Any) -> None:
+    """Make ``ctx`` current in this thread; a thread other than the main one pops it again when it ends."""
+    ctx.push()
+    if threading.current_thread() is not threading.main_thread():
+        _THREAD.pop_at_exit = _PopAtThreadExit(ctx)
 
 
 def _create_context() -> Any:
@@ -98,16 +126,17 @@ def _create_context() -> Any:
     if ctx is None:
         dev = cuda.Device(int(os.environ.get("MGKFLOW_DEVICE", "0")))
         ctx = dev.retain_primary_context()
-        ctx.push()
-        import atexit
+        _push_here(ctx)
+        if threading.current_thread() is threading.main_thread():
+            import atexit
 
-        def _pop() -> None:
-            try:
-                ctx.pop()
-            except Exception:  # noqa: BLE001 - interpreter shutdown
-                pass
+            def _pop() -> None:
+                try:
+                    ctx.pop()
+                except Exception:  # noqa: BLE001 - interpreter shutdown
+                    pass
 
-        atexit.register(_pop)
+            atexit.register(_pop)
     _state["context"] = ctx
     return ctx
 
