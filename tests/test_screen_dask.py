@@ -69,6 +69,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     whole = d / "whole.csv"
     res = screen(model, cands, whole, chunk_size=7, progress=False)
     assert res.complete and res.chunks == 6 and res.failed == 2 and res.workers == 0
+    assert res.featurize_seconds > 0 and res.predict_seconds > 0 and res.wait_seconds >= 0  # in-process stages
     return {"dir": d, "model": model, "candidates": cands, "whole": whole}
 
 
@@ -86,6 +87,7 @@ def test_dask_output_is_byte_identical(files: dict[str, Path], client, tmp_path:
     assert res.complete and res.computed == 6 and res.failed == 2 and res.workers == 2
     assert out.read_bytes() == files["whole"].read_bytes()
     assert res.peak_rss > 10 * 2**20 and res.worker_peak_rss > 10 * 2**20
+    assert res.featurize_seconds is res.predict_seconds is res.wait_seconds is None  # not timed on Dask
     assert any("2 workers" in n for n in notes) and not parts_dir(out).exists()
 
 

@@ -342,6 +342,10 @@ def _predict_part(model: Any, records: Sequence[Any]) -> tuple[bytes, int]:
 _OnPart = Callable[[int, int, bytes, int], None]
 
 
+#: The stages an in-process screen times (:class:`ScreenResult`'s ``featurize_seconds`` ... ``wait_seconds``).
+_STAGES = ("featurize", "predict", "wait")
+
+
 def _run_here(
     model: Any, todo: Iterable[tuple[int, list[Any]]], on_part: _OnPart, seconds: dict[str, float] | None = None
 ) -> None:
@@ -355,14 +359,15 @@ def _run_here(
     from ..io.rdkit import require_rdkit
 
     Chem = require_rdkit()
-    spent = {"featurize": 0.0, "predict": 0.0, "wait": 0.0} if seconds is None else seconds
+    spent = {} if seconds is None else seconds
+    spent.update(dict.fromkeys(_STAGES, 0.0))
 
     def prepare(records: list[Any]) -> _Prepared:
         t = time.perf_counter()
         try:
             return _prepare_chunk(model, records, Chem)
         finally:
-            spent["featurize"] = spent.get("featurize", 0.0) + time.perf_counter() - t
+            spent["featurize"] += time.perf_counter() - t
 
     chunks = iter(todo)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mgkflow-featurize") as pool:
@@ -376,8 +381,8 @@ def _run_here(
             nxt = next(chunks, None)
             ahead = None if nxt is None else pool.submit(prepare, nxt[1])
             mean, std, errors = _predict_chunk(model, chunk, Chem, prepared)
-            spent["wait"] = spent.get("wait", 0.0) + t1 - t
-            spent["predict"] = spent.get("predict", 0.0) + time.perf_counter() - t1
+            spent["wait"] += t1 - t
+            spent["predict"] += time.perf_counter() - t1
             on_part(k, len(chunk), _part_bytes(chunk, mean, std, errors), sum(1 for e in errors if e))
 
 
@@ -664,11 +669,10 @@ def screen(
             if bar is not None:
                 bar.update(n)
 
+        stages: dict[str, float] = {}  # (in-process: the stages' seconds; on Dask: none)
         if client is None:
-            stages: dict[str, float] | None = {}
             _run_here(est, todo, on_part, stages)
         else:
-            stages = None
             _run_dask(client, est, todo, on_part)
             worker_rss = _worker_peak_rss(client)
     computed, failed = counts["computed"], counts["failed"]
@@ -683,10 +687,8 @@ def screen(
         else:
             _assemble_csv(parts, out)
         shutil.rmtree(work)
-    spent = (None, None, None) if stages is None else (stages.get("featurize", 0.0), stages.get("predict", 0.0),
-                                                           stages.get("wait", 0.0))  # fmt: skip
     return ScreenResult(out, n_records, failed, n_chunks, resumed, computed, not stopped, time.perf_counter() - t0,
-                        peak_rss(), n_workers, worker_rss, *spent)  # fmt: skip
+                        peak_rss(), n_workers, worker_rss, *map(stages.get, _STAGES))  # fmt: skip
 
 
 def _manifest(table: Any, model_name: str, model_digest: str, chunk_size: int, n_records: int) -> dict[str, Any]:
