@@ -344,3 +344,25 @@ def test_featurizing_in_several_processes_gives_the_same_graphs(monkeypatch):
     old = pickle.loads(pickle.dumps(two))
     del old.__dict__["n_jobs"]
     assert pickle.loads(pickle.dumps(old)).n_jobs is None  # a featurizer pickled before n_jobs existed
+
+
+def _jobs_in_a_daemon(queue) -> None:  # (top level: the child process imports it)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        queue.put((MolecularFeaturizer(n_jobs=4)._jobs(10_000), len(caught)))
+
+
+def test_one_job_in_a_daemonic_process():
+    """A Dask worker is a daemonic process, which cannot start joblib's: its featurizer takes one job quietly."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_jobs_in_a_daemon, args=(queue,), daemon=True)
+    child.start()
+    jobs, warned = queue.get(timeout=120)
+    child.join(timeout=60)
+    assert (jobs, warned) == (1, 0)
+    assert MolecularFeaturizer(n_jobs=4)._jobs(10_000) == min(4, __import__("joblib").effective_n_jobs(4))

@@ -404,12 +404,17 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
         return out, np.vstack([p[1] for p in parts]), parts[0][2]
 
     def _jobs(self, n: int) -> int:
-        """Processes for n molecules: ``n_jobs`` (joblib's meaning), at most one per PART_MIN molecules."""
+        """Processes for n molecules: ``n_jobs`` (joblib's meaning), at most one per PART_MIN molecules; one
+        in a daemonic process (a Dask worker's: it cannot start processes, and the workers are the parallelism)."""
         jobs = getattr(self, "n_jobs", None)
         if jobs is None:
             return 1
         if isinstance(jobs, bool) or not isinstance(jobs, int | np.integer) or jobs == 0:
             raise ParameterError(f"n_jobs must be None or a nonzero integer, got {jobs!r:.60}")
+        import multiprocessing
+
+        if multiprocessing.current_process().daemon:  # (joblib would fall to one job with a warning per call)
+            return 1
         from joblib import effective_n_jobs
 
         return max(1, min(effective_n_jobs(int(jobs)), n // PART_MIN))
