@@ -59,6 +59,17 @@ def test_the_screen_output_and_what_is_kept(run, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scale.csv"]
 
 
+def test_the_screen_stages_in_process_and_on_dask(run, tmp_path):
+    table, _, _ = run
+    row = table.loc["screen"]
+    assert row["workers"] == 0 and row["featurize_s"] > 0 and row["predict_s"] > 0 and row["wait_s"] >= 0
+    pytest.importorskip("distributed")
+    argv = "--n-train 4 --n-test 2 --landmarks 2 --n-screen 6 --chunk-size 3 --max-iter 2 --no-descriptors"
+    assert learn_scale.main([*argv.split(), "--backend", "cpu", "--dask", "local:1", "-q", "--out", str(tmp_path)]) == 0
+    dask = pd.read_csv(tmp_path / "scale.csv").set_index("phase").loc["screen"]
+    assert dask["workers"] == 1 and dask["n"] == 6 and np.isnan(dask["featurize_s"])  # stages: in-process only
+
+
 def test_the_resume_check_sees_a_difference(run, tmp_path):
     _, _, out = run
     files = out / "scale_files"
@@ -123,6 +134,7 @@ def test_registered_as_a_suite():
         ["--resume-check", "--n-screen", "20", "--chunk-size", "10"],
         ["--backend", "tpu"],
         ["--target", "mw"],
+        ["--dask", "local:x"],
     ],
 )
 def test_bad_options_exit_with_a_usage_error(argv, capsys):

@@ -29,7 +29,8 @@ Phases, each timed on its own (wall seconds) and reported as one line on stdout 
     chunk (featurization and the model file's loading included); molecules/s, pairs/s (S·m / s)
     and the process's peak RSS (``getrusage``) after the screen; ``featurize_s``, ``predict_s`` and
     ``wait_s``: the screen's stages (:class:`~mgkflow.learn.screening.ScreenResult`), featurization in a
-    helper thread overlapping prediction, ``wait_s`` what the overlap did not hide.
+    helper thread overlapping prediction, ``wait_s`` what the overlap did not hide (in-process;
+    ``--dask SPEC`` screens on Dask workers instead, ``workers`` of them).
 ``resume``
     With ``--resume-check``: the screen again into a second output, stopped after some chunks
     (``max_chunks``) with its last part file taken back to the torn temporary file a kill during
@@ -61,7 +62,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cli_learn import _count
+from ..cli_learn import _count, _dask_spec
 
 __all__ = ["main"]
 
@@ -95,6 +96,13 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--chunk-size", type=_count(1), default=1000, help="molecules per screening chunk")
     ap.add_argument("--jobs", type=_count(1), default=None,
                     help="processes that featurize (MolecularGPR(n_jobs=...); default 1)")  # fmt: skip
+    ap.add_argument(
+        "--dask",
+        type=_dask_spec,
+        default=None,
+        metavar="SPEC",
+        help="screen on Dask (local:N, cuda or tcp://HOST:PORT), as mgkflow predict --dask; default in-process",
+    )
     ap.add_argument(
         "--resume-check",
         action="store_true",
@@ -372,6 +380,7 @@ def _screen_row(
         force=True,
         progress=not args.quiet,
         log=say,
+        dask=args.dask,
     )
     seconds = time.perf_counter() - t0
     return {
@@ -384,6 +393,7 @@ def _screen_row(
         "chunks": res.chunks,
         "failed": res.failed,
         "peak_rss_bytes": res.peak_rss,
+        "workers": res.workers,
         "featurize_s": res.featurize_seconds,
         "predict_s": res.predict_seconds,
         "wait_s": res.wait_seconds,
