@@ -388,22 +388,25 @@ def _label_kinds(graph: Graph, reads: KernelReads) -> tuple:
             arr = labels[field]
             if arr.ndim != 1 or arr.size == 0:
                 continue  # vector labels are always float64; an empty array holds no label of any kind
-            if arr.dtype.kind == "f" or arr.dtype.itemsize <= 4:
-                out.append(((what, field), "f" if arr.dtype.kind == "f" else "i", 0))
-            elif arr.dtype == np.int64:  # (what Graph holds integers as) checked below, all fields at once
-                out.append(((what, field), "i", 0))
+            out.append(((what, field), "f" if arr.dtype.kind == "f" else "i", 0))
+            if arr.dtype.kind != "f" and arr.dtype.itemsize > 4:
                 ints.append((len(out) - 1, arr))
-            else:
-                big = np.flatnonzero((arr > _EXACT_FLOAT_INT) | (arr < -_EXACT_FLOAT_INT))
-                out.append(((what, field), "I", int(arr[big[0]])) if big.size else ((what, field), "i", 0))
-    if ints:  # all the integer fields at once (most hold small integers): one pass, not two per field
-        every = np.concatenate([arr for _, arr in ints]) if len(ints) > 1 else ints[0][1]
-        if not (-_EXACT_FLOAT_INT <= every.min() and every.max() <= _EXACT_FLOAT_INT):
-            for k, arr in ints:
-                big = np.flatnonzero((arr > _EXACT_FLOAT_INT) | (arr < -_EXACT_FLOAT_INT))
-                if big.size:
-                    out[k] = (out[k][0], "I", int(arr[big[0]]))
+    # the integer fields in one pass where they share a dtype (Graph holds integers as int64; most are small),
+    # else (or when some value lies beyond ±2**53) field by field
+    if ints and not _within_exact(ints):
+        for k, arr in ints:
+            big = np.flatnonzero((arr > _EXACT_FLOAT_INT) | (arr < -_EXACT_FLOAT_INT))
+            if big.size:
+                out[k] = (out[k][0], "I", int(arr[big[0]]))
     return tuple(out)
+
+
+def _within_exact(ints: list[tuple[int, np.ndarray]]) -> bool:
+    """Whether every value of these integer arrays of one dtype lies within ±2**53 (False: look closer)."""
+    if len({arr.dtype for _, arr in ints}) != 1:
+        return False  # (mixed signed and unsigned arrays would concatenate as floats)
+    every = np.concatenate([arr for _, arr in ints]) if len(ints) > 1 else ints[0][1]
+    return bool(-_EXACT_FLOAT_INT <= every.min() and every.max() <= _EXACT_FLOAT_INT)
 
 
 def check_label_kinds(groups: Sequence[tuple[str, Sequence[GraphSystem]]]) -> None:
