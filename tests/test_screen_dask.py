@@ -178,7 +178,7 @@ def test_model_sent_once_and_chunks_in_flight_bounded(files: dict[str, Path], cl
         deps = {d for ds in tasks.values() for d in ds}
         assert all(len(ds) == 1 for ds in tasks.values()) and len(deps) == 1  # one shared estimator
         ((key, holders),) = deps
-        assert holders == 2  # scattered to both workers up front, not shipped per task
+        assert 1 <= holders <= 2  # scattered once (workers fetch it from a peer), not shipped per task
     here = {k: screening._predict_part(est, chunk)[0] for k, chunk in chunks}
     assert done == here
     assert not client.run_on_scheduler(_screen_tasks)  # everything released afterwards

@@ -8,7 +8,10 @@ from typing import Any
 
 from ..errors import BackendUnavailableError, ParameterError, ParameterTypeError
 
-__all__ = ["client_from_spec", "backend_for_spec", "parse_spec"]
+__all__ = ["client_from_spec", "backend_for_spec", "parse_spec", "scatter_to_all", "FETCH_TIMEOUT_S"]
+
+#: Seconds :func:`scatter_to_all` waits for every worker to hold the object before going on without.
+FETCH_TIMEOUT_S = 60.0
 
 
 def parse_spec(spec: str) -> tuple[str, int | None]:
@@ -143,6 +146,62 @@ def client_from_spec(
             client.close()
     finally:
         cluster.close()
+
+
+def _fetched(obj: Any) -> None:
+    """A task that only makes its worker hold ``obj`` (its argument, a scattered future)."""
+
+
+def scatter_to_all(client: Any, obj: Any, timeout: float = FETCH_TIMEOUT_S) -> Any:
+    """Scatter ``obj`` once and let every worker of ``client`` fetch it before any task needs it.
+
+    A job's shared input (a model, or a Gram job's graphs and kernel) is sent once, from this
+    process to one worker; each worker then fetches it from a worker that has it, by Dask's own
+    transfer of a dependency, through a small task placed on it, while no work runs yet. Fetched
+    with each worker's first real task instead, it waited for the holder to finish its own first
+    task (a worker busy with a task of Python host work answers its peers late): on one H100
+    with 8 or 16 workers, the other workers started 15-22 s into a 45 s screen (NOTES, S19-5).
+    ``scatter(..., broadcast=True)`` (Dask's ``replicate``) stalled before the first task
+    (S19-3/4). Workers that join later fetch the object with their first task.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The cluster's client.
+    obj : object
+        What every task needs (pickled once here).
+    timeout : float
+        Seconds to wait for the workers' fetches; the work goes on without the late ones (each
+        then fetches ``obj`` with its first task).
+
+    Returns
+    -------
+    distributed.Future
+        The scattered object, for the tasks to name.
+
+    Examples
+    --------
+    >>> with client_from_spec("local:2") as client:  # doctest: +SKIP
+    ...     fut = scatter_to_all(client, {"a": 1})
+    ...     len(client.who_has([fut])[fut.key])
+    2
+    """
+    from distributed import wait
+
+    [fut] = client.scatter([obj], hash=False)
+    workers = list(client.scheduler_info().get("workers", {}))
+    fetches = [
+        client.submit(
+            _fetched, fut, workers=[w], allow_other_workers=False, pure=False, key=f"mgkflow-fetch-{i}-{fut.key}"
+        )
+        for i, w in enumerate(workers)
+    ]
+    with contextlib.suppress(Exception):  # late or lost workers: they fetch it with their first task
+        wait(fetches, timeout=timeout)
+    client.cancel([f for f in fetches if not f.done()])
+    for f in fetches:
+        f.release()
+    return fut
 
 
 def _connect(client_class: Any, address: str, timeout: float | None) -> Any:

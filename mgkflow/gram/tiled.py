@@ -43,7 +43,7 @@ DTYPES = ("float64", "float32")
 
 @dataclass
 class GramJob:
-    """Everything a block task needs; sent to each Dask worker once (scattered, broadcast)."""
+    """Everything a block task needs; scattered to Dask once and fetched by each worker before its first block."""
 
     X: tuple[Graph, ...]
     Y: tuple[Graph, ...] | None
@@ -524,8 +524,10 @@ def run_block_overlapped(job: GramJob, block: Block) -> BlockReport:
 def _run_dask(client: Any, job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
     from distributed import as_completed
 
-    # graphs and kernel go to every worker once; each task names the scattered job
-    [job_future] = client.scatter([job], broadcast=True, hash=False)
+    from .cluster import scatter_to_all
+
+    # graphs and kernel: scattered once and fetched by every worker before the first block (each task names the job)
+    job_future = scatter_to_all(client, job)
     try:
         todo = list(blocks)
         for attempt in range(3):

@@ -15,7 +15,7 @@ byte-identical to that of an uninterrupted run. A rerun that differs in any of t
 
 On Dask. With ``dask="local:N"``, ``"cuda"``, ``"tcp://HOST:PORT"`` (the cluster specs of
 :func:`mgkflow.gram.client_from_spec`) or a ``distributed.Client``, the chunks are predicted on the
-workers: the estimator is pickled once and scattered to every worker (each unpickles it once), a
+workers: the estimator is pickled once, scattered, and fetched by every worker before the first chunk, a
 task gets a chunk's records and returns its part file's bytes, and this process writes the parts
 and assembles the output as above, so the output is byte-identical to an in-process run and an
 interrupted Dask run resumes in-process or on Dask alike. At most a few chunks per worker thread
@@ -389,15 +389,18 @@ def _run_here(
 def _run_dask(client: Any, model: Any, todo: Iterable[tuple[int, list[Any]]], on_part: _OnPart) -> None:
     """Predict the chunks of ``todo`` on the workers of ``client``, a bounded number in flight.
 
-    The estimator is scattered to every worker once (each task names it); ``todo`` is read only
+    The estimator is scattered once and fetched by every worker before the first chunk
+    (:func:`~mgkflow.gram.cluster.scatter_to_all`; each task names it); ``todo`` is read only
     as fast as chunks finish (at most :data:`CHUNKS_PER_THREAD` per worker thread in flight), and
     ``on_part`` is called in this process as each finishes, in the order they finish.
     """
     from distributed import as_completed
 
+    from ..gram.cluster import scatter_to_all
+
     threads = sum(int(w.get("nthreads", 1)) for w in client.scheduler_info().get("workers", {}).values())
     window = max(2, CHUNKS_PER_THREAD * threads)
-    [model_future] = client.scatter([model], broadcast=True, hash=False)
+    model_future = scatter_to_all(client, model)
     chunks = iter(todo)
     inflight: dict[str, tuple[Any, int, int]] = {}  # task key: (future, chunk index, molecules)
     running = as_completed()
