@@ -228,10 +228,12 @@ class Outputs:
         self.keep = keep
         self.slots: list[np.ndarray] = []
         self.done: Any = None
-        self.k = np.zeros(npairs)
-        self.it = np.zeros(npairs, dtype=np.int64)  # the scatters cast (no pass over the results afterwards)
-        self.res = np.zeros(npairs)
-        self.conv = np.zeros(npairs, dtype=bool)
+        # written through once here (np.full, not np.zeros' untouched pages): the scatters then write to
+        # mapped memory, not page by page into fresh memory in the jobs' order
+        self.k = np.full(npairs, 0.0)
+        self.it = np.full(npairs, 0, dtype=np.int64)  # the scatters cast (no pass over the results afterwards)
+        self.res = np.full(npairs, 0.0)
+        self.conv = np.full(npairs, False)
         self._dev: tuple | None = None
         self._lend = buffers or alloc_outputs
         self._lend_staging = staging or alloc_staging
