@@ -15,6 +15,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_wide import FakeAlloc, fake_backend  # noqa: F401  (fixture)
 
 from mgkflow.backends.exact import solve_pair
@@ -189,6 +191,33 @@ def test_bins() -> None:
         want = compact.compact_bins(n, nnz, g1[lo:hi], g2[lo:hi])
         got = router.bins(pairs[lo:hi, 0], pairs[lo:hi, 1])
         assert [(c.pairs.tolist(), c.block, c.smem) for c in got] == [(c.pairs.tolist(), c.block, c.smem) for c in want]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_router_puts_each_pair_in_its_smallest_bin(seed: int) -> None:
+    """Each pair goes to the launch of the smallest bin that holds its class pair (the router's table), in
+    ascending order, once; pairs no bin holds are left out; int32, int64 and strided pair arrays alike."""
+    rng = np.random.default_rng(seed)
+    ng = int(rng.integers(1, 40))
+    n = rng.integers(1, int(rng.choice([12, 40, 90])), ng)
+    nnz = n * rng.integers(1, 4, ng)
+    router = compact.CompactRouter(n, nnz, c_bytes=int(rng.choice([4, 8])))
+    pairs = rng.integers(0, ng, (int(rng.integers(1, 300)), 2))
+    g1, g2 = pairs[:, 0], pairs[:, 1]  # strided views
+    launches = router.bins(g1, g2)
+    blocks = [block for _, block in compact.BINS]
+    want_bin = router.table[router.cls[g1].astype(np.int64) * router.K + router.cls[g2]]
+    seen = np.full(len(g1), -1)
+    for c in launches:
+        b = blocks.index(c.block)
+        assert c.pairs.dtype == np.int64 and np.all(np.diff(c.pairs) > 0)
+        assert np.all(want_bin[c.pairs] == b) and np.all(seen[c.pairs] == -1)
+        seen[c.pairs] = b
+    assert np.array_equal(seen >= 0, want_bin < len(compact.BINS))
+    again = router.bins(g1.astype(np.int32), np.ascontiguousarray(g2))
+    rows = [(c.pairs.tolist(), c.block, c.smem) for c in launches]
+    assert [(c.pairs.tolist(), c.block, c.smem) for c in again] == rows
 
 
 def test_row_arrays_sorts_rows_that_are_not_canonical() -> None:
