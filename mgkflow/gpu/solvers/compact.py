@@ -476,15 +476,14 @@ class CompactPath:
     ) -> tuple[list[CompactLaunch], np.ndarray]:
         """The compact solver's launches (small pairs, row layout, value-only) and the indices of the pairs
         left to the other solvers."""
-        everything = np.arange(len(g1))
         if not self.on(config):
-            return [], everything
+            return [], np.arange(len(g1))
         bins = router_of(db, 8 if config.weight_double else 4, smem_budget(self.be.limits.smem_optin)).bins(g1, g2)
         if not bins:
-            return [], everything
+            return [], np.arange(len(g1))
         taken = sum(c.pairs.size for c in bins)
         if taken == len(g1):
-            return bins, everything[:0]
+            return bins, np.zeros(0, dtype=np.int64)
         left = np.ones(len(g1), dtype=bool)
         for c in bins:
             left[c.pairs] = False
