@@ -147,6 +147,24 @@ def test_scatter_to_all_lets_every_worker_fetch_before_any_task():
             assert job.result() == 499500.0
 
 
+def test_scatter_to_all_goes_on_without_a_busy_worker():
+    from distributed import Event
+
+    from mgkflow.gram.cluster import scatter_to_all
+
+    with client_from_spec("local:1", processes=False) as c:
+        gate = Event("mgkflow-test-gate", client=c)
+        busy = c.submit(lambda: gate.wait(30), pure=False)  # the only worker thread, held
+        while busy.status == "pending" and not c.processing()[next(iter(c.processing()))]:
+            time.sleep(0.05)
+        t = time.perf_counter()
+        fut = scatter_to_all(c, {"x": 1}, timeout=0.5)
+        assert time.perf_counter() - t < 10  # gave up waiting for the fetch instead of hanging
+        gate.set()
+        assert busy.result() is True
+        assert c.submit(lambda p: p["x"] + 1, fut, pure=False).result() == 2  # the work goes on
+
+
 def _task_keys(dask_scheduler=None) -> list[str]:
     return [str(k) for k in dask_scheduler.tasks]
 
