@@ -181,9 +181,9 @@ def scatter_to_all(client: Any, obj: Any, timeout: float = FETCH_TIMEOUT_S) -> A
 
     Examples
     --------
-    >>> with client_from_spec("local:2") as client:  # doctest: +SKIP
-    ...     fut = scatter_to_all(client, {"a": 1})
-    ...     len(client.who_has([fut])[fut.key])
+    >>> with client_from_spec("local:2", processes=False) as client:
+    ...     shared = scatter_to_all(client, {"a": 1})
+    ...     client.submit(lambda d: d["a"] + 1, shared).result()
     2
     """
     from distributed import wait
