@@ -117,9 +117,21 @@ def label_dtypes(
     """The dtype of each label field over all the systems' graphs (:func:`~mgkflow.format.octile.held_dtype`):
     the dtype the packed arrays hold, so the generated code reads every graph's labels as what they are
     (an integer field in one graph beside floats in another is read as floats, never the floats as integers)."""
-    node = {f: held_dtype([s.graph.node_labels[f] for s in systems]) for f in node_fields}
-    edge = {f: held_dtype([s.graph.edge_labels[f] for s in systems]) for f in edge_fields}
-    return node, edge
+    graphs = system_graphs(systems)
+    if not graphs:
+        return {f: held_dtype([]) for f in node_fields}, {f: held_dtype([]) for f in edge_fields}
+    # one pass over the graphs gathering each field's distinct dtypes (a list per field was 3x slower)
+    sides = (node_fields, edge_fields)
+    held: dict[tuple[int, str], set] = {(side, f): set() for side, fs in enumerate(sides) for f in fs}
+    for g in graphs:
+        labels = (g.node_labels, g.edge_labels)
+        for (side, f), dtypes in held.items():
+            arr = labels[side][f]
+            if arr.size:
+                dtypes.add(arr.dtype)
+    first = (graphs[0].node_labels, graphs[0].edge_labels)  # a field no graph holds entries of: the first's dtype
+    out = {k: np.result_type(*d) if d else np.asarray(first[k[0]][k[1]]).dtype for k, d in held.items()}
+    return {f: out[0, f] for f in node_fields}, {f: out[1, f] for f in edge_fields}
 
 
 def pack_host(systems: Sequence[GraphSystem], config: Any, sort: bool) -> HostBatch:
