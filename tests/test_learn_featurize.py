@@ -346,6 +346,25 @@ def test_featurizing_in_several_processes_gives_the_same_graphs(monkeypatch):
     assert pickle.loads(pickle.dumps(old)).n_jobs is None  # a featurizer pickled before n_jobs existed
 
 
+def test_heavy_atom_counts_in_several_processes(monkeypatch):
+    """heavy_atoms: RDKit's GetNumHeavyAtoms per SMILES, -1 where it cannot parse; the same on 2 processes."""
+    from rdkit import Chem
+
+    import mgkflow.learn.featurize as F
+
+    monkeypatch.setattr(F, "PART_MIN", 4)
+    smiles = (SMILES + ["not a smiles", "[H][H]", "*", "", "C1CC"]) * 3
+    want = [-1 if (m := Chem.MolFromSmiles(s)) is None else m.GetNumHeavyAtoms() for s in smiles]
+    assert -1 in want and 0 in want
+    two = MolecularFeaturizer(n_jobs=2)
+    assert two._jobs(len(smiles)) == 2
+    assert two.heavy_atoms(smiles).tolist() == want == MolecularFeaturizer().heavy_atoms(smiles).tolist()
+    with pytest.raises(ParameterTypeError):
+        two.heavy_atoms("CCO")
+    with pytest.raises(ParameterTypeError):
+        two.heavy_atoms(["CCO", 3])
+
+
 def _jobs_in_a_daemon(queue) -> None:  # (top level: the child process imports it)
     import warnings
 

@@ -87,3 +87,46 @@ def test_stage_seconds(tmp_path: Path) -> None:
     # the first chunk cannot overlap, and later ones featurize longer than the chunk before predicts
     assert res.wait_seconds >= 0.03
     assert res.wait_seconds + res.predict_seconds <= res.seconds
+
+
+class _CountingModel(_Featurized):
+    """A model fitted on SMILES (``featurizer_``) whose ``heavy_atoms`` checks a chunk (as MolecularGPR's
+    featurizer processes do); records the SMILES it was asked about."""
+
+    featurizer_ = object()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[list[str]] = []
+
+    def heavy_atoms(self, smiles):
+        from rdkit import Chem
+
+        self.asked.append(list(smiles))
+        return np.array([-1 if (m := Chem.MolFromSmiles(s)) is None else m.GetNumHeavyAtoms() for s in smiles])
+
+
+class _NoParsing:
+    """An RDKit stand-in for the screen's own process: parsing there fails the test."""
+
+    @staticmethod
+    def MolFromSmiles(smiles):
+        raise AssertionError(f"parsed {smiles!r} in the screen's process")
+
+
+def test_chunk_checked_by_the_models_heavy_atom_counts(tmp_path: Path) -> None:
+    from mgkflow.io.smiles_stream import SmilesRecord
+    from mgkflow.learn.screening import _prepare_chunk
+
+    smiles = ["CCO", "not a smiles", "[H][H]", "*C", "c1ccccc1"]
+    records = [SmilesRecord(line=i + 1, smiles=s, id=None, fields=(s,)) for i, s in enumerate(smiles)]
+    records.append(SmilesRecord(line=6, smiles="", id=None, fields=("", "x"), error="malformed line"))
+    model = _CountingModel()
+    valid, errors, inputs = _prepare_chunk(model, records, _NoParsing)
+    assert model.asked == [smiles]  # the readable records, once, none parsed here
+    assert valid == [0, 3, 4] and inputs == [("featurized", s) for s in ("CCO", "*C", "c1ccccc1")]
+    assert errors == ["", "invalid SMILES: RDKit could not parse it", "no heavy atom", "", "", "malformed line"]
+    # a model without a SMILES featurizer: the same checks, by RDKit in this process
+    from rdkit import Chem
+
+    assert _prepare_chunk(_Featurized(), records, Chem)[:2] == (valid, errors)
