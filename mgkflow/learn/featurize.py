@@ -304,6 +304,13 @@ def _featurize_part(
     return out, D, names
 
 
+def _parts(n: int, jobs: int) -> list[tuple[int, int]]:
+    """(start, stop) of the parts of n molecules for ``jobs`` processes: up to 4 a process, each of at least
+    :data:`PART_MIN` molecules."""
+    cuts = np.linspace(0, n, min(4 * jobs, n // PART_MIN) + 1).astype(int)
+    return list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+
+
 def _heavy_atoms_part(smiles: Sequence[str]) -> np.ndarray:
     """RDKit's heavy-atom count of each SMILES (-1: RDKit cannot parse it): what one process computes."""
     Chem = require_rdkit()
@@ -402,11 +409,10 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
             return _featurize_part(items, titles, atom_fields, bond_fields, graphs, descriptors)
         from joblib import Parallel, delayed
 
-        cuts = np.linspace(0, len(items), min(4 * jobs, len(items) // PART_MIN) + 1).astype(int)
         parts = Parallel(n_jobs=jobs)(
             delayed(_featurize_part)(items[a:b], None if titles is None else list(titles[a:b]), atom_fields,
                                      bond_fields, graphs, descriptors)  # fmt: skip
-            for a, b in zip(cuts[:-1], cuts[1:])
+            for a, b in _parts(len(items), jobs)
         )
         out = [g for p in parts for g in p[0]] if graphs else None
         if not descriptors:
@@ -435,8 +441,7 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
             return _heavy_atoms_part(items)
         from joblib import Parallel, delayed
 
-        cuts = np.linspace(0, len(items), min(4 * jobs, len(items) // PART_MIN) + 1).astype(int)
-        parts = Parallel(n_jobs=jobs)(delayed(_heavy_atoms_part)(items[a:b]) for a, b in zip(cuts[:-1], cuts[1:]))
+        parts = Parallel(n_jobs=jobs)(delayed(_heavy_atoms_part)(items[a:b]) for a, b in _parts(len(items), jobs))
         return np.concatenate(parts)
 
     def _jobs(self, n: int) -> int:
