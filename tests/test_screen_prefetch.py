@@ -90,10 +90,8 @@ def test_stage_seconds(tmp_path: Path) -> None:
 
 
 class _CountingModel(_Featurized):
-    """A model fitted on SMILES (``featurizer_``) whose ``heavy_atoms`` checks a chunk (as MolecularGPR's
-    featurizer processes do); records the SMILES it was asked about."""
-
-    featurizer_ = object()
+    """A model whose ``heavy_atoms`` checks a chunk (as MolecularGPR's featurizing processes do); records the
+    SMILES it was asked about."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -382,11 +382,10 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         return self
 
     def heavy_atoms(self, smiles: Sequence[str]) -> np.ndarray:
-        """RDKit's heavy-atom count of each SMILES, -1 where RDKit cannot parse it, computed by the fitted
-        featurizer's processes (:meth:`MolecularFeaturizer.heavy_atoms`): a screen's check of its chunks."""
-        if not hasattr(self, "featurizer_"):
-            raise ParameterError("this MolecularGPR has no SMILES featurizer: fit it on SMILES first")
-        return self.featurizer_.heavy_atoms(smiles)
+        """RDKit's heavy-atom count of each SMILES, -1 where RDKit cannot parse it, on the featurizer's
+        ``n_jobs`` processes (:meth:`MolecularFeaturizer.heavy_atoms`): a screen's check of its chunks."""
+        featurizer = getattr(self, "featurizer_", None) or MolecularFeaturizer(n_jobs=self.n_jobs)
+        return featurizer.heavy_atoms(smiles)
 
     def featurize(self, X: Sequence[Any]) -> list[Graph]:
         """The graphs (with their descriptors) that :meth:`predict` builds from X, SMILES strings or RDKit

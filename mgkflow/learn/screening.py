@@ -274,15 +274,15 @@ _Prepared = tuple[list[int], list[str], Sequence[Any]]
 def _prepare_chunk(model: Any, records: Sequence[Any], Chem: Any) -> _Prepared:
     """The records' checks and, for a model with ``featurize`` (:class:`~mgkflow.learn.MolecularGPR`), the
     valid ones' graphs; runs in a helper thread for the chunk after the one being predicted (:func:`_run_here`).
-    A model with ``heavy_atoms`` (a MolecularGPR fitted on SMILES) checks the SMILES in its featurizer's
+    A model with ``heavy_atoms`` (:class:`~mgkflow.learn.MolecularGPR`) checks the SMILES in its featurizing
     processes; otherwise RDKit parses them here. A featurizer that refuses the chunk leaves the SMILES:
     :func:`_predict_chunk` then finds the culprit."""
     errors = [rec.error or "" for rec in records]
     readable = [i for i, rec in enumerate(records) if not rec.error]
     smiles = [records[i].smiles for i in readable]
     counts = getattr(model, "heavy_atoms", None)
-    if callable(counts) and hasattr(model, "featurizer_") and smiles:
-        heavy = counts(smiles)  # parsed in the featurizer's processes, not in this one
+    if callable(counts) and smiles:
+        heavy = counts(smiles)  # parsed in the model's featurizing processes, not in this one
     else:
         heavy = [-1 if (mol := Chem.MolFromSmiles(s)) is None else mol.GetNumHeavyAtoms() for s in smiles]
     valid = []
