@@ -119,7 +119,7 @@ def test_graphs_and_kernel_reach_each_worker_once(client, kern):
     assert all(len(d) == 1 for d in deps.values()) and len(keys) == 1  # one shared job, no per-task copies
     (dep,) = {d[0] for d in deps.values()}
     assert 1 <= dep[1] <= 2  # scattered once; a worker fetches it from a peer with its first task
-    assert dep[0].startswith("GramJob-")  # the job holding the graphs and the kernel
+    assert dep[0].startswith("Pickled-")  # the job holding the graphs and the kernel, pickled once
     assert len(got) == 55
 
 
@@ -142,7 +142,7 @@ def test_scatter_to_all_lets_every_worker_fetch_before_any_task():
                 time.sleep(0.1)
             else:
                 raise AssertionError("fetch tasks left on the scheduler")
-            job = c.submit(lambda p: float(p["graphs"].sum()), fut, pure=False)
+            job = c.submit(lambda p: float(p.get()["graphs"].sum()), fut, pure=False)
             wait([job])
             assert job.result() == 499500.0
 
@@ -162,7 +162,34 @@ def test_scatter_to_all_goes_on_without_a_busy_worker():
         assert time.perf_counter() - t < 10  # gave up waiting for the fetch instead of hanging
         gate.set()
         assert busy.result() is True
-        assert c.submit(lambda p: p["x"] + 1, fut, pure=False).result() == 2  # the work goes on
+        assert c.submit(lambda p: p.get()["x"] + 1, fut, pure=False).result() == 2  # the work goes on
+
+
+class _CountsPickles:
+    """Counts how often it is pickled."""
+
+    pickled = 0
+
+    def __reduce__(self):
+        type(self).pickled += 1
+        return _CountsPickles, ()
+
+
+def test_pickled_pickles_its_object_once_and_unpickles_it_once_per_copy():
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mgkflow.gram.cluster import Pickled
+
+    _CountsPickles.pickled = 0
+    shared = Pickled(_CountsPickles())
+    copies = [pickle.loads(pickle.dumps(shared)) for _ in range(3)]  # workers fetching it
+    relayed = pickle.loads(pickle.dumps(copies[0]))  # a worker fetching it from a peer
+    assert _CountsPickles.pickled == 1  # the bytes travel; the object is not pickled again
+    with ThreadPoolExecutor(8) as pool:  # a worker's task threads asking at once
+        got = list(pool.map(lambda _: relayed.get(), range(32)))
+    assert all(g is got[0] for g in got) and isinstance(got[0], _CountsPickles)
+    assert copies[1].get() is not got[0]  # each copy unpickles its own
 
 
 def _task_keys(dask_scheduler=None) -> list[str]:

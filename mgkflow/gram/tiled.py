@@ -521,6 +521,11 @@ def run_block_overlapped(job: GramJob, block: Block) -> BlockReport:
     return _report(block, info, _worker_name())
 
 
+def _block_task(job: Any, block: Block) -> BlockReport:
+    """:func:`run_block_overlapped` as a Dask task: ``job`` is the :class:`~mgkflow.gram.cluster.Pickled` job."""
+    return run_block_overlapped(job.get(), block)
+
+
 def _run_dask(client: Any, job: GramJob, blocks: Sequence[Block], on_report: Callable[[BlockReport], None]) -> None:
     from distributed import as_completed
 
@@ -533,7 +538,7 @@ def _run_dask(client: Any, job: GramJob, blocks: Sequence[Block], on_report: Cal
         for attempt in range(3):
             futures = [
                 client.submit(
-                    run_block_overlapped, job_future, b, key=f"mgkflow-block-{job.run[:12]}-{attempt}-{b.key}",
+                    _block_task, job_future, b, key=f"mgkflow-block-{job.run[:12]}-{attempt}-{b.key}",
                     pure=False,
                 )  # fmt: skip
                 for b in todo

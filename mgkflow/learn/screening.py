@@ -343,6 +343,11 @@ def _predict_part(model: Any, records: Sequence[Any]) -> tuple[bytes, int]:
     return _part_bytes(records, mean, std, errors), sum(1 for e in errors if e)
 
 
+def _predict_shared(model: Any, records: Sequence[Any]) -> tuple[bytes, int]:
+    """:func:`_predict_part` as a Dask task: ``model`` is the :class:`~mgkflow.gram.cluster.Pickled` estimator."""
+    return _predict_part(model.get(), records)
+
+
 #: What the chunk runners call with each finished chunk: (chunk index, molecules, part bytes, rows failed).
 _OnPart = Callable[[int, int, bytes, int], None]
 
@@ -414,7 +419,7 @@ def _run_dask(client: Any, model: Any, todo: Iterable[tuple[int, list[Any]]], on
         item = next(chunks, None)
         if item is not None:
             k, chunk = item
-            fut = client.submit(_predict_part, model_future, chunk, key=f"mgkflow-screen-{k}-{os.urandom(6).hex()}",
+            fut = client.submit(_predict_shared, model_future, chunk, key=f"mgkflow-screen-{k}-{os.urandom(6).hex()}",
                                 pure=False)  # fmt: skip
             inflight[fut.key] = (fut, k, len(chunk))
             running.add(fut)
