@@ -296,6 +296,17 @@ def checked_csr(
     return adj, labels
 
 
+def _mirror_positions(rows: np.ndarray, cols: np.ndarray, n: int) -> np.ndarray:
+    """For each stored entry (i, j) of a row-major sorted CSR matrix without repeated entries, the
+    position of the entry (j, i), or -1 where there is none."""
+    if not rows.size:
+        return np.empty(0, dtype=np.int64)
+    key = rows * n + cols  # ascending: rows in order, columns sorted within each row
+    want = cols * n + rows
+    pos = np.minimum(np.searchsorted(key, want), key.size - 1)
+    return np.where(key[pos] == want, pos, -1)
+
+
 def validated_parts(
     adj: sp.csr_array, node_labels: Mapping[str, Any], edge_labels: Mapping[str, Any], coords: Any, title: str | None
 ) -> tuple[sp.csr_array, MappingProxyType, MappingProxyType, np.ndarray | None]:
@@ -311,47 +322,44 @@ def validated_parts(
     if n == 0:
         raise GraphError(f"{who}: empty graph (0 nodes)")
     data = adj.data
+    indptr = adj.indptr.astype(np.int64)
+    indices = adj.indices.astype(np.int64)
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     bad = ~np.isfinite(data) | (data < 0)
     if np.any(bad):
         k = int(np.flatnonzero(bad)[0])
-        i = int(np.searchsorted(adj.indptr, k, side="right") - 1)
         what = "negative" if data[k] < 0 else "NaN or infinite"
         raise GraphError(
-            f"{who}: edge weight between nodes {i} and {int(adj.indices[k])} is {what} ({data[k]}); "
+            f"{who}: edge weight between nodes {int(rows[k])} and {int(indices[k])} is {what} ({data[k]}); "
             "edge weights must be finite and non-negative"
         )
-    diag = adj.diagonal()
-    if np.any(diag != 0):
-        raise GraphError(f"{who}: self loop at node {int(np.flatnonzero(diag)[0])}; self loops are not allowed")
-    # drop explicit zeros, carrying labels along
     keep = data != 0
-    labels = {}
-    for name, vals in edge_labels.items():
-        labels[name] = _as_label_array(vals, name, "edge", len(data), who)[keep]
+    loops = np.flatnonzero((rows == indices) & keep)
+    if loops.size:
+        raise GraphError(f"{who}: self loop at node {int(rows[loops[0]])}; self loops are not allowed")
+    # drop explicit zeros, carrying labels along (numpy on the CSR arrays, which are sorted and
+    # without repeated entries: scipy's sparse operations cost more than the checks on a molecule)
+    labels = {name: _as_label_array(vals, name, "edge", len(data), who)[keep] for name, vals in edge_labels.items()}
     if not np.all(keep):
-        coo = adj.tocoo()
-        adj = sp.csr_array((data[keep], (coo.row[keep], coo.col[keep])), shape=adj.shape)
-    adj.indices = adj.indices.astype(np.int64)
-    adj.indptr = adj.indptr.astype(np.int64)
-    # symmetry, relative to each entry pair: |a_ij - a_ji| <= 1e-12 max(a_ij, a_ji)
-    excess = (abs(adj - adj.T) - 1e-12 * adj.maximum(adj.T)).tocoo()
-    bad_sym = excess.data > 0
+        data, indices, rows = data[keep], indices[keep], rows[keep]
+        indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n)))).astype(np.int64)
+    mirror = _mirror_positions(rows, indices, n)
+    # symmetry, relative to each entry pair: |a_ij - a_ji| <= 1e-12 max(a_ij, a_ji) (a missing entry is 0)
+    other = np.where(mirror >= 0, data[np.maximum(mirror, 0)], 0.0)
+    bad_sym = np.abs(data - other) - 1e-12 * np.maximum(data, other) > 0
+    adj = sp.csr_array((data, indices, indptr), shape=adj.shape)
+    adj.indices, adj.indptr = indices, indptr  # int64, whatever scipy chose
     if np.any(bad_sym):
-        k = int(np.flatnonzero(bad_sym)[0])
-        i, j = int(excess.row[k]), int(excess.col[k])
+        lo, hi = np.minimum(rows, indices)[bad_sym], np.maximum(rows, indices)[bad_sym]
+        first = np.lexsort((hi, lo))[0]  # the first offending entry in row-major order
+        i, j = int(lo[first]), int(hi[first])
         raise GraphError(
             f"{who}: adjacency matrix is not symmetric (graphs are undirected): "
             f"entry ({i}, {j}) is {float(adj[i, j])!r} but ({j}, {i}) is {float(adj[j, i])!r}"
         )
-    if labels:
-        # position of the mirror entry (j, i) of each stored entry (i, j)
-        pos = sp.csr_array((np.arange(1, adj.nnz + 1, dtype=np.float64), adj.indices, adj.indptr), shape=adj.shape)
-        mirror = pos.T.tocsr()
-        mirror.sort_indices()
-        mirror_idx = mirror.data.astype(np.int64) - 1
-        for name, vals in labels.items():
-            if not np.array_equal(vals, vals[mirror_idx]):
-                raise GraphError(f"{who}: edge label field '{name}' is not symmetric")
+    for name, vals in labels.items():
+        if not np.array_equal(vals, vals[mirror]):
+            raise GraphError(f"{who}: edge label field '{name}' is not symmetric")
     nl = {name: _as_label_array(v, name, "node", n, who) for name, v in node_labels.items()}
     xyz = None
     if coords is not None:
