@@ -126,7 +126,8 @@ def _atom_fields(mol: Any, kept: list, fields: Sequence[str], Chem: Any) -> dict
         "aromatic": lambda a: int(a.GetIsAromatic()),
         "hybridization": lambda a: int(a.GetHybridization()),
         "hydrogens": lambda a: a.GetTotalNumHs(includeNeighbors=True),
-        "degree": lambda a: sum(1 for b in a.GetNeighbors() if b.GetAtomicNum() != 1),
+        "degree": (lambda a: a.GetDegree()) if n == mol.GetNumAtoms()  # no hydrogen atoms: every neighbour counts
+        else (lambda a: sum(1 for b in a.GetNeighbors() if b.GetAtomicNum() != 1)),
         "ring_size": lambda a: ring.MinAtomRingSize(a.GetIdx()),
         "chirality": lambda a: {"R": 1, "S": 2}.get(a.GetPropsAsDict().get("_CIPCode", ""), 0),
     }
