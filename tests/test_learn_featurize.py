@@ -346,23 +346,35 @@ def test_featurizing_in_several_processes_gives_the_same_graphs(monkeypatch):
     assert pickle.loads(pickle.dumps(old)).n_jobs is None  # a featurizer pickled before n_jobs existed
 
 
-def test_heavy_atom_counts_in_several_processes(monkeypatch):
-    """heavy_atoms: RDKit's GetNumHeavyAtoms per SMILES, -1 where it cannot parse; the same on 2 processes."""
+def test_transform_checked_in_several_processes(monkeypatch):
+    """transform_checked: transform's graphs of the SMILES that make one, an error text for the others (RDKit
+    cannot parse it; no heavy atom); the same on 2 processes."""
     from rdkit import Chem
 
     import mgkflow.learn.featurize as F
 
     monkeypatch.setattr(F, "PART_MIN", 4)
     smiles = (SMILES + ["not a smiles", "[H][H]", "*", "", "C1CC"]) * 3
-    want = [-1 if (m := Chem.MolFromSmiles(s)) is None else m.GetNumHeavyAtoms() for s in smiles]
-    assert -1 in want and 0 in want
-    two = MolecularFeaturizer(n_jobs=2)
+    want = [F.INVALID_SMILES if (m := Chem.MolFromSmiles(s)) is None else F.NO_HEAVY_ATOM
+            if m.GetNumHeavyAtoms() == 0 else "" for s in smiles]  # fmt: skip
+    assert F.INVALID_SMILES in want and F.NO_HEAVY_ATOM in want
+    ok = [s for s, e in zip(smiles, want) if not e]
+    one = MolecularFeaturizer().fit(SMILES)
+    two = MolecularFeaturizer(n_jobs=2).fit(SMILES)
     assert two._jobs(len(smiles)) == 2
-    assert two.heavy_atoms(smiles).tolist() == want == MolecularFeaturizer().heavy_atoms(smiles).tolist()
+    reference = one.transform(ok)
+    for f in (one, two):
+        graphs, errors = f.transform_checked(smiles)
+        assert errors == want and len(graphs) == len(ok)
+        for g, r in zip(graphs, reference):
+            assert g.n_nodes == r.n_nodes and np.array_equal(g.features, r.features)
+            assert all(np.array_equal(g.node_labels[k], r.node_labels[k]) for k in r.node_labels)
     with pytest.raises(ParameterTypeError):
-        two.heavy_atoms("CCO")
+        two.transform_checked("CCO")
     with pytest.raises(ParameterTypeError):
-        two.heavy_atoms(["CCO", 3])
+        two.transform_checked(["CCO", 3])
+    with pytest.raises(ParameterError):
+        MolecularFeaturizer().transform_checked(["CCO"])  # not fitted
 
 
 def _jobs_in_a_daemon(queue) -> None:  # (top level: the child process imports it)

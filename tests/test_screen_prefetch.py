@@ -90,18 +90,21 @@ def test_stage_seconds(tmp_path: Path) -> None:
 
 
 class _CountingModel(_Featurized):
-    """A model whose ``heavy_atoms`` checks a chunk (as MolecularGPR's featurizing processes do); records the
-    SMILES it was asked about."""
+    """A model whose ``featurize_checked`` checks and featurizes a chunk (as MolecularGPR's featurizing processes
+    do, each SMILES parsed once); records the SMILES it was asked about."""
 
     def __init__(self) -> None:
         super().__init__()
         self.asked: list[list[str]] = []
 
-    def heavy_atoms(self, smiles):
+    def featurize_checked(self, smiles):
         from rdkit import Chem
 
         self.asked.append(list(smiles))
-        return np.array([-1 if (m := Chem.MolFromSmiles(s)) is None else m.GetNumHeavyAtoms() for s in smiles])
+        mols = [Chem.MolFromSmiles(s) for s in smiles]
+        errors = ["invalid SMILES: RDKit could not parse it" if m is None else "no heavy atom"
+                  if m.GetNumHeavyAtoms() == 0 else "" for m in mols]  # fmt: skip
+        return [("checked", s) for s, e in zip(smiles, errors) if not e], errors
 
 
 class _NoParsing:
@@ -112,7 +115,7 @@ class _NoParsing:
         raise AssertionError(f"parsed {smiles!r} in the screen's process")
 
 
-def test_chunk_checked_by_the_models_heavy_atom_counts(tmp_path: Path) -> None:
+def test_chunk_checked_and_featurized_by_the_model_at_once(tmp_path: Path) -> None:
     from mgkflow.io.smiles_stream import SmilesRecord
     from mgkflow.learn.screening import _prepare_chunk
 
@@ -122,9 +125,30 @@ def test_chunk_checked_by_the_models_heavy_atom_counts(tmp_path: Path) -> None:
     model = _CountingModel()
     valid, errors, inputs = _prepare_chunk(model, records, _NoParsing)
     assert model.asked == [smiles]  # the readable records, once, none parsed here
-    assert valid == [0, 3, 4] and inputs == [("featurized", s) for s in ("CCO", "*C", "c1ccccc1")]
+    assert not model.featurize_threads  # featurize_checked made the inputs: featurize was not called
+    assert valid == [0, 3, 4] and inputs == [("checked", s) for s in ("CCO", "*C", "c1ccccc1")]
     assert errors == ["", "invalid SMILES: RDKit could not parse it", "no heavy atom", "", "", "malformed line"]
-    # a model without a SMILES featurizer: the same checks, by RDKit in this process
+    # a model without it: the same checks, by RDKit in this process, then featurize
     from rdkit import Chem
 
-    assert _prepare_chunk(_Featurized(), records, Chem)[:2] == (valid, errors)
+    assert _prepare_chunk(_Featurized(), records, Chem) == (valid, errors, [("featurized", s) for s in
+                                                                            ("CCO", "*C", "c1ccccc1")])  # fmt: skip
+
+
+class _RefusesChecked(_Featurized):
+    """featurize_checked refuses (as a MolecularGPR fitted on Graphs does): the checks and featurize as without."""
+
+    def featurize_checked(self, smiles):
+        raise ParameterError("fitted on Graphs")
+
+
+def test_a_refused_featurize_checked_falls_back_to_the_checks_here() -> None:
+    from rdkit import Chem
+
+    from mgkflow.io.smiles_stream import SmilesRecord
+    from mgkflow.learn.screening import _prepare_chunk
+
+    records = [SmilesRecord(line=i + 1, smiles=s, id=None, fields=(s,)) for i, s in enumerate(["CCO", "xx"])]
+    assert _prepare_chunk(_RefusesChecked(), records, Chem) == (
+        [0], ["", "invalid SMILES: RDKit could not parse it"], [("featurized", "CCO")]
+    )

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from ..errors import GraphError, ParameterError, ParameterTypeError
+from ..errors import GraphError, MgkflowError, ParameterError, ParameterTypeError
 from ..graph import Graph
 from ..io.csr import csr_from_edges
 from ..io.rdkit import require_rdkit
@@ -288,21 +288,43 @@ def _check_fields(value: Any, allowed: tuple[str, ...], what: str) -> tuple[str,
 PART_MIN = 250
 
 
+#: The error text of a SMILES that RDKit cannot parse (:meth:`MolecularFeaturizer.transform_checked`, a screen's rows).
+INVALID_SMILES = "invalid SMILES: RDKit could not parse it"
+#: The error text of a SMILES without a heavy atom.
+NO_HEAVY_ATOM = "no heavy atom"
+
+
 def _featurize_part(
     items: Sequence[Any], titles: Sequence[str] | None, atom_fields: tuple, bond_fields: tuple, graphs: bool,
-    descriptors: bool,
-) -> tuple[list[Graph] | None, np.ndarray | None, tuple[str, ...] | None]:  # fmt: skip
-    """(graphs, raw descriptors, their names) of some molecules: what one process computes."""
+    descriptors: bool, checked: bool = False,
+) -> tuple[list[Graph] | None, np.ndarray | None, tuple[str, ...] | None, list[str] | None]:  # fmt: skip
+    """(graphs, raw descriptors, their names, errors) of some molecules: what one process computes. With
+    ``checked`` (SMILES strings), a molecule RDKit cannot parse, without a heavy atom or refused by the
+    graph's checks is left out, its error text in ``errors`` ('' for the others); else ``errors`` is None."""
     Chem = require_rdkit()
-    mols = [_mol(x, Chem) for x in items]
-    out = None
-    if graphs:
-        out = [_graph(m, atom_fields, bond_fields, None if titles is None else str(titles[i]), Chem)
-               for i, m in enumerate(mols)]  # fmt: skip
+    errors = None
+    if checked:
+        errors, mols, kept = [], [], []
+        for x in items:
+            mol = Chem.MolFromSmiles(x)
+            errors.append(INVALID_SMILES if mol is None else NO_HEAVY_ATOM if mol.GetNumHeavyAtoms() == 0 else "")
+            if not errors[-1]:
+                try:
+                    kept.append(_graph(mol, atom_fields, bond_fields, None, Chem))
+                    mols.append(mol)
+                except MgkflowError as exc:
+                    errors[-1] = " ".join(str(exc).split())
+        out = kept
+    else:
+        mols = [_mol(x, Chem) for x in items]
+        out = None
+        if graphs:
+            out = [_graph(m, atom_fields, bond_fields, None if titles is None else str(titles[i]), Chem)
+                   for i, m in enumerate(mols)]  # fmt: skip
     if not descriptors:
-        return out, None, None
+        return out, None, None, errors
     D, names = molecular_descriptors(mols)
-    return out, D, names
+    return out, D, names, errors
 
 
 def _parts(n: int, jobs: int) -> list[tuple[int, int]]:
@@ -310,16 +332,6 @@ def _parts(n: int, jobs: int) -> list[tuple[int, int]]:
     :data:`PART_MIN` molecules."""
     cuts = np.linspace(0, n, min(4 * jobs, n // PART_MIN) + 1).astype(int)
     return list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
-
-
-def _heavy_atoms_part(smiles: Sequence[str]) -> np.ndarray:
-    """RDKit's heavy-atom count of each SMILES (-1: RDKit cannot parse it): what one process computes."""
-    Chem = require_rdkit()
-    out = np.empty(len(smiles), dtype=np.int64)
-    for i, s in enumerate(smiles):
-        mol = Chem.MolFromSmiles(s)
-        out[i] = -1 if mol is None else mol.GetNumHeavyAtoms()
-    return out
 
 
 class MolecularFeaturizer(TransformerMixin, BaseEstimator):
@@ -392,58 +404,37 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
         return mols
 
     def _raw(
-        self, X: Any, titles: Sequence[str] | None, graphs: bool, descriptors: bool
-    ) -> tuple[list[Graph] | None, np.ndarray | None, tuple[str, ...] | None]:
-        """(graphs, raw descriptors, names) of the molecules X, in parts on ``n_jobs`` processes."""
+        self, X: Any, titles: Sequence[str] | None, graphs: bool, descriptors: bool, checked: bool = False
+    ) -> tuple[list[Graph] | None, np.ndarray | None, tuple[str, ...] | None, list[str] | None]:
+        """(graphs, raw descriptors, names, errors) of the molecules X, in parts on ``n_jobs`` processes
+        (``checked``: see :func:`_featurize_part`)."""
         atom_fields, bond_fields = self._checked()
         if isinstance(X, str | bytes) or not isinstance(X, Iterable):
             raise ParameterTypeError(f"X must be a sequence of SMILES strings or RDKit molecules, got {X!r:.60}")
         items = list(X)
         if not items:
             raise ParameterError("X holds no molecule")
+        if checked and not all(isinstance(x, str) for x in items):
+            raise ParameterTypeError("smiles must be a sequence of SMILES strings")
         if titles is not None and (isinstance(titles, str | bytes) or not isinstance(titles, Sequence | np.ndarray)):
             raise ParameterTypeError(f"titles must be a sequence of names, got {titles!r:.60}")
         if titles is not None and len(titles) != len(items):
             raise ParameterError(f"titles holds {len(titles)} names for {len(items)} molecules")
         jobs = self._jobs(len(items))
         if jobs <= 1:
-            return _featurize_part(items, titles, atom_fields, bond_fields, graphs, descriptors)
+            return _featurize_part(items, titles, atom_fields, bond_fields, graphs, descriptors, checked)
         from joblib import Parallel, delayed
 
         parts = Parallel(n_jobs=jobs)(
             delayed(_featurize_part)(items[a:b], None if titles is None else list(titles[a:b]), atom_fields,
-                                     bond_fields, graphs, descriptors)  # fmt: skip
+                                     bond_fields, graphs, descriptors, checked)  # fmt: skip
             for a, b in _parts(len(items), jobs)
         )
         out = [g for p in parts for g in p[0]] if graphs else None
+        errors = [e for p in parts for e in p[3]] if checked else None
         if not descriptors:
-            return out, None, None
-        return out, np.vstack([p[1] for p in parts]), parts[0][2]
-
-    def heavy_atoms(self, smiles: Sequence[str]) -> np.ndarray:
-        """RDKit's heavy-atom count (``GetNumHeavyAtoms``) of each SMILES, -1 where RDKit cannot parse it,
-        in parts on ``n_jobs`` processes: a screen checks its chunks this way, without parsing them in its
-        own process (about 100 µs a molecule that would hold the interpreter while the kernel's host work
-        waits for it).
-
-        Examples
-        --------
-        >>> import pytest; _ = pytest.importorskip("rdkit")
-        >>> MolecularFeaturizer().heavy_atoms(["CCO", "not a smiles", "[H][H]", "*C"]).tolist()
-        [3, -1, 0, 1]
-        """
-        if isinstance(smiles, str | bytes) or not isinstance(smiles, Iterable):
-            raise ParameterTypeError(f"smiles must be a sequence of SMILES strings, got {smiles!r:.60}")
-        items = list(smiles)
-        if not all(isinstance(x, str) for x in items):
-            raise ParameterTypeError("smiles must be a sequence of SMILES strings")
-        jobs = self._jobs(len(items))
-        if jobs <= 1:
-            return _heavy_atoms_part(items)
-        from joblib import Parallel, delayed
-
-        parts = Parallel(n_jobs=jobs)(delayed(_heavy_atoms_part)(items[a:b]) for a, b in _parts(len(items), jobs))
-        return np.concatenate(parts)
+            return out, None, None, errors
+        return out, np.vstack([p[1] for p in parts]), parts[0][2], errors
 
     def _jobs(self, n: int) -> int:
         """Processes for n molecules: ``n_jobs`` (joblib's meaning), at most one per PART_MIN molecules; one
@@ -468,7 +459,7 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
     def fit(self, X: Sequence[Any], y: Any = None) -> MolecularFeaturizer:
         """Learn the descriptors' standardization from the molecules X (SMILES or RDKit molecules)."""
         self._checked()
-        _, D, names = self._raw(X, None, False, bool(self.descriptors))
+        _, D, names, _ = self._raw(X, None, False, bool(self.descriptors))
         return self._fit_raw(D, names)
 
     def _fit_raw(self, D: np.ndarray | None, names: tuple[str, ...] | None) -> MolecularFeaturizer:
@@ -487,13 +478,36 @@ class MolecularFeaturizer(TransformerMixin, BaseEstimator):
         self._checked()
         if not hasattr(self, "n_features_"):
             raise ParameterError("this MolecularFeaturizer is not fitted yet: call fit(X) first")
-        graphs, D, _ = self._raw(X, titles, True, bool(self.n_features_))
+        graphs, D, _, _ = self._raw(X, titles, True, bool(self.n_features_))
         return self._with_features(graphs, D)
+
+    def transform_checked(self, smiles: Sequence[str]) -> tuple[list[Graph], list[str]]:
+        """The graphs of the SMILES that make one, and an error text per SMILES ('' where a graph was made),
+        each SMILES parsed once: a screen's chunk, where a bad molecule is a row with its reason, not an error.
+
+        RDKit cannot parse it: :data:`INVALID_SMILES`; no heavy atom: :data:`NO_HEAVY_ATOM`; a graph the
+        checks refuse: their message. The graphs are :meth:`transform`'s of the others, in order.
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("rdkit")
+        >>> f = MolecularFeaturizer(descriptors=False).fit(["CCO"])
+        >>> graphs, errors = f.transform_checked(["CCO", "not a smiles", "[H][H]", "c1ccccc1"])
+        >>> [g.n_nodes for g in graphs], errors
+        ([3, 6], ['', 'invalid SMILES: RDKit could not parse it', 'no heavy atom', ''])
+        """
+        self._checked()
+        if not hasattr(self, "n_features_"):
+            raise ParameterError("this MolecularFeaturizer is not fitted yet: call fit(X) first")
+        if isinstance(smiles, str | bytes):
+            raise ParameterTypeError(f"smiles must be a sequence of SMILES strings, got {smiles!r:.60}")
+        graphs, D, _, errors = self._raw(smiles, None, True, bool(self.n_features_), checked=True)
+        return self._with_features(graphs, D), errors
 
     def fit_transform(self, X: Sequence[Any], y: Any = None, titles: Sequence[str] | None = None) -> list[Graph]:
         """``fit(X).transform(X)`` with each molecule parsed and its descriptors computed once."""
         self._checked()
-        graphs, D, names = self._raw(X, titles, True, bool(self.descriptors))
+        graphs, D, names, _ = self._raw(X, titles, True, bool(self.descriptors))
         return self._fit_raw(D, names)._with_features(graphs, D)
 
     def _with_features(self, graphs: list[Graph], D: np.ndarray | None) -> list[Graph]:

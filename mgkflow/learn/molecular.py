@@ -381,11 +381,16 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         self.kernel_ = self.gpr_.kernel_
         return self
 
-    def heavy_atoms(self, smiles: Sequence[str]) -> np.ndarray:
-        """RDKit's heavy-atom count of each SMILES, -1 where RDKit cannot parse it, on the featurizer's
-        ``n_jobs`` processes (:meth:`MolecularFeaturizer.heavy_atoms`): a screen's check of its chunks."""
-        featurizer = getattr(self, "featurizer_", None) or MolecularFeaturizer(n_jobs=self.n_jobs)
-        return featurizer.heavy_atoms(smiles)
+    def featurize_checked(self, smiles: Sequence[str]) -> tuple[list[Graph], list[str]]:
+        """The graphs :meth:`featurize` makes of the SMILES that make one, and an error text per SMILES ('' where
+        a graph was made), each parsed once on the featurizer's ``n_jobs`` processes
+        (:meth:`MolecularFeaturizer.transform_checked`): a screen's chunk. A model fitted on Graphs has no
+        featurizer: ParameterTypeError, as :meth:`predict` of SMILES."""
+        if not hasattr(self, "gpr_"):
+            raise ParameterError("this MolecularGPR is not fitted yet: call fit(X, y) first")
+        if not hasattr(self, "featurizer_"):
+            raise ParameterTypeError("this MolecularGPR was fitted on Graphs: predict takes Graphs too")
+        return self.featurizer_.transform_checked(smiles)
 
     def featurize(self, X: Sequence[Any]) -> list[Graph]:
         """The graphs (with their descriptors) that :meth:`predict` builds from X, SMILES strings or RDKit

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendUnavailableError, MgkflowError, OutputPathError, ParameterError, ParameterTypeError
+from .featurize import INVALID_SMILES, NO_HEAVY_ATOM
 from .model_file import file_sha256, load_model
 
 __all__ = [
@@ -274,23 +275,26 @@ _Prepared = tuple[list[int], list[str], Sequence[Any]]
 def _prepare_chunk(model: Any, records: Sequence[Any], Chem: Any) -> _Prepared:
     """The records' checks and, for a model with ``featurize`` (:class:`~mgkflow.learn.MolecularGPR`), the
     valid ones' graphs; runs in a helper thread for the chunk after the one being predicted (:func:`_run_here`).
-    A model with ``heavy_atoms`` (:class:`~mgkflow.learn.MolecularGPR`) checks the SMILES in its featurizing
-    processes; otherwise RDKit parses them here. A featurizer that refuses the chunk leaves the SMILES:
-    :func:`_predict_chunk` then finds the culprit."""
+    A model with ``featurize_checked`` (:class:`~mgkflow.learn.MolecularGPR`) parses each SMILES once, in its
+    featurizing processes, for both; otherwise RDKit parses them here to check them, and a featurizer that
+    refuses the chunk leaves the SMILES: :func:`_predict_chunk` then finds the culprit."""
     errors = [rec.error or "" for rec in records]
     readable = [i for i, rec in enumerate(records) if not rec.error]
     smiles = [records[i].smiles for i in readable]
-    counts = getattr(model, "heavy_atoms", None)
-    if callable(counts) and smiles:
-        heavy = counts(smiles)  # parsed in the model's featurizing processes, not in this one
-    else:
-        heavy = [-1 if (mol := Chem.MolFromSmiles(s)) is None else mol.GetNumHeavyAtoms() for s in smiles]
+    checked = getattr(model, "featurize_checked", None)
+    if callable(checked) and smiles:
+        with contextlib.suppress(MgkflowError):  # (a model fitted on Graphs: the checks below, then one by one)
+            inputs, found = checked(smiles)
+            for i, e in zip(readable, found):
+                errors[i] = e
+            return [i for i, e in zip(readable, found) if not e], errors, inputs
     valid = []
-    for i, h in zip(readable, heavy):
-        if h < 0:
-            errors[i] = "invalid SMILES: RDKit could not parse it"
-        elif h == 0:
-            errors[i] = "no heavy atom"
+    for i, s in zip(readable, smiles):
+        mol = Chem.MolFromSmiles(s)
+        if mol is None:
+            errors[i] = INVALID_SMILES
+        elif mol.GetNumHeavyAtoms() == 0:
+            errors[i] = NO_HEAVY_ATOM
         else:
             valid.append(i)
     inputs: Sequence[Any] = [records[i].smiles for i in valid]
