@@ -322,8 +322,8 @@ def validated_parts(
     if n == 0:
         raise GraphError(f"{who}: empty graph (0 nodes)")
     data = adj.data
-    indptr = adj.indptr.astype(np.int64)
-    indices = adj.indices.astype(np.int64)
+    indptr = np.asarray(adj.indptr, dtype=np.int64)
+    indices = np.asarray(adj.indices, dtype=np.int64)
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     bad = ~np.isfinite(data) | (data < 0)
     if np.any(bad):
@@ -340,14 +340,16 @@ def validated_parts(
     # drop explicit zeros, carrying labels along (numpy on the CSR arrays, which are sorted and
     # without repeated entries: scipy's sparse operations cost more than the checks on a molecule)
     labels = {name: _as_label_array(vals, name, "edge", len(data), who)[keep] for name, vals in edge_labels.items()}
-    if not np.all(keep):
+    dropped = not np.all(keep)
+    if dropped:
         data, indices, rows = data[keep], indices[keep], rows[keep]
         indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n)))).astype(np.int64)
     mirror = _mirror_positions(rows, indices, n)
     # symmetry, relative to each entry pair: |a_ij - a_ji| <= 1e-12 max(a_ij, a_ji) (a missing entry is 0)
     other = np.where(mirror >= 0, data[np.maximum(mirror, 0)], 0.0)
     bad_sym = np.abs(data - other) - 1e-12 * np.maximum(data, other) > 0
-    adj = sp.csr_array((data, indices, indptr), shape=adj.shape)
+    if dropped:
+        adj = sp.csr_array((data, indices, indptr), shape=adj.shape)
     adj.indices, adj.indptr = indices, indptr  # int64, whatever scipy chose
     if np.any(bad_sym):
         lo, hi = np.minimum(rows, indices)[bad_sym], np.maximum(rows, indices)[bad_sym]
