@@ -288,7 +288,8 @@ def checked_csr(
         labels = {k: v[order] for k, v in labels.items()}
         indices = indices[order]
     dup = np.flatnonzero(indices[1:] == indices[:-1]) + 1
-    dup = dup[~np.isin(dup, indptr)]  # equal neighbours in different rows are fine
+    if dup.size:  # equal neighbours in different rows are fine: drop the positions that start a row
+        dup = dup[indptr[np.searchsorted(indptr, dup)] != dup]
     if dup.size:
         k = int(dup[0])
         i = int(np.searchsorted(indptr, k, side="right") - 1)

@@ -78,3 +78,19 @@ def test_validated_parts_agrees_with_the_sparse_algebra(case):
     np.testing.assert_array_equal(got.indices, want.indices)
     np.testing.assert_array_equal(got.data, want.data)
     np.testing.assert_array_equal(got_labels["bond"], want_labels["bond"])
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.lists(st.integers(0, 5), max_size=4), min_size=1, max_size=6))
+def test_checked_csr_refuses_an_entry_held_twice_in_a_row_only(rows):
+    n = max(6, len(rows))
+    rows = rows + [[] for _ in range(n - len(rows))]
+    indices = [c for r in rows for c in sorted(r)]
+    indptr = np.concatenate(([0], np.cumsum([len(r) for r in rows])))
+    twice = [(i, c) for i, r in enumerate(rows) for c in sorted(set(r)) if r.count(c) > 1]
+    if twice:
+        with pytest.raises(GraphError, match=rf"entry \({twice[0][0]}, {twice[0][1]}\) twice"):
+            checked_csr(indptr, indices, np.ones(len(indices)), n, None, "g")
+    else:
+        adj, _ = checked_csr(indptr, indices, np.ones(len(indices)), n, None, "g")
+        assert adj.nnz == len(indices)
