@@ -249,25 +249,23 @@ def _cross(kern: KernelSpec, xs: list[GraphSystem], ys: list[GraphSystem], norma
     t0 = time.perf_counter()
     N, Mn = len(xs), len(ys)
     raw = not normalize
-    pairs = cross_pairs(N, Mn)
+    NM = N * Mn
     if normalize:  # the N + M self-pairs in the same call, over the graphs of X then Y: one batch, packed once
-        NM = N * Mn
-        zs, both = [*xs, *ys], np.empty((NM + N + Mn, 2), dtype=pairs.dtype)
-        both[:NM] = pairs  # (filled in place: a screen chunk's 10^7 pairs are not copied twice more)
-        both[:NM, 1] += N
+        zs, both = [*xs, *ys], np.empty((NM + N + Mn, 2), dtype=np.int64)
+        cross_pairs(N, Mn, out=both[:NM], offset=N)  # (written in place: a screen chunk's 10^7 pairs, once)
         both[NM:] = self_pairs(N + Mn)
         vals, _, its, res, conv = solve(kern, zs, zs, both, raw=raw)
         dxv, dyv, rs, cs = vals[NM : NM + N], vals[NM + N :], res[NM:], conv[NM:]
         vals, its, res, conv = vals[:NM], its[:NM], res[:NM], conv[:NM]
     else:
-        vals, _, its, res, conv = solve(kern, xs, ys, pairs, raw=raw)
+        vals, _, its, res, conv = solve(kern, xs, ys, cross_pairs(N, Mn), raw=raw)
     K = vals.reshape(N, Mn)
     I, R, C = its.reshape(N, Mn), res.reshape(N, Mn), conv.reshape(N, Mn)
     if not normalize:
-        record(kern, K.shape, len(pairs), I, R, C, t0)
+        record(kern, K.shape, NM, I, R, C, t0)
         check_finite(K, xs, ys)
         return K, C, R
-    record(kern, K.shape, len(pairs) + N + Mn, I, R, C, t0)
+    record(kern, K.shape, NM + N + Mn, I, R, C, t0)
     check_convergence(kern, cs, rs, stacklevel=4)
     check_finite(K, xs, ys)
     check_finite(dxv[:, None], xs, xs)

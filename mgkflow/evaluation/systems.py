@@ -85,10 +85,19 @@ def _kept_gram_pairs(n: int) -> np.ndarray:
     return out
 
 
-def cross_pairs(n: int, m: int) -> np.ndarray:
-    """Every (i, j) of an n x m matrix, row by row."""
-    ii, jj = np.meshgrid(np.arange(n), np.arange(m), indexing="ij")
-    return np.stack([ii.ravel(), jj.ravel()], axis=1)
+def cross_pairs(n: int, m: int, out: np.ndarray | None = None, offset: int = 0) -> np.ndarray:
+    """Every (i, j + ``offset``) of an n x m matrix, row by row, written into ``out`` (n·m × 2 int64) if given:
+    a caller that needs the pairs inside a larger array (a normalized K(X, Y)'s cross and self pairs) writes
+    them there, without a further n·m × 2 array (160 MB for a screen chunk of 5,000 × 2,000, whose fresh pages
+    cost more than the writes)."""
+    if out is None:
+        out = np.empty((n * m, 2), dtype=np.int64)
+    if not out.flags.c_contiguous:  # (reshape would copy, and the writes would not reach out)
+        raise ValueError("cross_pairs writes into a C-contiguous array only")
+    grid = out.reshape(n, m, 2)
+    grid[:, :, 0] = np.arange(n)[:, None]
+    grid[:, :, 1] = np.arange(offset, offset + m)[None, :]
+    return out
 
 
 def self_pairs(n: int) -> np.ndarray:
