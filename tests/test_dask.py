@@ -224,3 +224,17 @@ def test_blocks_whose_marker_went_missing_are_recomputed(client, kern, tmp_path)
     assert sorted(keys) == sorted(["0.0", "0.1", "0.1", "0.2", "1.1", "1.2", "2.2"])  # 0.1 twice
     assert (tmp_path / "lost-once").exists() and not store.missing_blocks()
     assert np.array_equal(load_gram(path).matrix, kern(gs))
+
+
+def test_cpu_backend_threads_follow_the_dask_worker():
+    """In a Dask worker a CPU backend uses the worker's task threads (local:N: one each), not every core."""
+    import os
+
+    from mgkflow.backends.cpu import NumbaCPUBackend, default_threads
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert default_threads() == cores  # outside a worker
+    with client_from_spec("local:2", processes=False) as c:
+        assert c.submit(lambda: NumbaCPUBackend().threads, pure=False).result() == 1
+    with client_from_spec("local:1", processes=False, threads_per_worker=3) as c:
+        assert c.submit(default_threads, pure=False).result() == 3

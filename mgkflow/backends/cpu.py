@@ -995,6 +995,19 @@ class _Batch:
         return ts[modes[ts] < 0]
 
 
+def default_threads() -> int:
+    """The threads a :class:`NumbaCPUBackend` uses unless told: in a Dask worker, the worker's task threads
+    (its tasks are the parallelism: ``local:N`` starts N one-thread workers, and each taking every core
+    would run N × cores threads); elsewhere the cores this process may run on."""
+    dist = sys.modules.get("distributed")  # (only where Dask is in use: never imported for this)
+    if dist is not None:
+        try:
+            return max(1, int(dist.get_worker().state.nthreads))
+        except (ValueError, AttributeError):  # not in a worker ("No worker found"), or another Dask
+            pass
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 class NumbaCPUBackend:
     """Float64 CPU backend without a size cap, on every core (numba-compiled Jacobi PCG).
 
@@ -1009,7 +1022,8 @@ class NumbaCPUBackend:
     max_iter : int
         CG iteration limit per pair.
     threads : int, optional
-        Worker threads (default: all cores available to the process).
+        Worker threads (default :func:`default_threads`: all cores available to the process, or in a
+        Dask worker its task threads).
     cache_bytes : int
         Memory budget for cached edge-pair products, shared by the pairs solved at once;
         a pair whose products do not fit is solved matrix-free (memory O(n·m)).
@@ -1042,7 +1056,7 @@ class NumbaCPUBackend:
         compiled_kernels: bool = True,
     ) -> None:
         if threads is None:
-            threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            threads = default_threads()
         if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
             raise ValueError(f"threads must be a positive integer, got {threads!r}")
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int | np.integer) or cache_bytes < 0:
