@@ -190,6 +190,8 @@ def test_pickled_pickles_its_object_once_and_unpickles_it_once_per_copy():
         got = list(pool.map(lambda _: relayed.get(), range(32)))
     assert all(g is got[0] for g in got) and isinstance(got[0], _CountsPickles)
     assert copies[1].get() is not got[0]  # each copy unpickles its own
+    assert relayed._blob is None  # and lets its bytes go: a later relay pickles the object again
+    assert isinstance(pickle.loads(pickle.dumps(relayed)).get(), _CountsPickles) and _CountsPickles.pickled == 2
 
 
 def _task_keys(dask_scheduler=None) -> list[str]:

@@ -154,7 +154,8 @@ class Pickled:
     Dask pickles a scattered object afresh for every worker that fetches it from a peer, in the
     peer's event loop: a screening model of 2,000 landmarks (73 MB, 0.33 s a pickle) fetched by
     15 workers from one took 12 s (NOTES, S20-2). Wrapped, a fetch copies bytes, and each worker
-    unpickles the object once, in the first task that asks for it (:meth:`get`).
+    unpickles the object once, in the first task that asks for it (:meth:`get`), and then lets the
+    bytes go (a worker asked for it later pickles the object again, as Dask would).
 
     Examples
     --------
@@ -183,15 +184,21 @@ class Pickled:
         return new
 
     def __reduce__(self) -> tuple:
-        return Pickled._from_blob, (self._blob,)
+        blob = self._blob
+        if blob is None:  # unpickled here, its bytes let go
+            import pickle
+
+            blob = pickle.dumps(self._obj, protocol=pickle.HIGHEST_PROTOCOL)
+        return Pickled._from_blob, (blob,)
 
     def get(self) -> Any:
         """The object, unpickled on the first call here (once per process that holds this copy)."""
         import pickle
 
         with self._lock:  # a worker's task threads unpickle it once
-            if self._obj is None:
+            if self._blob is not None:
                 self._obj = pickle.loads(self._blob)
+                self._blob = None  # (the object and its bytes are not both held)
             return self._obj
 
 
