@@ -294,6 +294,12 @@ INVALID_SMILES = "invalid SMILES: RDKit could not parse it"
 NO_HEAVY_ATOM = "no heavy atom"
 
 
+def molecule_problem(mol: Any) -> str:
+    """Why RDKit's parse ``mol`` of a SMILES makes no graph (:data:`INVALID_SMILES` for None,
+    :data:`NO_HEAVY_ATOM`), or '' when it does: a screen's row error."""
+    return INVALID_SMILES if mol is None else NO_HEAVY_ATOM if mol.GetNumHeavyAtoms() == 0 else ""
+
+
 def _featurize_part(
     items: Sequence[Any], titles: Sequence[str] | None, atom_fields: tuple, bond_fields: tuple, graphs: bool,
     descriptors: bool, checked: bool = False,
@@ -307,7 +313,7 @@ def _featurize_part(
         errors, mols, kept = [], [], []
         for x in items:
             mol = Chem.MolFromSmiles(x)
-            errors.append(INVALID_SMILES if mol is None else NO_HEAVY_ATOM if mol.GetNumHeavyAtoms() == 0 else "")
+            errors.append(molecule_problem(mol))
             if not errors[-1]:
                 try:
                     kept.append(_graph(mol, atom_fields, bond_fields, None, Chem))

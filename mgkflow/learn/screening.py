@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendUnavailableError, MgkflowError, OutputPathError, ParameterError, ParameterTypeError
-from .featurize import INVALID_SMILES, NO_HEAVY_ATOM
+from .featurize import molecule_problem
 from .model_file import file_sha256, load_model
 
 __all__ = [
@@ -290,12 +290,8 @@ def _prepare_chunk(model: Any, records: Sequence[Any], Chem: Any) -> _Prepared:
             return [i for i, e in zip(readable, found) if not e], errors, inputs
     valid = []
     for i, s in zip(readable, smiles):
-        mol = Chem.MolFromSmiles(s)
-        if mol is None:
-            errors[i] = INVALID_SMILES
-        elif mol.GetNumHeavyAtoms() == 0:
-            errors[i] = NO_HEAVY_ATOM
-        else:
+        errors[i] = molecule_problem(Chem.MolFromSmiles(s))
+        if not errors[i]:
             valid.append(i)
     inputs: Sequence[Any] = [records[i].smiles for i in valid]
     featurize = getattr(model, "featurize", None)
