@@ -141,3 +141,20 @@ def test_nvcc_compiles_the_gram_assembly(tmp_path: Path) -> None:
     for name in KERNELS:
         assert f"Function properties for {name}" in proc.stderr
     assert set(re.findall(r"(\d+) bytes spill stores", proc.stderr)) == {"0"}, proc.stderr
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
+def test_nvcc_compiles_the_dense_kernels(tmp_path: Path) -> None:
+    from mgkflow.gpu.dense import KERNELS, SOURCE
+    from mgkflow.gpu.source import template_text
+
+    path = tmp_path / SOURCE
+    path.write_text(template_text(SOURCE))
+    cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-Xptxas", "-v", "-o", str(tmp_path / "d.cubin"),
+           str(path)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" not in proc.stderr.lower(), proc.stderr
+    for name in KERNELS:
+        assert f"Function properties for {name}" in proc.stderr
+    assert set(re.findall(r"(\d+) bytes spill stores", proc.stderr)) == {"0"}, proc.stderr

@@ -6,7 +6,8 @@ and ``ablation`` (GPU primitive map and ablation), ``gpu_sweep`` (a hyperparamet
 compiles and time per evaluation), ``gpu_calibrate`` (cost models of the GPU strategies),
 ``gram`` (tiled Gram matrices: in-process vs Dask, kill and resume), ``theta`` (one warm
 K + dK step of a GP fit: wall, device and host time), ``scale`` (a low-rank GP fitted on up to
-10⁵–10⁶ molecules and a screen with it: time, scores, peak memory, a resume check) and ``fuzz``
+10⁵–10⁶ molecules and a screen with it: time, scores, peak memory, a resume check), ``dense`` (an
+exact GP step's n × n algebra: host LAPACK against the GPU's cuSOLVER) and ``fuzz``
 (property-based fuzzing of the API and CLI). Each writes CSV or JSON under ``reports/``.
 
 The benchmarks live here, apart from the runtime code they measure; ``fuzz`` is not a
@@ -30,6 +31,7 @@ SUITES = {
     "gram": "mgkflow.bench.gram",
     "theta": "mgkflow.bench.theta_loop",
     "scale": "mgkflow.bench.learn_scale",
+    "dense": "mgkflow.bench.dense",
     "fuzz": "mgkflow.fuzz",
 }
 
