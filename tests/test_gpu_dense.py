@@ -209,6 +209,28 @@ def test_a_fit_on_the_device_equals_the_host_fit(fake_dense, monkeypatch) -> Non
     assert _fit("auto").linalg_ == "cpu"
 
 
+def test_a_cusolver_that_does_not_start(fake_backend, monkeypatch, capsys) -> None:  # noqa: F811
+    """cusolverDnCreate failing: "auto" falls back to the host and says why, "gpu" raises an mgkflow error."""
+
+    class Lib:
+        def cusolverDnCreate(self, handle):
+            return 7  # CUSOLVER_STATUS_INTERNAL_ERROR
+
+    dense.reset()
+    dense._state["available"] = True
+    monkeypatch.setattr(dense, "_library", lambda: Lib())
+    monkeypatch.setattr("mgkflow.learn.gpr.DEVICE_MIN_N", 10)
+    try:
+        gp = GraphGPR(C(1.0) * RBF(0.5) + WhiteKernel(0.05), linalg="auto", max_iter=3, verbose=1)
+        X = np.linspace(0, 1, 20)[:, None]
+        assert gp.fit(X, np.sin(5 * X[:, 0])).linalg_ == "cpu"
+        assert "runs on the host: cuSOLVER did not start" in capsys.readouterr().err
+        with pytest.raises(BackendUnavailableError, match="cusolverStatus_t 7"):
+            _fit("gpu", n=20)
+    finally:
+        dense.reset()
+
+
 def test_the_posterior_evidence_is_the_objective_at_the_fitted_theta() -> None:
     gp = _fit("cpu")
     K = gp.kernel_(gp.X_train_)

@@ -142,7 +142,12 @@ def _solver() -> Any:
     with _LOCK:
         if _state["solver"] is None:
             device.ensure_context()
-            _state["solver"] = CuSolver(_library())
+            try:
+                _state["solver"] = CuSolver(_library())
+            except RuntimeError as exc:  # cusolverDnCreate failed (no memory, a driver mismatch)
+                raise BackendUnavailableError(
+                    f"cuSOLVER did not start ({exc}); linalg='cpu' runs the dense algebra on the host"
+                ) from exc
         return _state["solver"]
 
 

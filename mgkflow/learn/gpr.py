@@ -205,10 +205,10 @@ class GraphGPR(RegressorMixin, BaseEstimator):
             raise BackendUnavailableError("linalg='gpu' needs PyCUDA and a CUDA device; linalg='cpu' runs on the host")
         try:
             return dense.DeviceDense(n)
-        except ProblemTooLargeError:
+        except (ProblemTooLargeError, BackendUnavailableError) as exc:
             if self.linalg == "gpu":
                 raise
-            self._say(f"the {n} × {n} dense algebra does not fit the device's memory: it runs on the host")
+            self._say(f"the {n} × {n} dense algebra runs on the host: {exc}")
             return None
 
     def fit(self, X: Sequence, y: np.ndarray) -> GraphGPR:
