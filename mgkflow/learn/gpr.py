@@ -46,7 +46,7 @@ from threadpoolctl import threadpool_limits
 from ..errors import BackendUnavailableError, ParameterError, ProblemTooLargeError
 from ._search import fit_hyperparameters
 from .contract import gram_contraction
-from .objectives import OBJECTIVES, WEIGHTS, NotPositiveDefiniteError
+from .objectives import OBJECTIVES, WEIGHTS, NotPositiveDefiniteError, lml_value
 
 __all__ = ["GraphGPR", "blas_threads", "DEVICE_MIN_N", "LINALG"]
 
@@ -254,7 +254,6 @@ class GraphGPR(RegressorMixin, BaseEstimator):
         evidence from the factor alone: no inverse)."""
         K = self.kernel_(self._X)
         K[np.diag_indices_from(K)] += self.alpha
-        n = len(self._y)
         if self.objective != "lml":
             self.objective_value_ = float(WEIGHTS[self.objective](K, self._y)[0])
         got = self._dense.cholesky(K, self._y) if self._dense is not None else None
@@ -268,7 +267,7 @@ class GraphGPR(RegressorMixin, BaseEstimator):
             got = L, sla.cho_solve((L, True), self._y, check_finite=False), float(np.log(np.diag(L)).sum())
         self.L_, self.alpha_, logdet = got
         if self.objective == "lml":
-            self.objective_value_ = -0.5 * float(self._y @ self.alpha_) - logdet - 0.5 * n * np.log(2 * np.pi)
+            self.objective_value_ = lml_value(self._y, self.alpha_, logdet)
         self.X_train_ = self._X
 
     # ------------------------------------------------------------------ prediction

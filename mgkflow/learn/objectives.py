@@ -52,6 +52,7 @@ __all__ = [
     "loo_log_predictive",
     "loo_neg_squared_error",
     "lml_weights",
+    "lml_value",
     "loo_log_predictive_weights",
     "loo_neg_squared_error_weights",
     "contract",
@@ -128,6 +129,12 @@ def contract(W: np.ndarray, dK: np.ndarray) -> np.ndarray:
     return (W.reshape(1, -1) @ dK.reshape(n * n, -1))[0] if dK.shape[2] else np.zeros(0)
 
 
+def lml_value(Y: np.ndarray, a: np.ndarray, half_logdet: float) -> float:
+    """log p(Y | θ) from the targets Y (n × m), a = K⁻¹ Y and ½ log|K| = Σ log Lᵢᵢ (L: K's Cholesky factor)."""
+    n, m = (Y.shape[0], 1) if Y.ndim == 1 else Y.shape
+    return -0.5 * float(np.sum(Y * a)) - m * half_logdet - 0.5 * n * m * float(np.log(2 * np.pi))
+
+
 def lml_weights(K: np.ndarray, y: np.ndarray, overwrite: bool = False) -> tuple[float, np.ndarray]:
     """log p(y | θ) and the weights W of its gradient, g_j = Σ W ∘ ∂K/∂θⱼ (W = ½ (aaᵀ − m K⁻¹)).
 
@@ -136,9 +143,8 @@ def lml_weights(K: np.ndarray, y: np.ndarray, overwrite: bool = False) -> tuple[
     Y = y[:, None] if y.ndim == 1 else y
     L = _cholesky(K, overwrite)
     a = sla.cho_solve((L, True), Y, check_finite=False)
-    n, m = Y.shape
-    value = -0.5 * float(np.sum(Y * a)) - m * float(np.log(np.diag(L)).sum()) - 0.5 * n * m * np.log(2 * np.pi)
-    return value, _weights(L, a, -0.5 * m, overwrite)
+    value = lml_value(Y, a, float(np.log(np.diag(L)).sum()))
+    return value, _weights(L, a, -0.5 * Y.shape[1], overwrite)
 
 
 def _loo_parts(K: np.ndarray, y: np.ndarray, overwrite: bool = False):
