@@ -138,7 +138,9 @@ def _add_fit(sub: Any) -> None:
         default=None,
         metavar="M",
         help="a low-rank Gaussian process on M landmarks (chosen by pivoted Cholesky) instead of the "
-        "exact one: n*M kernel entries instead of n*n, for large training sets (default: exact)",
+        "exact one: n*M kernel entries instead of n*n, for training sets too large for the exact GP (on "
+        "an H100 the exact GP fits 20,000 molecules in about 4 minutes; there M = 2,000 had 1.4x its test "
+        "error; default: exact)",
     )
     p.add_argument("--seed", type=_seed, default=0, help="seed of the restarts (default 0)")
     p.add_argument(
