@@ -205,3 +205,15 @@ def test_stand_in_labels_in_processes_equal_the_serial_ones():
     serial = _labels(smiles, "logp", None)
     assert serial[-1] is None and all(v is not None for v in serial[:-1])
     assert _labels(smiles, "logp", 2) == serial
+
+
+def test_the_test_molecules_are_the_same_for_every_n():
+    """The split takes the test molecules first: runs at two N score on the same molecules, and the
+    smaller training set is the start of the larger one."""
+    from mgkflow.bench.learn_scale import _load, _parser
+
+    small = _load(_parser().parse_args("--n-train 6 --n-test 4 --n-screen 0".split()))
+    large = _load(_parser().parse_args("--n-train 15 --n-test 4 --n-screen 3".split()))
+    assert small["test"] == large["test"] and list(small["y_test"]) == list(large["y_test"])
+    assert large["train"][:6] == small["train"] and not set(large["test"]) & set(large["train"])
+    assert len(large["screen"]) == 3 and not set(large["screen"]) & set(large["train"] + large["test"])

@@ -9,9 +9,10 @@ Phases, each timed on its own (wall seconds) and reported as one line on stdout 
 
 ``data``
     The molecules (``--source``: the shipped 10,000-molecule subset, a full split of an installed
-    ``molsets``, or a SMILES CSV file), a seeded split into ``--n-train``, ``--n-test`` and
+    ``molsets``, or a SMILES CSV file), a seeded split into ``--n-test``, ``--n-train`` and
     ``--n-screen`` disjoint molecules, their stand-in labels, and the backend's warm-up (compiled
-    CPU kernels; the GPU's name).
+    CPU kernels; the GPU's name). The test molecules come first in the seeded order, so runs with
+    the same seed and ``--n-test`` score every N on the same molecules.
 ``featurize``
     The training molecules to graphs with standardized RDKit descriptors (the part of
     ``MolecularGPR.fit`` before its Gaussian process: the fit's wall time less ``gpr_.fit_seconds_``).
@@ -244,7 +245,7 @@ def _load(args: argparse.Namespace) -> dict[str, Any]:
     screen = [smiles[int(i)] for i in order[pos : pos + args.n_screen]]
     if len(labelled) < args.n_train + args.n_test or len(screen) < args.n_screen:
         raise ParameterError(f"{what}: {dropped} SMILES RDKit cannot parse leave too few molecules for {need}")
-    n = args.n_train
+    n, t = args.n_train, args.n_test
     seconds = time.perf_counter() - t0
     row = {
         "phase": "data",
@@ -256,10 +257,10 @@ def _load(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": seconds,
     }
     return {
-        "train": labelled[:n],
-        "y_train": np.asarray(labels[:n]),
-        "test": labelled[n:],
-        "y_test": np.asarray(labels[n:]),
+        "train": labelled[t:],
+        "y_train": np.asarray(labels[t:]),
+        "test": labelled[:t],  # first: the same test molecules whatever n is
+        "y_test": np.asarray(labels[:t]),
         "screen": screen,
         "row": row,
         "what": what,
