@@ -186,10 +186,11 @@ def _fit(linalg: str, n: int = 60, **kw: Any) -> GraphGPR:
     X = rng.uniform(size=(n, 2))
     y = np.sin(4 * X[:, 0]) + 0.1 * rng.normal(size=n)
     kernel = C(1.0) * RBF(0.5) + WhiteKernel(0.05)
-    return GraphGPR(kernel, linalg=linalg, verbose=0, max_iter=20, **kw).fit(X, y)
+    kw.setdefault("verbose", 0)
+    return GraphGPR(kernel, linalg=linalg, max_iter=20, **kw).fit(X, y)
 
 
-def test_a_fit_on_the_device_equals_the_host_fit(fake_dense, monkeypatch) -> None:
+def test_a_fit_on_the_device_equals_the_host_fit(fake_dense, monkeypatch, capsys) -> None:
     host = _fit("cpu")
     gpu = _fit("gpu")
     assert host.linalg_ == "cpu" and gpu.linalg_ == "gpu"
@@ -203,8 +204,9 @@ def test_a_fit_on_the_device_equals_the_host_fit(fake_dense, monkeypatch) -> Non
         np.testing.assert_allclose(a, b, rtol=1e-8)
     n_calls = len(fake_dense.calls)
     monkeypatch.setattr("mgkflow.learn.gpr.DEVICE_MIN_N", 50)
-    auto = _fit("auto")  # at least DEVICE_MIN_N points: the device
+    auto = _fit("auto", verbose=1)  # at least DEVICE_MIN_N points: the device, and the fit says so
     assert auto.linalg_ == "gpu" and len(fake_dense.calls) > n_calls
+    assert "the 60 × 60 algebra of each step runs on the GPU" in capsys.readouterr().err
     monkeypatch.setattr("mgkflow.learn.gpr.DEVICE_MIN_N", 61)
     assert _fit("auto").linalg_ == "cpu"
 

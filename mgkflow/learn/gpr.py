@@ -229,6 +229,8 @@ class GraphGPR(RegressorMixin, BaseEstimator):
         self._workspace: dict = {}  # the steps' n × n arrays, reused (see gram_contraction)
         self._dense = self._device_dense(len(y))
         self.linalg_ = "cpu" if self._dense is None else "gpu"
+        if self._dense is not None:
+            self._say(f"the {len(y)} × {len(y)} algebra of each step runs on the GPU (cuSOLVER)")
         try:
             with threadpool_limits(limits=blas_threads(len(y)), user_api="blas"):
                 self._fit_hyperparameters()
