@@ -2,7 +2,7 @@
 
 A step of an exact GP's hyperparameter fit factors the n × n training covariance K and forms the
 weights W = ½ (a aᵀ − K⁻¹) of its gradient (:func:`mgkflow.learn.objectives.lml_weights`): n³ flops,
-17–20 s on a 16-core GPU host at n = 20,000 (LAPACK potrf + potri, ``mgkflow/gpu/NOTES.md`` S21-3),
+17–29 s on a 16-core GPU host at n = 20,000 (LAPACK potrf + potri, ``mgkflow/gpu/NOTES.md`` S21-3, S21-4),
 which made a fit at that size take most of an hour. :class:`DeviceDense` does the same on the GPU
 with cuSOLVER (``potrf``, ``potrs``, ``potri``), finishes W with the kernels of ``mgk_dense.cu`` and
 sends back W (into K's own memory when the caller allows); the contraction with ∂K stays where ∂K
