@@ -67,6 +67,9 @@ def test_lml_fit_matches_scikit_learn():
     m2, s2 = theirs.predict(X[:5], return_std=True)
     np.testing.assert_allclose(m1, m2, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(s1, s2, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(fixed.L_, theirs.L_, rtol=1e-10, atol=1e-12)  # the posterior's factor
+    np.testing.assert_allclose(fixed.alpha_, theirs.alpha_, rtol=1e-8)
+    assert fixed.objective_value_ == pytest.approx(theirs.log_marginal_likelihood_value_, rel=1e-10)
 
 
 def test_restarts_never_end_worse_and_are_seeded():

@@ -120,3 +120,25 @@ def test_weights_in_place_equal_the_copying_ones(n, m, seed, name):
         Kinv = np.linalg.inv(keep)
         a = Kinv @ y
         np.testing.assert_allclose(W, 0.5 * (a @ a.T - m * Kinv), rtol=1e-7, atol=1e-9)
+
+
+def test_without_gradient_the_leaves_are_evaluated_without_theirs():
+    """gram_contraction(gradient=False): K as with the gradient, from the same workspace arrays, and no leaf
+    asked for its gradient (a fit's posterior at the fitted θ)."""
+    asked = []
+
+    class Recording(RBF):
+        def __call__(self, X, Y=None, eval_gradient=False):
+            asked.append(eval_gradient)
+            return super().__call__(X, Y, eval_gradient)
+
+    X = np.random.default_rng(0).normal(size=(9, 2))
+    kernel = C(2.0) * Recording(1.5) + WhiteKernel(0.1)
+    workspace: dict = {}
+    K0, _ = gram_contraction(kernel, X, workspace)
+    want = K0.copy()
+    assert asked == [True]
+    K, _ = gram_contraction(kernel, X, workspace, gradient=False)
+    assert asked == [True, False] and K is K0
+    np.testing.assert_allclose(K, want, rtol=1e-15)
+    np.testing.assert_allclose(K, kernel(X), rtol=1e-12)

@@ -92,9 +92,10 @@ def _dot(W: np.ndarray, A: Any) -> float:
     return float(np.dot(W.ravel(), np.asarray(A).ravel()))
 
 
-def tree_gram(k: Any, X: Any, n: int, scratch: Scratch) -> tuple[Any, Any]:
-    """(value, contract) of a kernel over X, X: value a number or an n × n array, contract W ↦ g."""
-    return tree_block(k, Block(X, None, (n, n), scratch))
+def tree_gram(k: Any, X: Any, n: int, scratch: Scratch, grad: bool = True) -> tuple[Any, Any]:
+    """(value, contract) of a kernel over X, X: value a number or an n × n array, contract W ↦ g (without
+    ``grad`` the leaves are evaluated without their gradients and the contraction is not to be called)."""
+    return tree_block(k, Block(X, None, (n, n), scratch, grad=grad))
 
 
 def tree_block(k: Any, b: Block) -> tuple[Any, Any]:
@@ -117,7 +118,8 @@ def tree_block(k: Any, b: Block) -> tuple[Any, Any]:
         value.fill(0.0)
         value.flat[:: n + 1] = float(k.noise_level)
         return value, _white_contraction(k)
-    if isinstance(k, MarginalizedGraphKernel) and k.n_dims and not isinstance(b.X, np.ndarray) and b.Y is None:
+    opened = b.Y is None and b.grad and not isinstance(b.X, np.ndarray)
+    if isinstance(k, MarginalizedGraphKernel) and k.n_dims and opened:
         return k.gram_contraction(b.X)  # over the solved pairs: no n × n × H array
     if isinstance(k, Cached):
         if k.kernel.n_dims:
@@ -136,9 +138,9 @@ def tree_block(k: Any, b: Block) -> tuple[Any, Any]:
 
 
 def _leaf(k: Any, b: Block) -> tuple[np.ndarray, np.ndarray | None]:
-    """(K, dK) of a kernel the walk does not open (dK None for a cross block without ``b.grad``)."""
+    """(K, dK) of a kernel the walk does not open (dK None without ``b.grad``)."""
     if b.Y is None:
-        return k(b.X, eval_gradient=True)
+        return k(b.X, eval_gradient=True) if b.grad else (k(b.X), None)
     return b.cross(k, b.X, b.Y, b.grad, b.cache)
 
 

@@ -245,7 +245,9 @@ def contracted_gradient(
     return K, (g[0] if W.ndim == 2 else g)
 
 
-def gram_contraction(kernel: Any, X: Any, workspace: dict | None = None) -> tuple[np.ndarray, Any]:
+def gram_contraction(
+    kernel: Any, X: Any, workspace: dict | None = None, gradient: bool = True
+) -> tuple[np.ndarray, Any]:
     """K(X, X) with its noise, and a function ``W -> g`` with g_h = Σᵢⱼ Wᵢⱼ ∂Kᵢⱼ/∂θ_h.
 
     The training covariance of an exact Gaussian process and its gradient's contraction, without
@@ -262,6 +264,9 @@ def gram_contraction(kernel: Any, X: Any, workspace: dict | None = None) -> tupl
         Keeps the n × n arrays of a call for the next one (a fit passes the same dict at every
         step and drops it at the end). K is then one of them: the caller may change it, but the
         next call overwrites it, and ``W -> g`` holds only until then.
+    gradient : bool
+        False: K alone (the leaves evaluated without their gradients; ``W -> g`` is not to be called),
+        e.g. a fit's posterior at the fitted θ in the arrays its steps used.
 
     Examples
     --------
@@ -280,7 +285,7 @@ def gram_contraction(kernel: Any, X: Any, workspace: dict | None = None) -> tupl
         raise ParameterTypeError(f"workspace must be None or a dict, got {type(workspace).__name__}")
     n = len(X)
     scratch = Scratch(workspace)
-    value, g = tree_gram(kernel, X, n, scratch)
+    value, g = tree_gram(kernel, X, n, scratch, grad=gradient)
     if np.ndim(value) == 0:
         return np.full((n, n), float(value)), g
     if isinstance(kernel, Sum | Product):

@@ -253,15 +253,16 @@ class GraphGPR(RegressorMixin, BaseEstimator):
 
     def _posterior(self) -> None:
         """K's Cholesky factor ``L_`` and ``alpha_`` = K⁻¹ y at the fitted θ, and the objective there (the
-        evidence from the factor alone: no inverse)."""
-        K = self.kernel_(self._X)
+        evidence from the factor alone: no inverse). K is made in the arrays the fit's steps used (a fresh
+        ``kernel_(X)`` beside them made this the fit's peak of host memory)."""
+        K, _ = gram_contraction(self.kernel_, self._X, self._workspace, gradient=False)
         K[np.diag_indices_from(K)] += self.alpha
         if self.objective != "lml":
             self.objective_value_ = float(WEIGHTS[self.objective](K, self._y)[0])
         got = self._dense.cholesky(K, self._y) if self._dense is not None else None
         if got is None:
-            try:
-                L = sla.cholesky(K, lower=True, check_finite=False, overwrite_a=True)
+            try:  # in K's memory (symmetric: K.T is K in Fortran order)
+                L = sla.cholesky(K.T if K.flags.c_contiguous else K, lower=True, check_finite=False, overwrite_a=True)
             except np.linalg.LinAlgError as exc:
                 raise NotPositiveDefiniteError(
                     "the fitted training covariance is not positive definite; add noise (a WhiteKernel) or raise alpha"
