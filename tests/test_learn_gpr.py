@@ -147,3 +147,25 @@ def test_objective_weights_give_the_gradient_of_every_objective(name):
     v2, W = WEIGHTS[name](K2, y)
     assert v2 == pytest.approx(value, rel=1e-12)
     np.testing.assert_allclose(g(W), grad, rtol=1e-9, atol=1e-10)
+
+
+def test_a_fit_too_large_for_the_host_is_refused_before_any_work(monkeypatch):
+    """An exact GP whose n × n arrays cannot fit the available memory: an mgkflow error naming the way out,
+    raised before the kernel is evaluated."""
+    from mgkflow.gram.resources import ResourceError
+
+    calls = []
+
+    class Counting(RBF):
+        def __call__(self, X, Y=None, eval_gradient=False):
+            calls.append(1)
+            return super().__call__(X, Y, eval_gradient)
+
+    X, y = _data(20)
+    gp = GraphGPR(C(1.0) * Counting(1.0) + WhiteKernel(0.1), verbose=0, max_iter=2)
+    monkeypatch.setattr("mgkflow.gram.resources.host_available_bytes", lambda: 8 * 20 * 20 * 4)
+    with pytest.raises(ResourceError, match=r"about 5 arrays of 20 × 20 .*low-rank"):
+        gp.fit(X, y)
+    assert not calls
+    monkeypatch.setattr("mgkflow.gram.resources.host_available_bytes", lambda: 8 * 20 * 20 * 5)
+    assert gp.fit(X, y).n_evaluations_ >= 1 and calls

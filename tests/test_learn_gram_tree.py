@@ -142,3 +142,19 @@ def test_without_gradient_the_leaves_are_evaluated_without_theirs():
     assert asked == [True, False] and K is K0
     np.testing.assert_allclose(K, want, rtol=1e-15)
     np.testing.assert_allclose(K, kernel(X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("index", range(len(_trees())))
+def test_block_arrays_counts_what_a_step_keeps(index):
+    """block_arrays (the exact GP's memory estimate) is at least the workspace's arrays after a step with
+    its contraction, plus the fixed kernels' kept blocks."""
+    from mgkflow.learn._gram_tree import block_arrays
+
+    kernel = _trees()[index]
+    X = _graphs()
+    workspace: dict = {}
+    K, g = gram_contraction(kernel, X, workspace)
+    g(np.ones_like(K))
+    kept = sum(isinstance(v, Cached) and not v.kernel.n_dims for v in [kernel, *kernel.get_params().values()])
+    assert all(a.shape == K.shape for a in workspace.values())
+    assert block_arrays(kernel) >= len(workspace) + kept

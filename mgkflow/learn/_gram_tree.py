@@ -31,7 +31,7 @@ from .cached import Cached
 from .exp_similarity import ExpSimilarity
 from .feature_kernel import FeatureKernel, _features
 
-__all__ = ["Scratch", "Block", "tree_gram", "tree_block"]
+__all__ = ["Scratch", "Block", "tree_gram", "tree_block", "block_arrays"]
 
 
 class Scratch:
@@ -90,6 +90,40 @@ def _dot(W: np.ndarray, A: Any) -> float:
     if np.ndim(A) == 0:
         return float(A) * float(np.sum(W))
     return float(np.dot(W.ravel(), np.asarray(A).ravel()))
+
+
+def block_arrays(k: Any) -> int:
+    """How many block-sized float64 arrays a walk of ``k`` over K(X, X) keeps (its scratch arrays, the fixed
+    kernels' kept blocks, a leaf's value and derivatives), for a memory estimate made before the walk.
+
+    Examples
+    --------
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> from sklearn.gaussian_process.kernels import ConstantKernel as C
+    >>> block_arrays(C(1.0) * RBF(1.0) + WhiteKernel(0.1))  # the sum's value, the product's, RBF's K and dK
+    4
+    """
+    if isinstance(k, Sum):
+        white1, white2 = isinstance(k.k1, WhiteKernel), isinstance(k.k2, WhiteKernel)
+        if white1 != white2:  # the white kernel is added into the sum's array
+            return 1 + block_arrays(k.k2 if white1 else k.k1)
+        return 1 + block_arrays(k.k1) + block_arrays(k.k2)
+    if isinstance(k, Product):
+        constant = isinstance(k.k1, ConstantKernel) or isinstance(k.k2, ConstantKernel)
+        return (1 if constant else 2) + block_arrays(k.k1) + block_arrays(k.k2)
+    if isinstance(k, ConstantKernel):
+        return 0
+    if isinstance(k, WhiteKernel):
+        return 1
+    if isinstance(k, Cached):
+        return block_arrays(k.kernel) if k.kernel.n_dims else 1
+    if isinstance(k, ExpSimilarity):
+        return 2 + block_arrays(k.kernel)
+    if isinstance(k, FeatureKernel) and k.isotropic_rbf():
+        return 2  # the value and the squared distances
+    if isinstance(k, MarginalizedGraphKernel):
+        return 2
+    return 1 + k.n_dims  # a leaf's K and its n × n × H derivatives
 
 
 def tree_gram(k: Any, X: Any, n: int, scratch: Scratch, grad: bool = True) -> tuple[Any, Any]:

@@ -44,6 +44,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from threadpoolctl import threadpool_limits
 
 from ..errors import BackendUnavailableError, ParameterError, ProblemTooLargeError
+from ._gram_tree import block_arrays
 from ._search import fit_hyperparameters
 from .contract import gram_contraction
 from .objectives import OBJECTIVES, WEIGHTS, NotPositiveDefiniteError, lml_value
@@ -189,6 +190,21 @@ class GraphGPR(RegressorMixin, BaseEstimator):
             return -np.inf, np.zeros_like(theta)
         return value, contract(W)
 
+    def _check_memory(self, n: int) -> None:
+        """Refuse, before any kernel is evaluated, a fit whose n × n arrays cannot fit the host's available
+        memory (:func:`~mgkflow.learn._gram_tree.block_arrays` of the kernel, and K itself)."""
+        from ..gram.resources import ResourceError, _fmt, host_available_bytes
+
+        arrays = block_arrays(self.kernel) + 1
+        need = 8 * n * n * arrays
+        available = host_available_bytes()
+        if available and need > available:
+            raise ResourceError(
+                f"an exact Gaussian process on {n} points keeps about {arrays} arrays of {n} × {n} float64 "
+                f"({_fmt(need)}), more than the {_fmt(available)} of host memory available now; use a low-rank "
+                "GP (MolecularGPR(n_landmarks=m), mgkflow fit --low-rank M, LowRankGPR) or fewer points"
+            )
+
     def _device_dense(self, n: int) -> Any:
         """The device's dense algebra for n points (:class:`mgkflow.gpu.dense.DeviceDense`), or None for the
         host's, as ``linalg`` says."""
@@ -219,6 +235,7 @@ class GraphGPR(RegressorMixin, BaseEstimator):
             raise ParameterError(f"y must be one number per sample of X (at least 2), got shape {y.shape} for {len(X)}")
         if not np.all(np.isfinite(y)):
             raise ParameterError("y has NaN or infinite values")
+        self._check_memory(len(y))
         t0 = time.perf_counter()
         self._y_mean = float(y.mean()) if self.normalize_y else 0.0
         self._y_std = float(y.std()) if self.normalize_y and y.std() > 0 else 1.0
