@@ -386,6 +386,7 @@ class GPUBackend:
             adaptive=not special and not (isinstance(self.primitives, str) and self.primitives == "ss"),
             gradient=gradient,
             nodal=nodal,
+            unit_weight=not weight_double and self.batches.weights_unit(systems),
         )
 
 

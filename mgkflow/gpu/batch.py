@@ -18,7 +18,7 @@ import numpy as np
 from ..system import GraphSystem, system_graphs
 from . import device, strategies
 from .core import DeviceBatch, vector_key
-from .pack import HostBatch, label_dtypes, layout_key, pack_host, weights_need_double
+from .pack import HostBatch, label_dtypes, layout_key, pack_host, weights_all_one, weights_need_double
 from .source import KernelConfig
 
 __all__ = ["BatchCache", "tile_sort"]
@@ -50,6 +50,7 @@ class BatchCache:
         self.adopted: HostBatch | None = None
         self.pack_source = ""
         self._wd: tuple | None = None
+        self._wu: tuple | None = None
         self._ld: tuple | None = None
         self._last_graphs: tuple | None = None
 
@@ -97,6 +98,10 @@ class BatchCache:
         """:func:`weights_need_double` of the systems' graphs, remembered while the same graph
         objects come back (the cache holds them, so their ids stay theirs)."""
         return self._remembered("_wd", self._graphs(systems), lambda: weights_need_double(systems))
+
+    def weights_unit(self, systems: Sequence[GraphSystem]) -> bool:
+        """:func:`weights_all_one` of the systems' graphs, remembered like :meth:`weights_double`."""
+        return self._remembered("_wu", self._graphs(systems), lambda: weights_all_one(systems))
 
     def label_dtypes(
         self, systems: Sequence[GraphSystem], node_fields: Sequence[str], edge_fields: Sequence[str]

@@ -156,7 +156,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
         }
         for (int t = tid; t < nc; t += BLOCK) {
             const int ka = t / nnz2, kb = t - ka * nnz2;
-            const w_t w1 = rweight[e01 + ka], w2 = rweight[e02 + kb];
+            const w_t w1 = LOAD_W(rweight, e01 + ka), w2 = LOAD_W(rweight, e02 + kb);
             LOAD_E1(e01 + ka);
             LOAD_E2(e02 + kb);
             C[t] = (c_t)COEF(w1, w2, (EDGE_KERNEL_EXPR));

@@ -67,10 +67,10 @@ __device__ __forceinline__ void grad_row_pair(
     for (int ka = a0; ka < a1; ++ka) {
         const int ca = coff[ka];
         const double* Xr = X + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
-        const double w1 = (double)weight[ka];
+        const double w1 = (double)LOAD_W(weight, ka);
         LOAD_E1(ka);
         for (int kb = b0; kb < b1; ++kb) {
-            const double cx = w1 * (double)weight[kb] * Xr[coff[kb]];
+            const double cx = w1 * (double)LOAD_W(weight, kb) * Xr[coff[kb]];
             LOAD_E2(kb);
 #define MGK_EDGE_GRAD_ACC(h, expr) acc[h] += cx * (double)(expr);
             EDGE_GRAD_LIST(MGK_EDGE_GRAD_ACC)

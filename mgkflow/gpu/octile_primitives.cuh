@@ -90,12 +90,12 @@ __device__ __forceinline__ int dense_index(const unsigned int row, const int bas
         const int ta = dense_index(rba, ba2, j2, ha);                                          \
         const int tb = dense_index(rbb, bb2, j2, hb);                                          \
         {                                                                                      \
-            const w_t w2 = ha ? weight[ta] : (w_t)0;                                           \
+            const w_t w2 = ha ? LOAD_W(weight, ta) : (w_t)0;                                        \
             LOAD_E2(ta);                                                                       \
             acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;                                     \
         }                                                                                      \
         {                                                                                      \
-            const w_t w2 = hb ? weight[tb] : (w_t)0;                                           \
+            const w_t w2 = hb ? LOAD_W(weight, tb) : (w_t)0;                                        \
             LOAD_E2(tb);                                                                       \
             accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * pv;                                     \
         }                                                                                      \
@@ -107,14 +107,14 @@ __device__ __forceinline__ int dense_index(const unsigned int row, const int bas
     int t2 = ba2;                                                                              \
     for (unsigned int s2 = rba; s2; s2 &= s2 - 1u, ++t2) {                                     \
         const int j2 = __ffs(s2) - 1;                                                          \
-        const w_t w2 = weight[t2];                                                             \
+        const w_t w2 = LOAD_W(weight, t2);                                                   \
         LOAD_E2(t2);                                                                           \
         acca += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];                                     \
     }                                                                                          \
     t2 = bb2;                                                                                  \
     for (unsigned int s2 = rbb; s2; s2 &= s2 - 1u, ++t2) {                                     \
         const int j2 = __ffs(s2) - 1;                                                          \
-        const w_t w2 = weight[t2];                                                             \
+        const w_t w2 = LOAD_W(weight, t2);                                                   \
         LOAD_E2(t2);                                                                           \
         accb += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[j2];                                     \
     }
@@ -138,7 +138,7 @@ __device__ __forceinline__ void octile_pair(
         int t1 = base1;
         for (unsigned int s1 = ra; s1; s1 &= s1 - 1u, ++t1) {
             const int j = __ffs(s1) - 1;
-            const w_t w1 = weight[t1];
+            const w_t w1 = LOAD_W(weight, t1);
             LOAD_E1(t1);
             const double* Pr = Pt + j * 8;
             if (SEL == PRIM_SS) {
@@ -153,7 +153,7 @@ __device__ __forceinline__ void octile_pair(
         for (int j = 0; j < 8; ++j) {
             bool h1;
             const int t1 = dense_index(ra, base1, j, h1);
-            const w_t w1 = h1 ? weight[t1] : (w_t)0;
+            const w_t w1 = h1 ? LOAD_W(weight, t1) : (w_t)0;
             LOAD_E1(t1);
             const double* Pr = Pt + j * 8;
             if (SEL == PRIM_DS) {
@@ -206,7 +206,7 @@ __device__ __forceinline__ void octile_pair_select(
 #define ROW_PRODUCT(acc, kb)                                                                  \
     {                                                                                         \
         const int cb_ = coff[kb];                                                             \
-        const w_t w2 = weight[kb];                                                            \
+        const w_t w2 = LOAD_W(weight, kb);                                                  \
         LOAD_E2(kb);                                                                          \
         acc += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[cb_];                                    \
     }
@@ -224,7 +224,7 @@ __device__ __forceinline__ double row_pair(
     for (int ka = a0; ka < a1; ++ka) {
         const int ca = coff[ka];
         const double* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
-        const w_t w1 = weight[ka];
+        const w_t w1 = LOAD_W(weight, ka);
         LOAD_E1(ka);
 #if ROW_ILP == 2
         int kb = b0;

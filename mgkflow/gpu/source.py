@@ -56,6 +56,9 @@ class KernelConfig:
         Store a = M p in float64 (else float32) between the XMV and the update.
     weight_double : bool
         Edge weights are stored in float64 (some weight is not exactly a float32).
+    unit_weight : bool
+        Every edge weight of the call is 1: the solvers load no weights (``LOAD_W`` in
+        :func:`label_macros`) and a product's coefficient is the edge kernel's value.
     min_blocks : int
         Second ``__launch_bounds__`` argument (resident blocks per SM to fit registers for).
     xmv : {"rows", "octile"}
@@ -114,6 +117,7 @@ class KernelConfig:
     nodal: bool = False
     node_grad: tuple[str, ...] = ()
     edge_grad: tuple[str, ...] = ()
+    unit_weight: bool = False
 
     @property
     def n_grad(self) -> int:
@@ -150,6 +154,7 @@ def make_config(
     row_ilp: int = 1,
     gradient: bool = False,
     nodal: bool = False,
+    unit_weight: bool = False,
 ) -> KernelConfig:
     """Build the :class:`KernelConfig` of a pair of base kernels.
 
@@ -177,6 +182,8 @@ def make_config(
     gradient, nodal : bool
         Derivatives or node-pair similarities (see :class:`KernelConfig`); they need
         ``xmv="rows"`` and exclude each other.
+    unit_weight : bool
+        Every edge weight is 1 (:func:`mgkflow.gpu.pack.weights_all_one`); ignored with ``weight_double``.
 
     Examples
     --------
@@ -228,6 +235,7 @@ def make_config(
         nodal=bool(nodal),
         node_grad=node_grad,
         edge_grad=edge_grad,
+        unit_weight=bool(unit_weight) and not weight_double,
     )
 
 
@@ -282,6 +290,9 @@ def label_macros(config: KernelConfig) -> str:
     return "\n".join(
         [
             f"__constant__ float {KPAR}[{config.n_par}];  // node kernel values, edge kernel values, SE scale",
+            "// an edge weight (every weight is 1 when UNIT_W: no load, and COEF's products by 1 fold away)",
+            f"#define UNIT_W {int(config.unit_weight)}",
+            "#define LOAD_W(arr, k) (UNIT_W ? (w_t)1 : (arr)[k])",
             _load_macro("LOAD_V1", "v1", "nlab", "nlab_stride", config.node_fields),
             _load_macro("LOAD_V2", "v2", "nlab", "nlab_stride", config.node_fields),
             _load_macro("LOAD_E1", "e1", "elab", "elab_stride", config.edge_fields),

@@ -35,7 +35,7 @@
 #define ROW_PRODUCT2(acc, acc2, kb)                                                               \
     {                                                                                             \
         const int cb_ = coff[kb];                                                                 \
-        const w_t w2 = weight[kb];                                                                \
+        const w_t w2 = LOAD_W(weight, kb);                                                      \
         LOAD_E2(kb);                                                                              \
         const double c_ = COEF(w1, w2, (EDGE_KERNEL_EXPR));                                       \
         acc += c_ * Pr[cb_];                                                                      \
@@ -54,7 +54,7 @@ __device__ __forceinline__ void row_pair2(
     for (int ka = a0; ka < a1; ++ka) {
         const int ca = coff[ka];
         const double* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
-        const w_t w1 = weight[ka];
+        const w_t w1 = LOAD_W(weight, ka);
         LOAD_E1(ka);
         for (int kb = b0; kb < b1; ++kb) ROW_PRODUCT2(acc, acc2, kb)
     }
