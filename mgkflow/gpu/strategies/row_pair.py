@@ -18,6 +18,7 @@ search directions in one pass, each product's coefficient (the edge kernel) form
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from ._block import BlockStrategy
 
 __all__ = [
     "RowPair", "STRATEGY", "degree_order", "DEGREE_SORT_MAX_NODES", "permute_system", "row_arrays", "label_words",
+    "spread_order",
 ]  # fmt: skip
 
 
@@ -82,10 +84,99 @@ def permute_system(s: GraphSystem, perm: np.ndarray) -> GraphSystem:
     return GraphSystem(s.graph.permute(perm), s.index, s.p[perm], s.q[perm], s.d[perm])
 
 
+@cache
+def _spread_kernel() -> Any:
+    from numba import njit
+
+    @njit(cache=True)
+    def spread(tile_rows, row_start, row_len, cols, order):  # pragma: no cover
+        # per tile of (up to) 8 consecutive rows: fill position 0 of every row, then position 1, ...; at each
+        # position the rows with most entries left choose first: a column another row took at this position
+        # (same address: a broadcast), else one whose residue mod 8 no row took (another bank), else the first
+        left = np.zeros(8, np.int64)
+        taken = np.zeros(8, np.int64)
+        for t in range(tile_rows.shape[0] - 1):
+            r0, r1 = tile_rows[t], tile_rows[t + 1]
+            nr = r1 - r0
+            for k in range(nr):
+                left[k] = row_len[r0 + k]
+            pos = 0
+            while True:
+                busy = 0
+                for k in range(nr):
+                    busy += left[k] > 0
+                if busy == 0:
+                    break
+                n_taken = 0
+                used = 0  # residues taken at this position (bits)
+                for _ in range(busy):
+                    kk = -1
+                    for k in range(nr):  # the row with most entries left among those not served yet
+                        if left[k] > 0 and row_len[r0 + k] - left[k] == pos and (kk < 0 or left[k] > left[kk]):
+                            kk = k
+                    a = row_start[r0 + kk] + pos  # this row's entries pos.. are its unplaced ones
+                    b = row_start[r0 + kk] + row_len[r0 + kk]
+                    pick = -1
+                    for e in range(a, b):
+                        c = cols[order[e]]
+                        for m in range(n_taken):
+                            if taken[m] == c:
+                                pick = e
+                                break
+                        if pick >= 0:
+                            break
+                    if pick < 0:
+                        for e in range(a, b):
+                            if not (used >> (cols[order[e]] & 7)) & 1:
+                                pick = e
+                                break
+                    if pick < 0:
+                        pick = a
+                    c = cols[order[pick]]
+                    order[a], order[pick] = order[pick], order[a]
+                    if n_taken < 8:
+                        taken[n_taken] = c
+                        n_taken += 1
+                    used |= 1 << (c & 7)
+                    left[kk] -= 1
+                pos += 1
+        return order
+
+    return spread
+
+
+def spread_order(tile_rows: np.ndarray, row_start: np.ndarray, row_len: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Order of the nonzeros (a permutation within each row) for the row-pair XMV's loads of P.
+
+    A warp's lanes u = 0..7 walk rows 8I2 + u of a tile side by side, entry k of each at the same
+    instruction, and load P at their columns: columns equal mod 8 but different fall on the same shared
+    memory banks and serialize (a bank conflict), while equal columns are one broadcast. In each tile
+    (rows ``tile_rows[t]`` to ``tile_rows[t + 1]``), the entries are reordered within their rows so that
+    at every position the rows' columns are the same or differ mod 8 where the rows allow (greedy). The
+    sums are the same up to rounding. Simulated on 20 labeled BA graphs (96 nodes, 2 pairs' first 30 tile
+    pairs): 4.53 shared-memory wavefronts per load of P in column order, 2.59 after (2 is the least for
+    32 doubles; gpu/NOTES.md, session 22).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cols = np.array([0, 8, 8, 9])  # one tile of two rows: columns (0, 8) and (8, 9)
+    >>> spread_order(np.array([0, 2]), np.array([0, 2]), np.array([2, 2]), cols).tolist()  # (0, 9), then 8 and 8
+    [0, 1, 3, 2]
+    """
+    order = np.arange(cols.size, dtype=np.int64)
+    if tile_rows.size < 2 or not cols.size:
+        return order
+    return _spread_kernel()(
+        np.asarray(tile_rows, np.int64), np.asarray(row_start, np.int64), np.asarray(row_len, np.int64),
+        np.asarray(cols, np.int64), order,
+    )  # fmt: skip
+
+
 def row_arrays(systems: Sequence[GraphSystem], edge_fields: Sequence[str], wdt: Any) -> dict[str, np.ndarray]:
     """CSR (row-order) storage of the row-pair XMV: padded row pointers, blocked column
-    offsets, weights and edge-label words, all graphs concatenated (columns ascending within a
-    row, as a Graph keeps its CSR; sorted here otherwise)."""
+    offsets, weights and edge-label words, all graphs concatenated; within a row the entries in
+    :func:`spread_order` (from the graph's ascending columns)."""
     adjs = [s.graph.adjacency for s in systems]
     n = np.array([A.shape[0] for A in adjs], dtype=np.int64)
     nnz = np.array([A.indices.size for A in adjs], dtype=np.int64)
@@ -108,6 +199,16 @@ def row_arrays(systems: Sequence[GraphSystem], edge_fields: Sequence[str], wdt: 
     if total > 1 and np.any((cols[1:] <= cols[:-1]) & (grow[1:] == grow[:-1])):  # not canonical: sort rows
         order = np.lexsort((cols, grow))
         cols, weight, labels = cols[order], weight[order], [v[order] for v in labels]
+    # then each row's entries in the order that spreads a tile's loads of P over the banks (spread_order)
+    row_len = np.concatenate([np.diff(A.indptr) for A in adjs] + [np.zeros(0, np.int64)]).astype(np.int64)
+    row_start = np.cumsum(row_len) - row_len
+    first_row = np.cumsum(n) - n
+    tiles = -(-n // 8)
+    tile_in_graph = np.arange(int(tiles.sum())) - np.repeat(np.cumsum(tiles) - tiles, tiles)
+    tile_first = np.repeat(first_row, tiles) + 8 * tile_in_graph
+    tile_rows = np.append(tile_first, int(n.sum())).astype(np.int64)
+    order = spread_order(tile_rows, row_start, row_len, cols)
+    cols, weight, labels = cols[order], weight[order], [v[order] for v in labels]
     out = {
         "rrowptr": ptr.astype(np.int32),
         "rcoff": np.concatenate([((cols >> 3) << 6) | (cols & 7), np.zeros(1, np.int64)]).astype(np.int32),
