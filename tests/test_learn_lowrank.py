@@ -494,3 +494,35 @@ def test_bad_data_and_unfitted_prediction_raise_mgkflow_errors():
     gp.fit(X, y)
     with pytest.raises(ParameterTypeError):
         gp.predict(X, return_std="yes")
+
+
+def test_a_fit_too_large_for_the_host_is_refused_before_any_work(monkeypatch):
+    """A low-rank GP whose n × m arrays cannot fit the available memory: an mgkflow error naming the way out,
+    raised before the kernel is evaluated (landmarks chosen by a method, or given)."""
+    from mgkflow.gram.resources import ResourceError
+    from mgkflow.learn._gram_tree import block_arrays
+    from mgkflow.learn.lowrank import EXTRA_NM_ARRAYS
+
+    calls = []
+
+    class Counting(RBF):
+        def __call__(self, X, Y=None, eval_gradient=False):
+            calls.append(1)
+            return super().__call__(X, Y, eval_gradient)
+
+        def diag(self, X):
+            calls.append(1)
+            return super().diag(X)
+
+    X, y = _small()
+    kernel = C(1.0) * Counting(1.0) + WhiteKernel(0.1)
+    arrays = block_arrays(kernel) + EXTRA_NM_ARRAYS
+    need = 8 * 30 * 8 * arrays
+    monkeypatch.setattr("mgkflow.gram.resources.host_available_bytes", lambda: need - 1)
+    for landmarks in ("pivoted_cholesky", list(range(0, 30, 4))):
+        gp = LowRankGPR(kernel, n_landmarks=8, landmarks=landmarks, verbose=0, max_iter=2)
+        with pytest.raises(ResourceError, match=rf"30 points with 8 landmarks keeps about {arrays} arrays of 30 × 8"):
+            gp.fit(X, y)
+    assert not calls
+    monkeypatch.setattr("mgkflow.gram.resources.host_available_bytes", lambda: need)
+    assert LowRankGPR(kernel, n_landmarks=8, verbose=0, max_iter=2).fit(X, y).n_evaluations_ >= 1 and calls

@@ -65,16 +65,22 @@ import scipy.linalg as sla
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 
 from ..errors import ParameterError, ParameterTypeError
+from ._gram_tree import block_arrays
 from ._passes import half_outer_minus_scaled, scaled_transpose
 from ._search import fit_hyperparameters
 from .contract import _check_sets, _take, cross_contraction, kernel_diag
 from .landmarks import LANDMARK_METHODS, select_landmarks
 from .objectives import NotPositiveDefiniteError
 
-__all__ = ["LowRankGPR", "lowrank_log_likelihood", "APPROXIMATIONS"]
+__all__ = ["LowRankGPR", "lowrank_log_likelihood", "APPROXIMATIONS", "EXTRA_NM_ARRAYS"]
 
 #: The low-rank covariances of the training targets (see the module docstring).
 APPROXIMATIONS = ("dtc", "vfe", "fitc")
+#: n × m float64 arrays a fit keeps beside the kernel walk's (``_gram_tree.block_arrays``): K(X, Z), V, the
+#: weights, the landmark selection's factor and the step's temporaries. With the default two-view
+#: molecular kernel (11 + 6 = 17 arrays) this matches the 28.1 GB peak of a fit on 100,000 molecules with
+#: 2,000 landmarks (1.6 GB an array; gpu/NOTES.md, S21-5).
+EXTRA_NM_ARRAYS = 6
 
 
 def _chol(A: np.ndarray, what: str) -> np.ndarray:
@@ -381,6 +387,23 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
             raise ParameterError(f"landmark indices must be distinct and in [0, {n}), got {idx!r:.60}")
         return idx.astype(np.int64)
 
+    def _check_memory(self, n: int) -> None:
+        """Refuse, before any kernel is evaluated, a fit whose n × m arrays cannot fit the host's available
+        memory (the kernel walk's arrays and :data:`EXTRA_NM_ARRAYS`)."""
+        from ..gram.resources import ResourceError, _fmt, host_available_bytes
+
+        m = min(int(self.n_landmarks), n) if isinstance(self.landmarks, str) else len(np.asarray(self.landmarks))
+        arrays = block_arrays(self.kernel) + EXTRA_NM_ARRAYS
+        need = 8 * n * m * arrays
+        available = host_available_bytes()
+        if available and need > available:
+            raise ResourceError(
+                f"a low-rank Gaussian process on {n} points with {m} landmarks keeps about {arrays} arrays of "
+                f"{n} × {m} float64 ({_fmt(need)}), more than the {_fmt(available)} of host memory available now; "
+                "use fewer landmarks or fit on a sample of the points (a fitted model screens any number of "
+                "molecules: mgkflow predict)"
+            )
+
     def _say(self, text: str) -> None:
         if self.verbose:
             print(f"mgkflow: {text}", file=sys.stderr, flush=True)
@@ -413,6 +436,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
             raise ParameterError(f"y must be one number per sample of X (at least 2), got shape {y.shape} for {len(X)}")
         if not np.all(np.isfinite(y)):
             raise ParameterError("y has NaN or infinite values")
+        self._check_memory(len(y))
         t0 = time.perf_counter()
         self._y_mean = float(y.mean()) if self.normalize_y else 0.0
         self._y_std = float(y.std()) if self.normalize_y and y.std() > 0 else 1.0
