@@ -31,7 +31,7 @@ from .cached import Cached
 from .exp_similarity import ExpSimilarity
 from .feature_kernel import FeatureKernel, _features
 
-__all__ = ["Scratch", "Block", "tree_gram", "tree_block", "block_arrays"]
+__all__ = ["Scratch", "Block", "tree_gram", "tree_block", "block_arrays", "check_fit_memory"]
 
 
 class Scratch:
@@ -124,6 +124,22 @@ def block_arrays(k: Any) -> int:
     if isinstance(k, MarginalizedGraphKernel):
         return 2
     return 1 + k.n_dims  # a leaf's K and its n × n × H derivatives
+
+
+def check_fit_memory(kernel: Any, rows: int, cols: int, extra: int, what: str, way_out: str) -> None:
+    """Raise the project's ``ResourceError`` (before any kernel evaluation) when a fit's ``rows`` × ``cols``
+    float64 arrays, :func:`block_arrays` of ``kernel`` plus ``extra``, exceed the host's available memory;
+    the message says ``what`` keeps them and ``way_out``."""
+    from ..gram.resources import ResourceError, _fmt, host_available_bytes
+
+    arrays = block_arrays(kernel) + extra
+    need = 8 * rows * cols * arrays
+    available = host_available_bytes()
+    if available and need > available:
+        raise ResourceError(
+            f"{what} keeps about {arrays} arrays of {rows} × {cols} float64 ({_fmt(need)}), more than the "
+            f"{_fmt(available)} of host memory available now; {way_out}"
+        )
 
 
 def tree_gram(k: Any, X: Any, n: int, scratch: Scratch, grad: bool = True) -> tuple[Any, Any]:

@@ -44,7 +44,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from threadpoolctl import threadpool_limits
 
 from ..errors import BackendUnavailableError, ParameterError, ProblemTooLargeError
-from ._gram_tree import block_arrays
+from ._gram_tree import check_fit_memory
 from ._search import fit_hyperparameters
 from .contract import gram_contraction
 from .objectives import OBJECTIVES, WEIGHTS, NotPositiveDefiniteError, lml_value
@@ -193,17 +193,10 @@ class GraphGPR(RegressorMixin, BaseEstimator):
     def _check_memory(self, n: int) -> None:
         """Refuse, before any kernel is evaluated, a fit whose n × n arrays cannot fit the host's available
         memory (:func:`~mgkflow.learn._gram_tree.block_arrays` of the kernel, and K itself)."""
-        from ..gram.resources import ResourceError, _fmt, host_available_bytes
-
-        arrays = block_arrays(self.kernel) + 1
-        need = 8 * n * n * arrays
-        available = host_available_bytes()
-        if available and need > available:
-            raise ResourceError(
-                f"an exact Gaussian process on {n} points keeps about {arrays} arrays of {n} × {n} float64 "
-                f"({_fmt(need)}), more than the {_fmt(available)} of host memory available now; use a low-rank "
-                "GP (MolecularGPR(n_landmarks=m), mgkflow fit --low-rank M, LowRankGPR) or fewer points"
-            )
+        check_fit_memory(
+            self.kernel, n, n, 1, f"an exact Gaussian process on {n} points",
+            "use a low-rank GP (MolecularGPR(n_landmarks=m), mgkflow fit --low-rank M, LowRankGPR) or fewer points",
+        )  # fmt: skip
 
     def _device_dense(self, n: int) -> Any:
         """The device's dense algebra for n points (:class:`mgkflow.gpu.dense.DeviceDense`), or None for the

@@ -65,7 +65,7 @@ import scipy.linalg as sla
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 
 from ..errors import ParameterError, ParameterTypeError
-from ._gram_tree import block_arrays
+from ._gram_tree import check_fit_memory
 from ._passes import half_outer_minus_scaled, scaled_transpose
 from ._search import fit_hyperparameters
 from .contract import _check_sets, _take, cross_contraction, kernel_diag
@@ -390,19 +390,12 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
     def _check_memory(self, n: int) -> None:
         """Refuse, before any kernel is evaluated, a fit whose n × m arrays cannot fit the host's available
         memory (the kernel walk's arrays and :data:`EXTRA_NM_ARRAYS`)."""
-        from ..gram.resources import ResourceError, _fmt, host_available_bytes
-
         m = min(int(self.n_landmarks), n) if isinstance(self.landmarks, str) else len(np.asarray(self.landmarks))
-        arrays = block_arrays(self.kernel) + EXTRA_NM_ARRAYS
-        need = 8 * n * m * arrays
-        available = host_available_bytes()
-        if available and need > available:
-            raise ResourceError(
-                f"a low-rank Gaussian process on {n} points with {m} landmarks keeps about {arrays} arrays of "
-                f"{n} × {m} float64 ({_fmt(need)}), more than the {_fmt(available)} of host memory available now; "
-                "use fewer landmarks or fit on a sample of the points (a fitted model screens any number of "
-                "molecules: mgkflow predict)"
-            )
+        check_fit_memory(
+            self.kernel, n, m, EXTRA_NM_ARRAYS, f"a low-rank Gaussian process on {n} points with {m} landmarks",
+            "use fewer landmarks or fit on a sample of the points (a fitted model screens any number of "
+            "molecules: mgkflow predict)",
+        )  # fmt: skip
 
     def _say(self, text: str) -> None:
         if self.verbose:
