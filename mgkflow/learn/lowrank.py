@@ -390,7 +390,10 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
     def _check_memory(self, n: int) -> None:
         """Refuse, before any kernel is evaluated, a fit whose n × m arrays cannot fit the host's available
         memory (the kernel walk's arrays and :data:`EXTRA_NM_ARRAYS`)."""
-        m = min(int(self.n_landmarks), n) if isinstance(self.landmarks, str) else len(np.asarray(self.landmarks))
+        if isinstance(self.landmarks, str):
+            m = min(int(self.n_landmarks), n)
+        else:  # given indices (checked with the landmarks; anything but a 1-D sequence fails there)
+            m = int(np.asarray(self.landmarks).size)
         check_fit_memory(
             self.kernel, n, m, EXTRA_NM_ARRAYS, f"a low-rank Gaussian process on {n} points with {m} landmarks",
             "use fewer landmarks or fit on a sample of the points (a fitted model screens any number of "
