@@ -195,12 +195,12 @@ def row_arrays(systems: Sequence[GraphSystem], edge_fields: Sequence[str], wdt: 
     weight = np.concatenate([A.data for A in adjs] + [np.zeros(0)])
     labels = [concat_labels([s.graph.edge_labels[f] for s in systems]) for f in edge_fields]
     total = int(nnz.sum())
-    grow = np.repeat(np.arange(int(n.sum())), np.concatenate([np.diff(A.indptr) for A in adjs] + [np.zeros(0, int)]))
+    row_len = np.concatenate([np.diff(A.indptr) for A in adjs] + [np.zeros(0, np.int64)]).astype(np.int64)
+    grow = np.repeat(np.arange(int(n.sum())), row_len)
     if total > 1 and np.any((cols[1:] <= cols[:-1]) & (grow[1:] == grow[:-1])):  # not canonical: sort rows
         order = np.lexsort((cols, grow))
         cols, weight, labels = cols[order], weight[order], [v[order] for v in labels]
     # then each row's entries in the order that spreads a tile's loads of P over the banks (spread_order)
-    row_len = np.concatenate([np.diff(A.indptr) for A in adjs] + [np.zeros(0, np.int64)]).astype(np.int64)
     row_start = np.cumsum(row_len) - row_len
     first_row = np.cumsum(n) - n
     tiles = -(-n // 8)
