@@ -31,7 +31,7 @@
 // sum_k alpha_k (w^T p_k), w_u = p_i p'_i2, w^T p reduced with p^T a. Only DG and DI stay in global
 // memory (read only: a launch's working set stays in L2). Pairs of up to ~11,000 product unknowns
 // (96-node graphs: 9,216) fit one SM this way; the launch then runs one 1,024-thread block per SM. The
-// block's warps take the tile pairs in a balanced order (XMV_PASS_W); row-pair XMV only.
+// block's warps take contiguous ranges of half tile pairs of about equal cost (XMV_PASS_W); row-pair XMV only.
 //
 // Optional sections (off in value-only builds; the preprocessed value-only code is unchanged):
 // GRADIENT (mgk_gradient.cuh spliced as GRADIENT_FRAGMENT: one PCG loop with two recurrences, x and
@@ -47,7 +47,8 @@
 #define GRADIENT ${GRADIENT}
 #define NODAL ${NODAL}
 #define RESIDENT ${RESIDENT}
-#define RES_MAX_TP ${RES_MAX_TP}
+// a work unit's fixed cost per output in products (the schedule's estimate: addressing, the diagonal, the store)
+#define UNIT_OVERHEAD 4
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 #define NODE_KERNEL_EXPR (${NODE_KERNEL})
@@ -98,26 +99,106 @@ ${XMV_FRAGMENT}
     A_OUT[ib] = (a_t)vb;                                                                               \
     ACC += pa_ * va + pb_ * vb;
 
-// One XMV pass of a lane over its warp's output tile pairs (XMV_TILE_PAIR_A of tile pairs warp, warp +
-// NWARP, ...). The value PCG runs it on (P, A), the gradient's single-recurrence steps on x's or the adjoint's.
+// One XMV pass of a lane over its warp's range of output tile pairs (SCHEDULE_RANGES), or, with P in global
+// memory (XMV_RR), over tile pairs warp, warp + NWARP, ...: the warps then work side by side on neighbouring
+// tile pairs, whose P entries they share in the caches (ranges measured 20% slower on a mixed set, S23-C). The
+// value PCG runs it on (P, A), the gradient's single-recurrence steps on x's or the adjoint's.
+#if RESIDENT || P_SMEM
+#define XMV_RR 0
+#else
+#define XMV_RR (use_smem == 0)
+#endif
 #define XMV_PASS(A_OUT, ACC)                                                                           \
-    for (int tp = warp; tp < n_tp; tp += NWARP) {                                                      \
+    for (int tp = s_start[warp], e_ = XMV_RR ? n_tp : s_start[warp + 1]; tp < e_; tp += XMV_RR ? NWARP : 1) { \
         XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                                \
     }
 
-// XMV_PASS of a resident launch: the tile pairs in the pair's order of decreasing cost (s_ord) dealt to
-// the warps in a snake (warp w takes positions w, 2 NWARP - 1 - w, 2 NWARP + w, ...), so that the warps
-// of the block's one barrier finish together; it also adds the lane's share of w^T P (w_u = p_i p'_i2,
-// zero on padding) to WACC.
+// The pair's schedule: work units 0 .. n - 1 (the XMV's tile pairs, or half tile pairs in resident launches)
+// cut into NWARP contiguous ranges of about equal cost; warp w takes units s_start[w] .. s_start[w + 1] - 1 in
+// order. Unit u goes to warp floor(NWARP m_u / total), m_u its cost's midpoint in the prefix sum, so a unit
+// costlier than a warp's share leaves the warps its midpoint skips empty. COST(c, u) gives a unit's cost (>= 1:
+// the strategy's estimate of its busiest lane's work) by one thread. Integers throughout and a schedule fixed
+// by the pair: each lane's sums add in the same order every run. A lane-work model (NOTES.md, session 23) puts
+// the BA XMV pass of 1,024-thread resident blocks at 0.64x the time of the decreasing-cost snake it replaces
+// with half tile pairs (0.79x with whole ones), and the 512-thread gradient's at 0.65x its round robin.
+#define SCHEDULE_RANGES(N_UNITS, COST)                                                                 \
+    {                                                                                                  \
+        const int n_ = (N_UNITS);                                                                      \
+        long long t_ = 0;                                                                              \
+        for (int u = tid; u < n_; u += BLOCK) {                                                        \
+            int c_;                                                                                    \
+            COST(c_, u)                                                                                \
+            t_ += c_;                                                                                  \
+        }                                                                                              \
+        for (int o = 16; o > 0; o >>= 1) t_ += __shfl_xor_sync(0xffffffffu, t_, o);                   \
+        if (lane == 0) s_wsum[warp] = t_;                                                              \
+        if (tid <= NWARP) s_start[tid] = n_;                                                           \
+        __syncthreads();                                                                               \
+        long long total_ = 0;                                                                          \
+        for (int w = 0; w < NWARP; ++w) total_ += s_wsum[w];                                           \
+        __syncthreads();                                                                               \
+        long long carry_ = 0;                                                                          \
+        for (int base = 0; base < n_; base += BLOCK) {                                                 \
+            const int u = base + tid;                                                                  \
+            int c_ = 0;                                                                                \
+            if (u < n_) COST(c_, u)                                                                    \
+            long long incl_ = c_;                                                                      \
+            for (int d = 1; d < 32; d <<= 1) {                                                         \
+                const long long v_ = __shfl_up_sync(0xffffffffu, incl_, d);                            \
+                if (lane >= d) incl_ += v_;                                                            \
+            }                                                                                          \
+            if (lane == 31) s_wsum[warp] = incl_;                                                      \
+            __syncthreads();                                                                           \
+            long long off_ = carry_;                                                                   \
+            for (int w = 0; w < NWARP; ++w) {                                                          \
+                const long long ws_ = s_wsum[w];                                                       \
+                if (w < warp) off_ += ws_;                                                             \
+                carry_ += ws_;                                                                         \
+            }                                                                                          \
+            if (u < n_) {                                                                              \
+                const long long m2_ = 2 * (incl_ + off_) - c_; /* twice the midpoint */                \
+                atomicMin(&s_start[(int)min((long long)(NWARP - 1), m2_ * NWARP / (2 * total_))], u);  \
+            }                                                                                          \
+            __syncthreads();                                                                           \
+        }                                                                                              \
+        if (warp == 0) { /* warps without a unit start where the next warp does: a suffix minimum */   \
+            int st_ = lane < NWARP ? s_start[lane] : n_;                                               \
+            for (int d = 1; d < 32; d <<= 1) {                                                         \
+                const int v_ = __shfl_down_sync(0xffffffffu, st_, d);                                  \
+                if (lane + d < 32) st_ = min(st_, v_);                                                 \
+            }                                                                                          \
+            if (lane < NWARP) s_start[lane] = st_;                                                     \
+        }                                                                                              \
+        __syncthreads();                                                                               \
+    }
+
+// XMV_PASS of a resident launch: the warp's range of half tile pairs (SCHEDULE_RANGES), unit 2 tp the output oa
+// of every lane of tile pair tp, 2 tp + 1 the output ob (XMV_UNIT of the strategy), both at once where the range
+// holds both (two independent chains); it also adds the lane's share of w^T P (w_u = p_i p'_i2, zero on padding)
+// to WACC.
 #define XMV_PASS_W(A_OUT, ACC, WACC)                                                                   \
-    for (int k_ = 0;; ++k_) {                                                                          \
-        const int s_ = k_ * NWARP + ((k_ & 1) ? NWARP - 1 - warp : warp);                              \
-        if (s_ >= n_tp) break;                                                                         \
-        const int tp = s_ord[s_];                                                                      \
-        XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                                \
-        const double* const p1_ = pvec + h1.node_off + I * 8;                                          \
-        const double* const p2_ = pvec + h2.node_off + I2 * 8;                                         \
-        WACC += p1_[oa >> 3] * p2_[oa & 7] * pa_ + p1_[ob >> 3] * p2_[ob & 7] * pb_;                   \
+    for (int k_ = s_start[warp], e_ = s_start[warp + 1]; k_ < e_;) {                                   \
+        if (!(k_ & 1) && k_ + 1 < e_) { /* both halves of tile pair k_ / 2: two independent chains */   \
+            const int tp = k_ >> 1;                                                                    \
+            XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                            \
+            const double* const p1_ = pvec + h1.node_off + I * 8;                                      \
+            const double* const p2_ = pvec + h2.node_off + I2 * 8;                                     \
+            WACC += p1_[oa >> 3] * p2_[oa & 7] * pa_ + p1_[ob >> 3] * p2_[ob & 7] * pb_;               \
+            k_ += 2;                                                                                   \
+        } else {                                                                                       \
+            const int tp = k_ >> 1;                                                                    \
+            const int I = tp / nt2, I2 = tp - I * nt2;                                                 \
+            const int o_ = (k_ & 1) ? ob : oa;                                                         \
+            double acc_;                                                                               \
+            XMV_UNIT(acc_, o_)                                                                         \
+            const long long i_ = ((long long)tp << 6) + o_;                                            \
+            const double p_ = P[i_];                                                                   \
+            const double v_ = DG[i_] * p_ - acc_;                                                      \
+            A_OUT[i_] = (a_t)v_;                                                                       \
+            ACC += p_ * v_;                                                                            \
+            WACC += pvec[h1.node_off + I * 8 + (o_ >> 3)] * pvec[h2.node_off + I2 * 8 + (o_ & 7)] * p_; \
+            k_ += 1;                                                                                   \
+        }                                                                                              \
     }
 
 // The thread's share of K = p^T x = sum over the product entries of p_i p'_i2 X (blocked layout; padding
@@ -161,10 +242,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     extern __shared__ double smem[];
     __shared__ double red[2 * NWARP];
     __shared__ int s_job;
-#if RESIDENT
-    // the pair's tile pairs by decreasing cost (the host keeps resident pairs to RES_MAX_TP tile pairs)
-    __shared__ int s_key[RES_MAX_TP], s_ord[RES_MAX_TP];
-#endif
+    // the pair's schedule (SCHEDULE_RANGES): the first work unit of each warp's range, then the end; the warps' sums
+    __shared__ int s_start[NWARP + 1];
+    __shared__ long long s_wsum[NWARP];
 
     const int tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31;
@@ -227,6 +307,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         const int nt2 = h2.nt;
         const int n_tp = h1.nt * nt2;
         const long long N = (long long)n_tp * 64;
+#if RESIDENT
+        SCHEDULE_RANGES(2 * n_tp, XMV_HALF_COST)  // half tile pairs (XMV_PASS_W)
+#else
+        if (XMV_RR) {  // round robin (XMV_PASS)
+            if (tid < NWARP) s_start[tid] = tid;
+            __syncthreads();
+        } else {
+            SCHEDULE_RANGES(n_tp, XMV_TP_COST)  // tile pairs (XMV_PASS, the gradient's joint pass)
+        }
+#endif
 #if GRADIENT
         // ---------------------------------------------------------------- joint PCG of x and y
         // Two independent Jacobi-PCG recurrences sharing the diagonal and every XMV pass: system x
@@ -283,7 +373,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             {
                 XMV_LANE_SETUP
                 if (act == 3) {
-                    for (int tp = warp; tp < n_tp; tp += NWARP) {
+                    for (int tp = s_start[warp], e_ = XMV_RR ? n_tp : s_start[warp + 1]; tp < e_;
+                         tp += XMV_RR ? NWARP : 1) {
                         const int I = tp / nt2, I2 = tp - I * nt2;
                         double acca, accb, acca2, accb2;
                         XMV_TILE_PAIR2(acca, accb, acca2, accb2, (int)n_max)
@@ -404,31 +495,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             out_conv[jb] = (s_rr[0] <= s_thr[0] && s_rr[1] <= s_thr[1] && isfinite(k)) ? 1 : 0;
         }
 #else
-#if RESIDENT
-        // ---------------------------------------------------------------- tile-pair order
-        // cost of a tile pair: its slowest lane's products (the row-pair XMV: lane (x, u) walks rows x, 7 - x
-        // of G1's tile and u, 7 - u of G2's); then each tile pair's rank by decreasing cost (ties by index)
-        for (int tp = warp; tp < n_tp; tp += NWARP) {
-            const int I = tp / nt2, I2 = tp - I * nt2;
-            const int* ra = rrowptr + h1.rrow_off + I * 8;
-            const int* rb = rrowptr + h2.rrow_off + I2 * 8;
-            const int x = lane >> 3, u = lane & 7;
-            const int w = (ra[x + 1] - ra[x]) * (rb[u + 1] - rb[u]) + (ra[8 - x] - ra[7 - x]) * (rb[8 - u] - rb[7 - u]);
-            const int wmax = __reduce_max_sync(0xffffffffu, w);
-            if (lane == 0) s_key[tp] = wmax;
-        }
-        __syncthreads();
-        for (int t = tid; t < n_tp; t += BLOCK) {
-            const int kt = s_key[t];
-            int r = 0;
-            for (int v = 0; v < n_tp; ++v) {
-                const int kv = s_key[v];
-                r += (kv > kt) || (kv == kt && v < t);
-            }
-            s_ord[r] = t;
-        }
-        __syncthreads();
-#endif
         // ---------------------------------------------------------------- init
         double rz = 0.0, bb = 0.0;
         for (long long idx = tid; idx < N; idx += BLOCK) {

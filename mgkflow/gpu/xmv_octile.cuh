@@ -4,7 +4,7 @@
 // octile and runs one of the primitives of octile_primitives.cuh per octile pair (ADAPTIVE:
 // chosen from the measured selection map, else sparse x sparse everywhere).
 //
-// Contract with mgk_solver.cu: see xmv_row_pair.cuh (XMV_LANE_SETUP, XMV_TILE_PAIR).
+// Contract with mgk_solver.cu: see xmv_row_pair.cuh (XMV_LANE_SETUP, XMV_TILE_PAIR, XMV_TP_COST).
 #define XMV_LANE_SETUP                                                                             \
     const int i = lane >> 2, i2a = lane & 3;                                                       \
     const int oa = i * 8 + i2a, ob = oa + 4;                                                       \
@@ -37,4 +37,12 @@
                 XMV_OCTILE_PAIR(acca, accb)                                                        \
             }                                                                                      \
         }                                                                                          \
+    }
+
+// The schedule's cost of tile pair u (SCHEDULE_RANGES): its octile pairs, each one primitive call per lane.
+#define XMV_TP_COST(c, u)                                                                          \
+    {                                                                                              \
+        const int I_ = (u) / nt2, I2_ = (u) - I_ * nt2;                                            \
+        c = (rowptr[h1.rowptr_off + I_ + 1] - rowptr[h1.rowptr_off + I_]) *                        \
+                (rowptr[h2.rowptr_off + I2_ + 1] - rowptr[h2.rowptr_off + I2_]) + 1;               \
     }

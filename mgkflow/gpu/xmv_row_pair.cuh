@@ -26,6 +26,51 @@
                         relab, relab_stride);                                                      \
     }
 
+// XMV_UNIT(acc, o): the sum of one output o = 8 x + u of tile pair (I, I2) (resident launches' half tile
+// pairs): row x of G1's tile I against row u of G2's tile I2.
+#define XMV_UNIT(acc, o)                                                                           \
+    {                                                                                              \
+        const int* ra_ = rrowptr + h1.rrow_off + I * 8 + ((o) >> 3);                               \
+        const int* rb_ = rrowptr + h2.rrow_off + I2 * 8 + ((o) & 7);                               \
+        acc = row_pair(ra_[0], ra_[1], rb_[0], rb_[1], P, nt2, rcoff, rweight, relab, relab_stride); \
+    }
+
+// The schedule's costs (SCHEDULE_RANGES), by one thread: XMV_TP_COST of tile pair u, its busiest lane's
+// products over both outputs (deg1(8I + x) deg2(8I2 + u) + deg1(8I + 7 - x) deg2(8I2 + 7 - u)), and
+// XMV_HALF_COST of half tile pair u = 2 tp + h (output oa, h = 0, or ob: rows x or 7 - x of G1's tile, any row of
+// G2's), (the largest degree of G1's rows 4h .. 4h + 3) (the largest of G2's tile); plus UNIT_OVERHEAD per output.
+__device__ __forceinline__ void tile_degrees(const int* __restrict__ rp, int d[8])
+{
+#pragma unroll
+    for (int k = 0; k < 8; ++k) d[k] = rp[k + 1] - rp[k];
+}
+
+#define XMV_TP_COST(c, u)                                                                          \
+    {                                                                                              \
+        const int I_ = (u) / nt2, I2_ = (u) - I_ * nt2;                                            \
+        int da_[8], db_[8];                                                                        \
+        tile_degrees(rrowptr + h1.rrow_off + I_ * 8, da_);                                         \
+        tile_degrees(rrowptr + h2.rrow_off + I2_ * 8, db_);                                        \
+        int m_ = 0;                                                                                \
+        _Pragma("unroll") for (int x_ = 0; x_ < 4; ++x_)                                           \
+            _Pragma("unroll") for (int u_ = 0; u_ < 8; ++u_)                                       \
+                m_ = max(m_, da_[x_] * db_[u_] + da_[7 - x_] * db_[7 - u_]);                       \
+        c = m_ + 2 * UNIT_OVERHEAD;                                                                \
+    }
+
+#define XMV_HALF_COST(c, u)                                                                        \
+    {                                                                                              \
+        const int tp_ = (u) >> 1, I_ = tp_ / nt2, I2_ = tp_ - I_ * nt2;                            \
+        int da_[8], db_[8];                                                                        \
+        tile_degrees(rrowptr + h1.rrow_off + I_ * 8, da_);                                         \
+        tile_degrees(rrowptr + h2.rrow_off + I2_ * 8, db_);                                        \
+        const int h_ = ((u) & 1) * 4;                                                              \
+        int ma_ = 0, mb_ = 0;                                                                      \
+        _Pragma("unroll") for (int k_ = 0; k_ < 4; ++k_) ma_ = max(ma_, h_ ? da_[4 + k_] : da_[k_]); \
+        _Pragma("unroll") for (int k_ = 0; k_ < 8; ++k_) mb_ = max(mb_, db_[k_]);                  \
+        c = ma_ * mb_ + UNIT_OVERHEAD;                                                             \
+    }
+
 #if GRADIENT
 // Two-vector variant (gradient configuration only): the joint PCG of x and the adjoint y multiplies
 // both search directions by the same matrix, so each product's coefficient A_ij A'_i'j' ke (the
