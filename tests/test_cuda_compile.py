@@ -163,3 +163,25 @@ def test_nvcc_compiles_the_fixed_sources(tmp_path: Path, module: str) -> None:
     for name in mod.KERNELS:
         assert f"Function properties for {name}" in proc.stderr
     assert set(re.findall(r"(\d+) bytes spill stores", proc.stderr)) == {"0"}, proc.stderr
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
+@pytest.mark.parametrize("name", ["unlabeled", "kd-node-se-edge"])
+def test_resident_static_shared_memory_within_its_allowance(tmp_path: Path, name: str) -> None:
+    """The per-block planner keeps RESIDENT_STATIC bytes of shared memory back from the resident bins beyond
+    the default kernel's static shared memory: the resident 1,024-thread build's must not need more."""
+    from mgkflow.gpu.solvers.per_block import RESIDENT_BLOCK, RESIDENT_STATIC
+
+    nk, ek, nd, ed = CONFIGS[name]
+    smem = {}
+    for label, block, min_blocks, resident in (("default", 512, 2, False), ("resident", RESIDENT_BLOCK, 1, True)):
+        cfg = make_config(nk, ek, nd, ed, block=block, min_blocks=min_blocks, row_ilp=2)
+        path = tmp_path / f"{label}.cu"
+        path.write_text(kernel_source(replace(cfg, p_smem=True, resident=resident)))
+        cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-Xptxas", "-v", "-o",
+               str(path.with_suffix(".cubin")), str(path)]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        solve = proc.stderr.split("Function properties for mgk_solve")[1]
+        smem[label] = int(re.search(r"(\d+) bytes smem", solve).group(1))
+    assert 0 < smem["resident"] - smem["default"] <= RESIDENT_STATIC, smem

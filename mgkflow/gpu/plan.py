@@ -99,7 +99,6 @@ def plan_launches(
     a_in_shared: bool = True,
     a_bytes: int = 4,
     resident_per_entry: int = 0,
-    resident_max_unknowns: int = 256 * 64,
 ) -> LaunchPlan:
     """Split pairs into launch groups.
 
@@ -123,10 +122,7 @@ def plan_launches(
         Thresholds and storage settings (``small_block=0``: no tiny group).
     resident_per_entry : int
         Shared-memory bytes per product unknown of the resident value solver (P, R, A); 0: no
-        resident bins (gradient and nodal solves). Resident pairs also have at most
-        ``resident_max_unknowns`` product unknowns.
-    resident_max_unknowns : int
-        See ``resident_per_entry`` (the kernel's tile-pair order tables: 256 tile pairs).
+        resident bins (gradient and nodal solves).
 
     Returns
     -------
@@ -165,7 +161,7 @@ def plan_launches(
     small &= ~tiny
     resident = []
     if resident_per_entry:  # two bins, either may be empty: up to half, and up to all of the capacity
-        fits = small & (N * resident_per_entry <= smem_cap) & (N <= resident_max_unknowns)
+        fits = small & (N * resident_per_entry <= smem_cap)
         small &= ~fits
         half = N * resident_per_entry <= smem_cap // 2
         resident = [np.flatnonzero(fits & half), np.flatnonzero(fits & ~half)]

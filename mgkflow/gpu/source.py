@@ -24,7 +24,7 @@ from ..kernels import BaseKernel, SquareExponential
 
 __all__ = [
     "KernelConfig", "kernel_source", "make_config", "label_macros", "coef_expr", "kernel_values", "se_scale",
-    "DEFAULT_BLOCK", "XMV_MODES", "KPAR", "RESIDENT_MAX_TILE_PAIRS", "gradient_fragment", "common_placeholders",
+    "DEFAULT_BLOCK", "XMV_MODES", "KPAR", "gradient_fragment", "common_placeholders",
 ]  # fmt: skip
 
 #: Name of the ``__constant__`` float array of the kernels' run-time hyperparameters.
@@ -32,8 +32,6 @@ KPAR = "mgk_kpar"
 
 #: Threads per block of the solver.
 DEFAULT_BLOCK = 512
-#: Tile pairs of a pair the resident value solver takes at most (its static tile-pair order tables).
-RESIDENT_MAX_TILE_PAIRS = 256
 #: Per-block XMV strategies (:mod:`mgkflow.gpu.strategies`, path "block"); a flattened octile
 #: walk and "rows4" were measured slower and removed (mgkflow/gpu/NOTES.md).
 XMV_MODES = ("rows", "octile")
@@ -381,6 +379,5 @@ def kernel_source(config: KernelConfig) -> str:
         ROW_ILP=str(config.row_ilp),
         P_SMEM="1" if config.p_smem else "0",
         RESIDENT="1" if config.resident else "0",
-        RES_MAX_TP=str(RESIDENT_MAX_TILE_PAIRS),
         **common_placeholders(config),
     )

@@ -33,7 +33,7 @@ from ..core import (
     solver_request,
 )  # fmt: skip
 from ..plan import LaunchPlan, plan_launches, scratch_doubles
-from ..source import KPAR, RESIDENT_MAX_TILE_PAIRS, KernelConfig
+from ..source import KPAR, KernelConfig
 from . import Solver, register
 
 __all__ = ["KERNEL", "RESIDENT", "RESIDENT_BLOCK", "PerBlockPath", "PerBlockSolver", "job_order"]
@@ -46,8 +46,9 @@ RESIDENT = 3
 #: block per SM: as many resident warps as two blocks of the default 512 threads).
 RESIDENT_BLOCK = 1024
 #: Static shared memory of a resident kernel beyond the default kernel's, kept back from the resident bins'
-#: capacity: its tile-pair order tables (2 x 256 ints) and the 1,024-thread block's reduction buffers.
-RESIDENT_STATIC = 3072
+#: capacity: the 1,024-thread block's reduction buffers and schedule (448 bytes with nvcc 13.0;
+#: tests/test_cuda_compile.py checks the bound).
+RESIDENT_STATIC = 1024
 
 
 def job_order(sel: np.ndarray, cost: np.ndarray | None, sort_jobs: bool = True) -> np.ndarray:
@@ -114,7 +115,6 @@ class PerBlockPath:
             wide_min_products=wide_min_products, small_block=be.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
             a_in_shared=be.a_in_shared, a_bytes=a_bytes,
             resident_per_entry=16 + a_bytes if resident and be.a_in_shared and be.p_smem and be.xmv == "rows" else 0,
-            resident_max_unknowns=RESIDENT_MAX_TILE_PAIRS * 64,
         )  # fmt: skip
         return plan, budget
 
