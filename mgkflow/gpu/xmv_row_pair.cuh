@@ -36,9 +36,9 @@
     }
 
 // The schedule's costs (SCHEDULE_RANGES), by one thread: XMV_TP_COST of tile pair u, its busiest lane's
-// products over both outputs (deg1(8I + x) deg2(8I2 + u) + deg1(8I + 7 - x) deg2(8I2 + 7 - u)), and
-// XMV_HALF_COST of half tile pair u = 2 tp + h (output oa, h = 0, or ob: rows x or 7 - x of G1's tile, any row of
-// G2's), (the largest degree of G1's rows 4h .. 4h + 3) (the largest of G2's tile); plus UNIT_OVERHEAD per output.
+// products over both outputs (deg1(8I + x) deg2(8I2 + u) + deg1(8I + 7 - x) deg2(8I2 + 7 - u)); XMV_HALF_COST
+// of half tile pair u = 2 tp + h (output oa of every lane, h = 0: G1 rows 0 .. 3 of the tile; ob, h = 1: rows
+// 4 .. 7), the largest degree of those four G1 rows times the largest of G2's tile; plus UNIT_OVERHEAD per output.
 __device__ __forceinline__ void tile_degrees(const int* __restrict__ rp, int d[8])
 {
 #pragma unroll
