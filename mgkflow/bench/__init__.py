@@ -7,7 +7,8 @@ compiles and time per evaluation), ``gpu_calibrate`` (cost models of the GPU str
 ``gram`` (tiled Gram matrices: in-process vs Dask, kill and resume), ``theta`` (one warm
 K + dK step of a GP fit: wall, device and host time), ``scale`` (a low-rank GP fitted on up to
 10⁵–10⁶ molecules and a screen with it: time, scores, peak memory, a resume check), ``dense`` (an
-exact GP step's n × n algebra: host LAPACK against the GPU's cuSOLVER) and ``fuzz``
+exact GP step's n × n algebra: host LAPACK against the GPU's cuSOLVER), ``balance`` (the warp
+balance of the per-block solver's XMV schedules, modelled on the host) and ``fuzz``
 (property-based fuzzing of the API and CLI). Each writes CSV or JSON under ``reports/``.
 
 The benchmarks live here, apart from the runtime code they measure; ``fuzz`` is not a
@@ -32,6 +33,7 @@ SUITES = {
     "theta": "mgkflow.bench.theta_loop",
     "scale": "mgkflow.bench.learn_scale",
     "dense": "mgkflow.bench.dense",
+    "balance": "mgkflow.bench.balance",
     "fuzz": "mgkflow.fuzz",
 }
 

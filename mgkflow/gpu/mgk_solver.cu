@@ -118,9 +118,10 @@ ${XMV_FRAGMENT}
 // order. Unit u goes to warp floor(NWARP m_u / total), m_u its cost's midpoint in the prefix sum, so a unit
 // costlier than a warp's share leaves the warps its midpoint skips empty. COST(c, u) gives a unit's cost (>= 1:
 // the strategy's estimate of its busiest lane's work) by one thread. Integers throughout and a schedule fixed
-// by the pair: each lane's sums add in the same order every run. A lane-work model (NOTES.md, session 23) puts
-// the BA XMV pass of 1,024-thread resident blocks at 0.64x the time of the decreasing-cost snake it replaces
-// with half tile pairs (0.79x with whole ones), and the 512-thread gradient's at 0.65x its round robin.
+// by the pair: each lane's sums add in the same order every run. Mirrored on the host by mgkflow/gpu/schedule.py
+// (tests/test_schedule.py); its lane-work model (python -m mgkflow.bench balance) puts the BA XMV pass of
+// 1,024-thread resident blocks at 0.64x the time of the decreasing-cost snake it replaces with half tile pairs
+// (0.79x with whole ones), and the 512-thread gradient's at 0.65x its round robin (NOTES.md, session 23).
 #define SCHEDULE_RANGES(N_UNITS, COST)                                                                 \
     {                                                                                                  \
         const int n_ = (N_UNITS);                                                                      \
