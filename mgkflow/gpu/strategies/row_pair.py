@@ -89,15 +89,46 @@ def _spread_kernel() -> Any:
     from numba import njit
 
     @njit(cache=True)
+    def extra_passes(r0, r1, row_start, row_len, cols, order):  # pragma: no cover
+        # a tile's extra shared-memory passes in this order: per position, the most distinct columns that
+        # share a residue mod 8, less one
+        extra = 0
+        seen = np.zeros(8, np.int64)
+        count = np.zeros(8, np.int64)
+        pos = 0
+        while True:
+            n_seen = 0
+            count[:] = 0
+            for r in range(r0, r1):
+                if pos < row_len[r]:
+                    c = cols[order[row_start[r] + pos]]
+                    dup = False
+                    for m in range(n_seen):
+                        dup = dup or seen[m] == c
+                    if not dup:
+                        seen[n_seen] = c
+                        n_seen += 1
+                        count[c & 7] += 1
+            if n_seen == 0:
+                return extra
+            extra += count.max() - 1
+            pos += 1
+
+    @njit(cache=True)
     def spread(tile_rows, row_start, row_len, cols, order):  # pragma: no cover
         # per tile of (up to) 8 consecutive rows: fill position 0 of every row, then position 1, ...; at each
         # position the rows with most entries left choose first: a column another row took at this position
-        # (same address: a broadcast), else one whose residue mod 8 no row took (another bank), else the first
+        # (same address: a broadcast), else one whose residue mod 8 no row took (another bank), else the first.
+        # A tile the greedy leaves with more extra passes than its given order keeps the given order (a
+        # broadcast taken early can force a collision later).
         left = np.zeros(8, np.int64)
         taken = np.zeros(8, np.int64)
+        count = np.zeros(8, np.int64)  # distinct columns per residue at the position
+        given = order.copy()  # the tiles' entries are disjoint: each keeps its given order here
         for t in range(tile_rows.shape[0] - 1):
             r0, r1 = tile_rows[t], tile_rows[t + 1]
             nr = r1 - r0
+            after = 0  # the greedy order's extra passes
             for k in range(nr):
                 left[k] = row_len[r0 + k]
             pos = 0
@@ -108,6 +139,7 @@ def _spread_kernel() -> Any:
                 if busy == 0:
                     break
                 n_taken = 0
+                count[:] = 0
                 used = 0  # residues taken at this position (bits)
                 for _ in range(busy):
                     kk = -1
@@ -134,12 +166,21 @@ def _spread_kernel() -> Any:
                         pick = a
                     c = cols[order[pick]]
                     order[a], order[pick] = order[pick], order[a]
+                    new = True
+                    for m in range(n_taken):
+                        new = new and taken[m] != c
+                    if new:
+                        count[c & 7] += 1
                     if n_taken < 8:
                         taken[n_taken] = c
                         n_taken += 1
                     used |= 1 << (c & 7)
                     left[kk] -= 1
+                after += count.max() - 1
                 pos += 1
+            if after > 0 and extra_passes(r0, r1, row_start, row_len, cols, given) < after:
+                e0, e1 = row_start[r0], row_start[r1 - 1] + row_len[r1 - 1]
+                order[e0:e1] = given[e0:e1]
         return order
 
     return spread
@@ -152,8 +193,10 @@ def spread_order(tile_rows: np.ndarray, row_start: np.ndarray, row_len: np.ndarr
     instruction, and load P at their columns: columns equal mod 8 but different fall on the same shared
     memory banks and serialize (a bank conflict), while equal columns are one broadcast. In each tile
     (rows ``tile_rows[t]`` to ``tile_rows[t + 1]``), the entries are reordered within their rows so that
-    at every position the rows' columns are the same or differ mod 8 where the rows allow (greedy). The
-    sums are the same up to rounding. Simulated on 20 labeled BA graphs (96 nodes, 2 pairs' first 30 tile
+    at every position the rows' columns are the same or differ mod 8 where the rows allow (greedy); a tile
+    the greedy would leave with more colliding columns than its given order keeps that order (a broadcast
+    taken early can force a collision later), so no tile gets more conflicts. The sums are the same up to
+    rounding. Simulated on 20 labeled BA graphs (96 nodes, 2 pairs' first 30 tile
     pairs): 4.53 shared-memory wavefronts per load of P in column order, 2.59 after (2 is the least for
     32 doubles; gpu/NOTES.md, session 22).
 
