@@ -169,11 +169,10 @@ def _spread_kernel() -> Any:
                     new = True
                     for m in range(n_taken):
                         new = new and taken[m] != c
-                    if new:
-                        count[c & 7] += 1
-                    if n_taken < 8:
+                    if new:  # taken: the position's distinct columns (at most one a row, 8 rows a tile)
                         taken[n_taken] = c
                         n_taken += 1
+                        count[c & 7] += 1
                     used |= 1 << (c & 7)
                     left[kk] -= 1
                 after += count.max() - 1
