@@ -212,7 +212,9 @@ ${XMV_FRAGMENT}
         k += pvec[h1.node_off + i] * pvec[h2.node_off + i2] * X[idx];                                  \
     }
 
-// Sum two doubles over the block; every thread gets the totals.
+#if GRADIENT
+// Sum two doubles over the block; every thread gets the totals (gradient builds: every thread sums the
+// partials, which keeps the joint PCG's registers within the 64-register bound).
 __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
 {
     warp_partials2(a, b, buf);
@@ -225,6 +227,28 @@ __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
     }
     __syncthreads();
 }
+#else
+// Sum two doubles over the block; every thread gets the totals: the warps' sums (warp_partials2), then warp 0
+// sums the NWARP partials by a butterfly (lane l reads partial l) and leaves the totals in buf[2 NWARP ..]
+// (red: 2 NWARP + 2 doubles): two shared loads a thread and two barriers, where summing the partials in every
+// thread took 2 NWARP loads.
+__device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
+{
+    warp_partials2(a, b, buf);
+    if (threadIdx.x < 32) {
+        const int l = threadIdx.x;
+        double x = l < NWARP ? buf[l] : 0.0, y = l < NWARP ? buf[NWARP + l] : 0.0;
+        warp_sum2(x, y);
+        if (l == 0) {
+            buf[2 * NWARP] = x;
+            buf[2 * NWARP + 1] = y;
+        }
+    }
+    __syncthreads();
+    a = buf[2 * NWARP];
+    b = buf[2 * NWARP + 1];
+}
+#endif
 
 ${GRADIENT_FRAGMENT}
 
@@ -241,7 +265,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int max_iter${EXTRA_PARAMS})
 {
     extern __shared__ double smem[];
-    __shared__ double red[2 * NWARP];
+    __shared__ double red[2 * NWARP + 2];
     __shared__ int s_job;
     // the pair's schedule (SCHEDULE_RANGES): the first work unit of each warp's range, then the end; the warps' sums
     __shared__ int s_start[NWARP + 1];
