@@ -103,15 +103,22 @@ ${XMV_FRAGMENT}
 // memory (XMV_RR), over tile pairs warp, warp + NWARP, ...: the warps then work side by side on neighbouring
 // tile pairs, whose P entries they share in the caches (ranges measured 20% slower on a mixed set, S23-C). The
 // value PCG runs it on (P, A), the gradient's single-recurrence steps on x's or the adjoint's.
+// UNIT_HALVES: the schedule's units are half tile pairs (resident launches; gradient launches of 1,024-thread
+// blocks with P in shared memory, where 32 warps share a pair's tile pairs)
+#define UNIT_HALVES (RESIDENT || (GRADIENT && P_SMEM && BLOCK >= 1024))
 #if RESIDENT || P_SMEM
 #define XMV_RR 0
 #else
 #define XMV_RR (use_smem == 0)
 #endif
+#if UNIT_HALVES
+#define XMV_PASS(A_OUT, ACC) XMV_PASS_HALVES(A_OUT, ACC, , )
+#else
 #define XMV_PASS(A_OUT, ACC)                                                                           \
     for (int tp = s_start[warp], e_ = XMV_RR ? n_tp : s_start[warp + 1]; tp < e_; tp += XMV_RR ? NWARP : 1) { \
         XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                                \
     }
+#endif
 
 // The pair's schedule: work units 0 .. n - 1 (the XMV's tile pairs, or half tile pairs in resident launches)
 // cut into NWARP contiguous ranges of about equal cost; warp w takes units s_start[w] .. s_start[w + 1] - 1 in
@@ -173,18 +180,16 @@ ${XMV_FRAGMENT}
         __syncthreads();                                                                               \
     }
 
-// XMV_PASS of a resident launch: the warp's range of half tile pairs (SCHEDULE_RANGES), unit 2 tp the output oa
-// of every lane of tile pair tp, 2 tp + 1 the output ob (XMV_UNIT of the strategy), both at once where the range
-// holds both (two independent chains); it also adds the lane's share of w^T P (w_u = p_i p'_i2, zero on padding)
-// to WACC.
-#define XMV_PASS_W(A_OUT, ACC, WACC)                                                                   \
+// One XMV pass over the warp's range of half tile pairs (SCHEDULE_RANGES, UNIT_HALVES), unit 2 tp the output
+// oa of every lane of tile pair tp, 2 tp + 1 the output ob (XMV_UNIT of the strategy), both at once where the
+// range holds both (two independent chains); ON_PAIR / ON_ONE run after a whole tile pair (pa_, pb_, I, I2 in
+// scope) / a single output (p_, o_, I, I2).
+#define XMV_PASS_HALVES(A_OUT, ACC, ON_PAIR, ON_ONE)                                                   \
     for (int k_ = s_start[warp], e_ = s_start[warp + 1]; k_ < e_;) {                                   \
-        if (!(k_ & 1) && k_ + 1 < e_) { /* both halves of tile pair k_ / 2: two independent chains */   \
+        if (!(k_ & 1) && k_ + 1 < e_) {                                                                \
             const int tp = k_ >> 1;                                                                    \
             XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                            \
-            const double* const p1_ = pvec + h1.node_off + I * 8;                                      \
-            const double* const p2_ = pvec + h2.node_off + I2 * 8;                                     \
-            WACC += p1_[oa >> 3] * p2_[oa & 7] * pa_ + p1_[ob >> 3] * p2_[ob & 7] * pb_;               \
+            ON_PAIR                                                                                    \
             k_ += 2;                                                                                   \
         } else {                                                                                       \
             const int tp = k_ >> 1;                                                                    \
@@ -197,9 +202,41 @@ ${XMV_FRAGMENT}
             const double v_ = DG[i_] * p_ - acc_;                                                      \
             A_OUT[i_] = (a_t)v_;                                                                       \
             ACC += p_ * v_;                                                                            \
-            WACC += pvec[h1.node_off + I * 8 + (o_ >> 3)] * pvec[h2.node_off + I2 * 8 + (o_ & 7)] * p_; \
+            ON_ONE                                                                                     \
             k_ += 1;                                                                                   \
         }                                                                                              \
+    }
+
+// XMV_PASS of a resident launch (XMV_PASS_HALVES); it also adds the lane's share of w^T P (w_u = p_i p'_i2,
+// zero on padding) to WACC.
+#define XMV_PASS_W(A_OUT, ACC, WACC)                                                                   \
+    XMV_PASS_HALVES(A_OUT, ACC,                                                                        \
+        const double* const p1_ = pvec + h1.node_off + I * 8;                                          \
+        const double* const p2_ = pvec + h2.node_off + I2 * 8;                                         \
+        WACC += p1_[oa >> 3] * p2_[oa & 7] * pa_ + p1_[ob >> 3] * p2_[ob & 7] * pb_;,                  \
+        WACC += pvec[h1.node_off + I * 8 + (o_ >> 3)] * pvec[h2.node_off + I2 * 8 + (o_ & 7)] * p_;)
+
+// The joint pass's work on tile pair tp: both outputs of the lane, both directions (P, PY -> A, AY).
+#define XMV_JOINT_TILE_PAIR(tp)    \
+    {                                                                                          \
+    const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
+    double acca, accb, acca2, accb2;                                                               \
+    XMV_TILE_PAIR2(acca, accb, acca2, accb2, (int)n_max)                                           \
+    const long long ia = ((long long)tp << 6) + oa;                                                \
+    const long long ib = ((long long)tp << 6) + ob;                                                \
+    const double dga = DG[ia], dgb = DG[ib];                                                       \
+    const double pa_ = P[ia], pb_ = P[ib];                                                         \
+    const double va = dga * pa_ - acca;                                                            \
+    const double vb = dgb * pb_ - accb;                                                            \
+    A[ia] = (a_t)va;                                                                               \
+    A[ib] = (a_t)vb;                                                                               \
+    pa += pa_ * va + pb_ * vb;                                                                     \
+    const double qa_ = PY[ia], qb_ = PY[ib];                                                       \
+    const double wa = dga * qa_ - acca2;                                                           \
+    const double wb = dgb * qb_ - accb2;                                                           \
+    AY[ia] = (a_t)wa;                                                                              \
+    AY[ib] = (a_t)wb;                                                                              \
+    pay += qa_ * wa + qb_ * wb;                                                                    \
     }
 
 // The thread's share of K = p^T x = sum over the product entries of p_i p'_i2 X (blocked layout; padding
@@ -332,8 +369,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         const int nt2 = h2.nt;
         const int n_tp = h1.nt * nt2;
         const long long N = (long long)n_tp * 64;
-#if RESIDENT
-        SCHEDULE_RANGES(2 * n_tp, XMV_HALF_COST)  // half tile pairs (XMV_PASS_W)
+#if UNIT_HALVES
+        SCHEDULE_RANGES(2 * n_tp, XMV_HALF_COST)  // half tile pairs (XMV_PASS_W, XMV_PASS_HALVES)
 #else
         if (XMV_RR) {  // round robin (XMV_PASS)
             if (tid < NWARP) s_start[tid] = tid;
@@ -398,27 +435,37 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             {
                 XMV_LANE_SETUP
                 if (act == 3) {
+#if UNIT_HALVES
+                    for (int k_ = s_start[warp], e_ = s_start[warp + 1]; k_ < e_;) {
+                        if (!(k_ & 1) && k_ + 1 < e_) {
+                            const int tp = k_ >> 1;
+                            XMV_JOINT_TILE_PAIR(tp)
+                            k_ += 2;
+                        } else {  // one output of each lane, both directions
+                            const int tp = k_ >> 1;
+                            const int I = tp / nt2, I2 = tp - I * nt2;
+                            const int o_ = (k_ & 1) ? ob : oa;
+                            double acc_, acc2_;
+                            XMV_UNIT2(acc_, acc2_, o_, (int)n_max)
+                            const long long i_ = ((long long)tp << 6) + o_;
+                            const double dg_ = DG[i_];
+                            const double p_ = P[i_];
+                            const double v_ = dg_ * p_ - acc_;
+                            A[i_] = (a_t)v_;
+                            pa += p_ * v_;
+                            const double q_ = PY[i_];
+                            const double w_ = dg_ * q_ - acc2_;
+                            AY[i_] = (a_t)w_;
+                            pay += q_ * w_;
+                            k_ += 1;
+                        }
+                    }
+#else
                     for (int tp = s_start[warp], e_ = XMV_RR ? n_tp : s_start[warp + 1]; tp < e_;
                          tp += XMV_RR ? NWARP : 1) {
-                        const int I = tp / nt2, I2 = tp - I * nt2;
-                        double acca, accb, acca2, accb2;
-                        XMV_TILE_PAIR2(acca, accb, acca2, accb2, (int)n_max)
-                        const long long ia = ((long long)tp << 6) + oa;
-                        const long long ib = ((long long)tp << 6) + ob;
-                        const double dga = DG[ia], dgb = DG[ib];
-                        const double pa_ = P[ia], pb_ = P[ib];
-                        const double va = dga * pa_ - acca;
-                        const double vb = dgb * pb_ - accb;
-                        A[ia] = (a_t)va;
-                        A[ib] = (a_t)vb;
-                        pa += pa_ * va + pb_ * vb;
-                        const double qa_ = PY[ia], qb_ = PY[ib];
-                        const double wa = dga * qa_ - acca2;
-                        const double wb = dgb * qb_ - accb2;
-                        AY[ia] = (a_t)wa;
-                        AY[ib] = (a_t)wb;
-                        pay += qa_ * wa + qb_ * wb;
+                        XMV_JOINT_TILE_PAIR(tp)
                     }
+#endif
                 } else {
                     double* const Pc = act == 1 ? P : PY;
                     a_t* const Ac = act == 1 ? A : AY;

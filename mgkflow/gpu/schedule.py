@@ -5,9 +5,10 @@ order, into one contiguous range per warp of about equal cost (``SCHEDULE_RANGES
 ``mgk_solver.cu``):
 
 - a unit is a tile pair (the lane's outputs (x, u) and (7 - x, 7 - u) of an 8 x 8 output tile pair),
-  or, in resident launches, half a tile pair (unit ``2 tp``: output (x, u) of every lane, G1's tile
-  rows 0..3; unit ``2 tp + 1``: output (7 - x, 7 - u), rows 4..7), so that a hub row's work lands in
-  one half;
+  or, in resident launches and in gradient launches of 1,024-thread blocks with P in shared memory
+  (``UNIT_HALVES``), half a tile pair (unit ``2 tp``: output (x, u) of every lane, G1's tile rows
+  0..3; unit ``2 tp + 1``: output (7 - x, 7 - u), rows 4..7), so that a hub row's work lands in one
+  half;
 - its cost is its busiest lane's products (the row-pair XMV walks a row of G1 against a row of G2:
   deg1 * deg2 products an output) plus :data:`UNIT_OVERHEAD` an output;
 - unit u goes to warp ``floor(nwarp * m_u / total)``, ``m_u`` the midpoint of its cost in the prefix
@@ -69,7 +70,7 @@ def unit_costs(deg1: np.ndarray, deg2: np.ndarray, halves: bool = False) -> np.n
     deg1, deg2 : array of int
         :func:`padded_degrees` of the two graphs (as packed: after the degree order).
     halves : bool
-        Half tile pairs (resident launches: units ``2 tp`` and ``2 tp + 1``) instead of tile pairs.
+        Half tile pairs (``UNIT_HALVES`` launches: units ``2 tp`` and ``2 tp + 1``) instead of tile pairs.
 
     Returns
     -------

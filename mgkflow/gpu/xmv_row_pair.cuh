@@ -105,6 +105,14 @@ __device__ __forceinline__ void row_pair2(
     }
 }
 
+// XMV_UNIT for the search directions P and P + dy at once (one output o of tile pair (I, I2)).
+#define XMV_UNIT2(acc, acc2, o, dy)                                                                \
+    {                                                                                              \
+        const int* ra_ = rrowptr + h1.rrow_off + I * 8 + ((o) >> 3);                               \
+        const int* rb_ = rrowptr + h2.rrow_off + I2 * 8 + ((o) & 7);                               \
+        row_pair2(ra_[0], ra_[1], rb_[0], rb_[1], P, dy, nt2, rcoff, rweight, relab, relab_stride, acc, acc2); \
+    }
+
 // XMV_TILE_PAIR for the search directions P and P + dy at once: acca/accb against P, acca2/accb2
 // against P + dy (same outputs oa, ob).
 #define XMV_TILE_PAIR2(acca, accb, acca2, accb2, dy)                                               \
