@@ -184,22 +184,6 @@ def test_model_sent_once_and_chunks_in_flight_bounded(files: dict[str, Path], cl
     assert not client.run_on_scheduler(_screen_tasks)  # everything released afterwards
 
 
-def test_workers_release_the_model_after_a_screen(files: dict[str, Path], client) -> None:
-    """Each worker drops its copy in a task (on a GPU: the modules freed on the thread that made them)."""
-    from distributed import get_task_stream
-
-    from mgkflow.io.smiles_stream import open_smiles_table
-    from mgkflow.learn.model_file import load_model
-
-    est = load_model(files["model"])
-    chunks = list(enumerate(open_smiles_table(files["candidates"]).chunks(10)))
-    with get_task_stream(client) as stream:
-        screening._run_dask(client, est, chunks, lambda *part: None)
-    released = [t["worker"] for t in stream.data if str(t["key"]).startswith("mgkflow-release-")]
-    assert sorted(released) == sorted(client.scheduler_info()["workers"])  # one task on every worker
-    assert not client.run_on_scheduler(_screen_tasks)
-
-
 # ---------------------------------------------------------------------------- errors
 def test_bad_dask_arguments(files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = ["predict", str(files["model"]), str(files["candidates"]), "--out", str(tmp_path / "p.csv")]

@@ -95,12 +95,8 @@ def graph_list(value: Any, what: str, empty: bool = False) -> list[Graph]:
     """A list of :class:`~mgkflow.Graph` from a sequence of them (empty only where ``empty``)."""
     if isinstance(value, Graph):
         raise ParameterTypeError(f"{what} must be a sequence of Graph objects, not a single Graph")
-    if (
-        value is None
-        or isinstance(value, (str, bytes, os.PathLike))
-        or not hasattr(value, "__iter__")
-        or hasattr(value, "columns")
-    ):
+    if value is None or isinstance(value, (str, bytes, os.PathLike)) or not hasattr(value, "__iter__") or hasattr(
+            value, "columns"):
         raise ParameterTypeError(f"{what} must be a sequence of mgkflow.Graph objects, got {_show(value)}")
     graphs = list(value)
     for i, g in enumerate(graphs):

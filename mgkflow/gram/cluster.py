@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import gc
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 from ..errors import BackendUnavailableError, ParameterError, ParameterTypeError
 
-__all__ = [
-    "client_from_spec",
-    "backend_for_spec",
-    "parse_spec",
-    "scatter_to_all",
-    "release_from_all",
-    "device_context",
-    "Pickled",
-    "FETCH_TIMEOUT_S",
-]
+__all__ = ["client_from_spec", "backend_for_spec", "parse_spec", "scatter_to_all", "Pickled", "FETCH_TIMEOUT_S"]
 
 #: Seconds :func:`scatter_to_all` waits for every worker to hold the object before going on without.
 FETCH_TIMEOUT_S = 60.0
@@ -196,8 +185,6 @@ class Pickled:
 
     def __reduce__(self) -> tuple:
         blob = self._blob
-        if self._obj is _RELEASED:
-            raise RuntimeError("a released mgkflow.gram.cluster.Pickled cannot be sent again")
         if blob is None:  # unpickled here, its bytes let go
             import pickle
 
@@ -209,52 +196,10 @@ class Pickled:
         import pickle
 
         with self._lock:  # a worker's task threads unpickle it once
-            if self._obj is _RELEASED:
-                raise RuntimeError("this mgkflow.gram.cluster.Pickled was released (release_from_all)")
             if self._blob is not None:
                 self._obj = pickle.loads(self._blob)
                 self._blob = None  # (the object and its bytes are not both held)
             return self._obj
-
-    def release(self) -> None:
-        """Let go of the object and its bytes in this process (:meth:`get` fails after): the end of a job,
-        on the thread that should free what the object holds (see :func:`release_from_all`)."""
-        with self._lock:
-            self._blob, self._obj = None, _RELEASED
-
-
-#: What a released :class:`Pickled` holds.
-_RELEASED = object()
-
-
-@contextlib.contextmanager
-def device_context() -> Iterator[None]:
-    """Make the GPU backend's CUDA context current in this thread, if it has one elsewhere.
-
-    PyCUDA contexts are per thread; a Dask worker may run tasks on another thread than
-    the one that created it. A no-op unless the GPU backend was loaded in this process.
-
-    Examples
-    --------
-    >>> with device_context():  # no GPU backend loaded here: nothing to do
-    ...     pass
-    """
-    dev = sys.modules.get("mgkflow.gpu.device")
-    ctx = dev._state.get("context") if dev is not None else None
-    if ctx is None or not hasattr(ctx, "push"):
-        yield
-        return
-    cuda = dev.driver()
-
-    pushed = False
-    if cuda.Context.get_current() is None:
-        ctx.push()
-        pushed = True
-    try:
-        yield
-    finally:
-        if pushed:
-            cuda.Context.pop()
 
 
 def _fetched(obj: Any) -> None:
@@ -312,55 +257,6 @@ def scatter_to_all(client: Any, obj: Any, timeout: float = FETCH_TIMEOUT_S) -> A
     for f in fetches:
         f.release()
     return fut
-
-
-def _released(obj: Pickled) -> None:
-    """A task: drop this worker's copy of ``obj`` with the CUDA context current, then collect it."""
-    with device_context():
-        obj.release()
-        gc.collect()
-
-
-def release_from_all(client: Any, future: Any, timeout: float = FETCH_TIMEOUT_S) -> None:
-    """Let every worker of ``client`` drop its copy of a :func:`scatter_to_all` object, in a task.
-
-    A screening model unpickled on a worker holds what its task thread made: on a GPU, the kernel
-    backend's compiled modules and device buffers, under a CUDA context that PyCUDA makes current per
-    thread. Left to the worker's exit, those are collected on another thread, and PyCUDA warns for
-    each ("... in out-of-thread context could not be cleaned up": some 50 lines after a 16-worker
-    screen, NOTES S24-C). A small task on each worker (one task thread, or the context made current
-    there) drops the object and collects it before the cluster closes. Best effort: workers that do
-    not answer within ``timeout`` seconds are left as they are.
-
-    Examples
-    --------
-    >>> with client_from_spec("local:2", processes=False) as client:
-    ...     shared = scatter_to_all(client, {"a": 1})
-    ...     release_from_all(client, shared)
-    ...     client.submit(lambda d: d.get(), shared).result()
-    Traceback (most recent call last):
-    ...
-    RuntimeError: this mgkflow.gram.cluster.Pickled was released (release_from_all)
-    """
-    from distributed import wait
-
-    with contextlib.suppress(Exception):  # a cluster that stopped answering: nothing to release there
-        workers = list(client.scheduler_info().get("workers", {}))
-        tasks = [
-            client.submit(
-                _released,
-                future,
-                workers=[w],
-                allow_other_workers=False,
-                pure=False,
-                key=f"mgkflow-release-{i}-{future.key}",
-            )  # fmt: skip
-            for i, w in enumerate(workers)
-        ]
-        wait(tasks, timeout=timeout)
-        client.cancel([t for t in tasks if not t.done()])
-        for t in tasks:
-            t.release()
 
 
 def _connect(client_class: Any, address: str, timeout: float | None) -> Any:

@@ -46,7 +46,9 @@ def wants_tiled(args: Any) -> bool:
     )
 
 
-def run_tiled_command(args: Any, graphs: Sequence[Graph], kernels: tuple[Any, Any], say: Callable[[str], Any]) -> int:
+def run_tiled_command(
+    args: Any, graphs: Sequence[Graph], kernels: tuple[Any, Any], say: Callable[[str], Any]
+) -> int:
     """Run ``mgkflow gram`` block by block: reorder, solve the blocks (here or on Dask), write.
 
     ``--out K.zarr`` writes a resumable Zarr store (run the same command again to finish
@@ -123,14 +125,8 @@ def run_tiled_command(args: Any, graphs: Sequence[Graph], kernels: tuple[Any, An
     return 0
 
 
-def _tiled(
-    tiled_gram: Callable[..., Any],
-    graphs: Sequence[Graph],
-    kernel: Any,
-    args: Any,
-    client: Any,
-    say: Callable[[str], Any],
-) -> Any:
+def _tiled(tiled_gram: Callable[..., Any], graphs: Sequence[Graph], kernel: Any, args: Any, client: Any,
+           say: Callable[[str], Any]) -> Any:
     """``tiled_gram`` as the command line asks for it; a store made for another computation is refused
     with a message that names ``--force`` (which starts it anew)."""
     from .store import StoreMismatchError

@@ -54,9 +54,8 @@ class PermutationCache:
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise OutputPathError(
-                    f"PermutationCache: cannot create {self.directory}: {exc.strerror or exc}"
-                ) from None
+                raise OutputPathError(f"PermutationCache: cannot create {self.directory}: {exc.strerror or exc}"
+                                      ) from None
         self._mem: dict[str, np.ndarray] = {}
 
     @staticmethod

@@ -152,8 +152,7 @@ class GramStore:
         if int(meta.get("format_version", 0)) > FORMAT_VERSION:
             raise FileFormatError(
                 f"written by a newer mgkflow (store format {meta['format_version']}, "
-                f"this version reads {FORMAT_VERSION})",
-                path=path,
+                f"this version reads {FORMAT_VERSION})", path=path,
             )
         return cls(path, meta, arr)
 
@@ -242,11 +241,8 @@ class GramStore:
         for key, label in names.items():
             if old["digests"].get(key) != meta["digests"].get(key):
                 if key == "params":
-                    diff = [
-                        f"{k}: {old['params'].get(k)} -> {meta['params'].get(k)}"
-                        for k in sorted(meta["params"])
-                        if old["params"].get(k) != meta["params"].get(k)
-                    ]
+                    diff = [f"{k}: {old['params'].get(k)} -> {meta['params'].get(k)}" for k in sorted(meta["params"])
+                            if old["params"].get(k) != meta["params"].get(k)]
                     label += f" ({'; '.join(diff)})" if diff else ""
                 what.append(label)
         for key in ("shape", "block_size", "dtype", "symmetric"):
