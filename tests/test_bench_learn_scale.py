@@ -59,6 +59,16 @@ def test_the_screen_output_and_what_is_kept(run, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scale.csv"]
 
 
+def test_keep_files_without_a_screen_keeps_the_model_file(tmp_path):
+    argv = "--n-train 4 --n-test 2 --landmarks 2 --n-screen 0 --max-iter 2 --no-descriptors --backend cpu -q"
+    assert learn_scale.main([*argv.split(), "--keep-files", "--out", str(tmp_path)]) == 0
+    files = tmp_path / "scale_files"
+    assert sorted(p.name for p in files.iterdir()) == ["scale_model.mgk"]
+    from mgkflow.learn.model_file import load_model
+
+    assert load_model(files / "scale_model.mgk").predict(["CCO"]).shape == (1,)
+
+
 def test_the_screen_stages_in_process_and_on_dask(run, tmp_path):
     table, _, _ = run
     row = table.loc["screen"]

@@ -553,6 +553,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.n_screen:
             emit(_screen_rows(model, data, files, m, args, say))
+        elif args.keep_files:  # no screen, but the model file was asked for (to screen with `mgkflow predict`)
+            from ..learn import save_model
+
+            files.mkdir(parents=True, exist_ok=True)
+            kept = save_model(model, files / "scale_model.mgk", {"suite": "scale", "target": args.target})
+            say(f"kept the model file {kept}")
     finally:
         if not args.keep_files:
             shutil.rmtree(files, ignore_errors=True)
