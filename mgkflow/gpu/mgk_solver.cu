@@ -120,7 +120,7 @@ ${XMV_FRAGMENT}
     }
 #endif
 
-// The pair's schedule: work units 0 .. n - 1 (the XMV's tile pairs, or half tile pairs in resident launches)
+// The pair's schedule: work units 0 .. n - 1 (the XMV's tile pairs, or half tile pairs where UNIT_HALVES)
 // cut into NWARP contiguous ranges of about equal cost; warp w takes units s_start[w] .. s_start[w + 1] - 1 in
 // order. Unit u goes to warp floor(NWARP m_u / total), m_u its cost's midpoint in the prefix sum, so a unit
 // costlier than a warp's share leaves the warps its midpoint skips empty. COST(c, u) gives a unit's cost (>= 1:
