@@ -70,8 +70,9 @@ def test_cli_dask_local_equals_in_process(tmp_path):
     assert np.array_equal(a.matrix, b.matrix) and a.ids == b.ids
     assert a.meta["params"] == b.meta["params"]  # local:N implies the CPU backend
     # the same command again resumes: nothing left to compute
-    assert main([*common, "--dask", "local:2", "--out", str(tmp_path / "B.zarr"), "--stats",
-                 str(tmp_path / "s.csv")]) == 0
+    assert (
+        main([*common, "--dask", "local:2", "--out", str(tmp_path / "B.zarr"), "--stats", str(tmp_path / "s.csv")]) == 0
+    )
     import pandas as pd
 
     row = pd.read_csv(tmp_path / "s.csv").iloc[0]
@@ -192,6 +193,35 @@ def test_pickled_pickles_its_object_once_and_unpickles_it_once_per_copy():
     assert copies[1].get() is not got[0]  # each copy unpickles its own
     assert relayed._blob is None  # and lets its bytes go: a later relay pickles the object again
     assert isinstance(pickle.loads(pickle.dumps(relayed)).get(), _CountsPickles) and _CountsPickles.pickled == 2
+
+
+def test_a_released_pickled_refuses_to_be_used_or_sent():
+    import pickle
+
+    from mgkflow.gram.cluster import Pickled
+
+    shared = pickle.loads(pickle.dumps(Pickled({"a": 1})))
+    assert shared.get() == {"a": 1}
+    shared.release()
+    assert shared._blob is None
+    with pytest.raises(RuntimeError, match="released"):
+        shared.get()
+    with pytest.raises(RuntimeError, match="released"):
+        pickle.dumps(shared)
+
+
+def test_scattered_copies_stay_on_every_worker(client):
+    """The clusters made here run no active memory manager: its ReduceReplicas policy would drop the
+    copies scatter_to_all makes within its 2 s cycle."""
+    import time
+
+    from mgkflow.gram.cluster import release_from_all, scatter_to_all
+
+    shared = scatter_to_all(client, {"a": 1})
+    time.sleep(4.5)
+    assert [len(w) for w in client.who_has(shared).values()] == [2]
+    assert release_from_all(client, shared) == 2
+    client.cancel([shared])
 
 
 def _task_keys(dask_scheduler=None) -> list[str]:

@@ -184,6 +184,25 @@ def test_model_sent_once_and_chunks_in_flight_bounded(files: dict[str, Path], cl
     assert not client.run_on_scheduler(_screen_tasks)  # everything released afterwards
 
 
+def test_every_worker_still_holds_the_model_at_the_end_and_releases_it(
+    files: dict[str, Path], client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No replica dropped by Dask's memory manager on the way; at the end each worker releases its copy
+    (on a GPU: the modules freed with the CUDA context current)."""
+    from mgkflow.gram import cluster
+    from mgkflow.io.smiles_stream import open_smiles_table
+    from mgkflow.learn.model_file import load_model
+
+    released = []
+    real = cluster.release_from_all
+    monkeypatch.setattr(cluster, "release_from_all", lambda c, fut: released.append(real(c, fut)) or released[-1])
+    est = load_model(files["model"])
+    chunks = list(enumerate(open_smiles_table(files["candidates"]).chunks(10)))
+    screening._run_dask(client, est, chunks, lambda *part: None)
+    assert released == [2]  # both workers held it to the end
+    assert not client.run_on_scheduler(_screen_tasks)
+
+
 # ---------------------------------------------------------------------------- errors
 def test_bad_dask_arguments(files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = ["predict", str(files["model"]), str(files["candidates"]), "--out", str(tmp_path / "p.csv")]

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import gc
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 from ..errors import BackendUnavailableError, ParameterError, ParameterTypeError
 
-__all__ = ["client_from_spec", "backend_for_spec", "parse_spec", "scatter_to_all", "Pickled", "FETCH_TIMEOUT_S"]
+__all__ = [
+    "client_from_spec",
+    "backend_for_spec",
+    "parse_spec",
+    "scatter_to_all",
+    "release_from_all",
+    "device_context",
+    "Pickled",
+    "FETCH_TIMEOUT_S",
+]
 
 #: Seconds :func:`scatter_to_all` waits for every worker to hold the object before going on without.
 FETCH_TIMEOUT_S = 60.0
@@ -117,10 +128,18 @@ def client_from_spec(
         "scheduler_kwargs": {"dashboard_address": ":0"},
     }
     opts.update(cluster_options)
+    import dask
+
+    # no active memory manager in the clusters made here: its ReduceReplicas policy drops, within
+    # seconds, the copies that scatter_to_all gives every worker (a job's model or graphs), and a worker
+    # that lost its copy fetches it again, or frees it on its event loop, away from the CUDA context
+    # (NOTES, session 24). The scheduler reads the setting when it starts.
+    no_amm = {"distributed.scheduler.active-memory-manager.start": False}
     if kind == "local":
         if count is not None:
             opts["n_workers"] = count
-        cluster = LocalCluster(processes=processes, **opts)
+        with dask.config.set(no_amm):
+            cluster = LocalCluster(processes=processes, **opts)
     else:
         try:
             from dask_cuda import LocalCUDACluster
@@ -137,7 +156,8 @@ def client_from_spec(
         # two task threads per GPU worker: one block's host work overlaps another's device work (each
         # thread has its own kernel copy, backend and stream, as the in-process run's two solver threads)
         opts["threads_per_worker"] = cluster_options.get("threads_per_worker", 2)
-        cluster = LocalCUDACluster(**opts)
+        with dask.config.set(no_amm):
+            cluster = LocalCUDACluster(**opts)
     try:
         client = Client(cluster)
         try:
@@ -185,6 +205,8 @@ class Pickled:
 
     def __reduce__(self) -> tuple:
         blob = self._blob
+        if self._obj is _RELEASED:
+            raise RuntimeError("a released mgkflow.gram.cluster.Pickled cannot be sent again")
         if blob is None:  # unpickled here, its bytes let go
             import pickle
 
@@ -196,10 +218,52 @@ class Pickled:
         import pickle
 
         with self._lock:  # a worker's task threads unpickle it once
+            if self._obj is _RELEASED:
+                raise RuntimeError("this mgkflow.gram.cluster.Pickled was released (release_from_all)")
             if self._blob is not None:
                 self._obj = pickle.loads(self._blob)
                 self._blob = None  # (the object and its bytes are not both held)
             return self._obj
+
+    def release(self) -> None:
+        """Let go of the object and its bytes in this process (:meth:`get` fails after): the end of a job,
+        on the thread that should free what the object holds (see :func:`release_from_all`)."""
+        with self._lock:
+            self._blob, self._obj = None, _RELEASED
+
+
+#: What a released :class:`Pickled` holds.
+_RELEASED = object()
+
+
+@contextlib.contextmanager
+def device_context() -> Iterator[None]:
+    """Make the GPU backend's CUDA context current in this thread, if it has one elsewhere.
+
+    PyCUDA contexts are per thread; a Dask worker may run tasks on another thread than
+    the one that created it. A no-op unless the GPU backend was loaded in this process.
+
+    Examples
+    --------
+    >>> with device_context():  # no GPU backend loaded here: nothing to do
+    ...     pass
+    """
+    dev = sys.modules.get("mgkflow.gpu.device")
+    ctx = dev._state.get("context") if dev is not None else None
+    if ctx is None or not hasattr(ctx, "push"):
+        yield
+        return
+    cuda = dev.driver()
+
+    pushed = False
+    if cuda.Context.get_current() is None:
+        ctx.push()
+        pushed = True
+    try:
+        yield
+    finally:
+        if pushed:
+            cuda.Context.pop()
 
 
 def _fetched(obj: Any) -> None:
@@ -257,6 +321,49 @@ def scatter_to_all(client: Any, obj: Any, timeout: float = FETCH_TIMEOUT_S) -> A
     for f in fetches:
         f.release()
     return fut
+
+
+def _release_here(key: str, dask_worker: Any = None) -> bool:
+    """Run by ``client.run`` on a worker: release its copy of ``key`` (a :class:`Pickled`) with the CUDA
+    context current, then collect it; whether the worker held one."""
+    data = dask_worker.data
+    obj = data[key] if key in data else None
+    if not isinstance(obj, Pickled):
+        return False
+    with device_context():
+        obj.release()
+        del obj
+        gc.collect()
+    return True
+
+
+def release_from_all(client: Any, future: Any) -> int:
+    """Let every worker of ``client`` drop its copy of a :func:`scatter_to_all` object now.
+
+    A screening model unpickled on a worker holds what its task thread made: on a GPU, the kernel
+    backend's compiled modules and device buffers, under a CUDA context that PyCUDA makes current
+    per thread. Freed later, by the worker's event loop or at its exit, without that context, PyCUDA
+    cannot clean them up and warns for each ("... in out-of-thread context could not be cleaned up":
+    some 50 lines after a 16-worker screen, NOTES S24-C). Here each worker releases the copy it
+    holds with the context made current and collects it (``client.run``: no task, so a worker that
+    holds no copy fetches none). Best effort: returns how many workers released one.
+
+    Examples
+    --------
+    >>> with client_from_spec("local:2", processes=False) as client:
+    ...     shared = scatter_to_all(client, {"a": 1})
+    ...     n = release_from_all(client, shared)
+    ...     try:
+    ...         client.submit(lambda d: d.get(), shared).result()
+    ...     except RuntimeError as exc:
+    ...         print(n, exc)
+    2 this mgkflow.gram.cluster.Pickled was released (release_from_all)
+    """
+    try:
+        done = client.run(_release_here, future.key)
+    except Exception:  # noqa: BLE001 - a cluster that stopped answering: nothing to release there
+        return 0
+    return sum(bool(v) for v in done.values())
 
 
 def _connect(client_class: Any, address: str, timeout: float | None) -> Any:

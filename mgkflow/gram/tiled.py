@@ -7,16 +7,14 @@ in-process run, a Dask run and a resumed run.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import os
 import pickle
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from ..graph import Graph
 from ..mgk import MarginalizedGraphKernel, gpu_available
 from . import _args
 from .blocks import Block, default_block_size, plan_blocks
+from .cluster import device_context
 from .digest import graphs_digest, kernel_params, params_digest
 from .resources import ResourceEstimate, check_resources, estimate_resources
 from .store import GramStore
@@ -110,34 +109,9 @@ def _release_thread_kernel() -> None:
     """Drop this thread's kernel copy (its backend's device buffers and stream) while the CUDA context is
     current here: left to the thread's exit, PyCUDA cannot free them ('... in out-of-thread context could
     not be cleaned up' warnings at the end of an overlapped run)."""
-    with _device_context():
+    with device_context():
         _TLS.__dict__.clear()
         gc.collect()
-
-
-@contextlib.contextmanager
-def _device_context() -> Iterator[None]:
-    """Make the GPU backend's CUDA context current in this thread, if it has one elsewhere.
-
-    PyCUDA contexts are per thread; a Dask worker may run tasks on another thread than
-    the one that created it. A no-op unless the GPU backend was loaded in this process.
-    """
-    dev = sys.modules.get("mgkflow.gpu.device")
-    ctx = dev._state.get("context") if dev is not None else None
-    if ctx is None or not hasattr(ctx, "push"):
-        yield
-        return
-    cuda = dev.driver()
-
-    pushed = False
-    if cuda.Context.get_current() is None:
-        ctx.push()
-        pushed = True
-    try:
-        yield
-    finally:
-        if pushed:
-            cuda.Context.pop()
 
 
 _SYSTEMS_LOCK = threading.Lock()
@@ -240,7 +214,7 @@ def compute_block(job: GramJob, block: Block) -> tuple[np.ndarray, dict]:
     kern = _thread_kernel(job)
     xs = job.X[block.r0 : block.r1]
     t0 = time.perf_counter()
-    with _device_context():
+    with device_context():
         if job.overlap and kern.backend != "cpu":
             backend = get_backend(kern)
             if hasattr(backend, "use_stream"):  # GPU: this thread's launches in a stream of their own

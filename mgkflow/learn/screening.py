@@ -406,7 +406,7 @@ def _run_dask(client: Any, model: Any, todo: Iterable[tuple[int, list[Any]]], on
     """
     from distributed import as_completed
 
-    from ..gram.cluster import scatter_to_all
+    from ..gram.cluster import release_from_all, scatter_to_all
 
     threads = sum(int(w.get("nthreads", 1)) for w in client.scheduler_info().get("workers", {}).values())
     window = max(2, CHUNKS_PER_THREAD * threads)
@@ -433,6 +433,7 @@ def _run_dask(client: Any, model: Any, todo: Iterable[tuple[int, list[Any]]], on
             fut.release()
             on_part(k, n, data, failed)
             submit_next()
+        release_from_all(client, model_future)  # the workers' GPU state freed on their task threads
     except BaseException:
         client.cancel([f for f, _, _ in inflight.values()])
         raise
