@@ -433,7 +433,7 @@ def _run_dask(client: Any, model: Any, todo: Iterable[tuple[int, list[Any]]], on
             fut.release()
             on_part(k, n, data, failed)
             submit_next()
-        release_from_all(client, model_future)  # the workers' GPU state freed on their task threads
+        release_from_all(client, model_future)  # each worker frees its GPU state with the CUDA context current
     except BaseException:
         client.cancel([f for f, _, _ in inflight.values()])
         raise
