@@ -8,7 +8,8 @@ compiles and time per evaluation), ``gpu_calibrate`` (cost models of the GPU str
 K + dK step of a GP fit: wall, device and host time), ``scale`` (a low-rank GP fitted on up to
 10⁵–10⁶ molecules and a screen with it: time, scores, peak memory, a resume check), ``dense`` (an
 exact GP step's n × n algebra: host LAPACK against the GPU's cuSOLVER), ``balance`` (the warp
-balance of the per-block solver's XMV schedules, modelled on the host) and ``fuzz``
+balance of the per-block solver's XMV schedules, modelled on the host), ``banks`` (the shared-memory
+wavefronts of its loads of P under two row layouts, modelled on the host) and ``fuzz``
 (property-based fuzzing of the API and CLI). Each writes CSV or JSON under ``reports/``.
 
 The benchmarks live here, apart from the runtime code they measure; ``fuzz`` is not a
@@ -34,6 +35,7 @@ SUITES = {
     "scale": "mgkflow.bench.learn_scale",
     "dense": "mgkflow.bench.dense",
     "balance": "mgkflow.bench.balance",
+    "banks": "mgkflow.bench.banks",
     "fuzz": "mgkflow.fuzz",
 }
 
