@@ -26,11 +26,11 @@ uncompressed path. Writes ``ablation.csv`` and ``ablation.png`` (bar chart) unde
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 from pathlib import Path
 
+from ._csv import write_csv
 from .gpu import run_workload, workload_name
 
 _SMALL = {"block": 256, "min_blocks": 1, "sort_jobs": False, "wide_xmv": "rows"}
@@ -122,11 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "ablation.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out / "ablation.csv", rows)
     _plot(rows, out / "ablation.png")
     print(f"CSV: {out / 'ablation.csv'}")
     return 0

@@ -25,13 +25,13 @@ Examples
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from ..gpu.schedule import padded_degrees, round_robin_loads, schedule_ranges, unit_costs, warp_loads
+from ._csv import write_csv
 
 __all__ = ["main", "workload_degrees", "efficiencies"]
 
@@ -107,13 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({"workload": name, "warps": w, "schedule": s, "efficiency": round(e, 4)})
             print(f"{name:4s} {w:3d} warps  " + "  ".join(f"{s} {e:.3f}" for s, e in eff.items()))
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "balance.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {out / 'balance.csv'}")
+        print(f"wrote {write_csv(Path(args.out) / 'balance.csv', rows)}")
     return 0
 
 

@@ -21,13 +21,13 @@ Examples
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from ..gpu.banks import layout_rows, load_wavefronts
+from ._csv import write_csv
 
 __all__ = ["main", "workload_rows", "LAYOUTS"]
 
@@ -90,13 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             line.append(f"{layout} {per:.2f}")
         print(f"{name:4s} wavefronts per request  " + "  ".join(line))
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "banks.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {out / 'banks.csv'}")
+        print(f"wrote {write_csv(Path(args.out) / 'banks.csv', rows)}")
     return 0
 
 

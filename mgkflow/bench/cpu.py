@@ -45,7 +45,6 @@ Examples
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import platform
 import statistics
@@ -58,6 +57,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+
+from ._csv import write_csv
 
 __all__ = [
     "main",
@@ -347,11 +348,7 @@ def _in_fresh_process(fn: Callable[..., dict], *args: Any) -> dict:
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {path}")
+    print(f"wrote {write_csv(path, rows)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,6 @@ the values: K_mgkflow = q^2 K_GraphDot).
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
 import os
@@ -24,6 +23,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from ._csv import write_csv
 
 WORKLOADS = [
     ("nws", False, 0.05),
@@ -374,12 +375,7 @@ def _protein_pair_main(args: argparse.Namespace, backend_kw: dict) -> int:
                 f"K {r['value']:.10g} (rel. diff to the first {r['rel_diff_first']:.1e})",
                 flush=True,
             )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "gpu_protein_pair.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(prow[0]))
-        w.writeheader()
-        w.writerows(prow)
+    write_csv(Path(args.out) / "gpu_protein_pair.csv", prow)
     return 0
 
 
@@ -444,11 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cols = [k for k in rows[0] if not k.startswith("_")]
     csv_name = f"gpu_bench{'_' + args.tag if args.tag else ''}.csv"
-    with open(out / csv_name, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r[k] for k in cols})
+    write_csv(out / csv_name, rows, cols)
     gpu = rows[0]["gpu"]
     print(f"\nGPU: {gpu}; ordering {rows[0]['order']}; {rows[0]['graphs']} graphs, {rows[0]['pairs']} pairs")
     hdr = (

@@ -27,7 +27,6 @@ Writes ``calibrate.csv`` (one row per pair, strategy and ordering), ``calibrate.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -35,6 +34,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from ._csv import write_csv
 
 #: (n1, n2, seed) of the geometric fitting pairs and of the evaluation pairs (the issue's sizes).
 GEOMETRIC_FIT = [(300, 400, 11), (600, 800, 12), (800, 2400, 13), (1500, 1800, 14), (2000, 2000, 15),
@@ -223,10 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     fields = sorted({k for r in rows for k in r}, key=lambda k: (k.startswith("f_"), k))
-    with open(out / "calibrate.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out / "calibrate.csv", rows, fields)
     (out / "calibrate.json").write_text(json.dumps(summary, indent=2, default=str))
     print(json.dumps({k: v for k, v in summary["sets"].items()}, indent=2, default=str))
     return 0

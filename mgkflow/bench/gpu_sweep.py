@@ -19,7 +19,6 @@ it) to ``--out``.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -27,6 +26,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from ._csv import write_csv
 
 if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     sys.path.pop(0)  # run by path: import mgkflow from PYTHONPATH, not this folder's siblings
@@ -157,10 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tag = f"_{args.tag}" if args.tag else ""
-    with open(out / f"gpu_sweep{tag}.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out / f"gpu_sweep{tag}.csv", rows)
     (out / f"gpu_sweep{tag}.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
     return 0

@@ -67,6 +67,7 @@ import numpy as np
 from ..gpu.primitive_map import PRIMITIVES, map_dir, map_from_timings, save_map
 from ..gpu.source import KPAR, KernelConfig, coef_expr, kernel_values, label_macros, make_config, template_text
 from ..kernels import BaseKernel, Constant, SquareExponential
+from ._csv import write_csv
 
 __all__ = [
     "BENCH_BLOCK",
@@ -667,10 +668,7 @@ def write_outputs(
                     row[f"gflops_{name}"] = f"{2.0 * k1 * k2 / ns[p]:.5g}" if ns[p] > 0 else "nan"
                 rows.append(row)
     cols = ["labeled", "k1", "k2"] + [f"ns_{p}" for p in PRIMITIVES] + ["best"] + [f"gflops_{p}" for p in PRIMITIVES]
-    with open(out / "primitives.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out / "primitives.csv", rows, cols)
 
     roof = [(name, v, unit, note) for name, (v, unit, note) in ceilings.items()]
     fp32 = ceilings.get("fp32_fma_peak", (math.nan, "", ""))[0]

@@ -16,7 +16,6 @@ Examples
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
+from ._csv import write_csv
 
 __all__ = ["main", "run_datasets", "run_scaling", "random_geometric_graph"]
 
@@ -166,11 +167,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _write(rows: list[dict[str, Any]], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(path, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
