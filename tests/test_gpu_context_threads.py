@@ -85,3 +85,22 @@ def test_the_main_thread_keeps_its_context(fake_driver):
     assert _Fake.log == [("push", threading.get_ident())]
     assert _Fake.stack() == [fake_driver]
     _Fake.stack().clear()  # (the atexit pop would find nothing)
+
+
+def test_module_cache_freed_at_exit_with_the_context_current(fake_driver, monkeypatch):
+    """The atexit hook unloads the cached modules with the context made current, and pops it again:
+    left to the interpreter's teardown, PyCUDA frees them without a context and warns (NOTES S25-B)."""
+    drv = sys.modules["pycuda.driver"]
+    monkeypatch.setattr(drv.Context, "pop", lambda: _Fake.stack().pop(), raising=False)
+    current_at_free = []
+
+    class _Module:
+        def __del__(self) -> None:
+            current_at_free.append(drv.Context.get_current())
+
+    device._state["modules"] = {"k": _Module()}
+    assert drv.Context.get_current() is None
+    device._free_modules(fake_driver)
+    assert current_at_free == [fake_driver]
+    assert device._state["modules"] == {}
+    assert _Fake.stack() == []

@@ -127,8 +127,9 @@ def _create_context() -> Any:
         dev = cuda.Device(int(os.environ.get("MGKFLOW_DEVICE", "0")))
         ctx = dev.retain_primary_context()
         _push_here(ctx)
+        import atexit
+
         if threading.current_thread() is threading.main_thread():
-            import atexit
 
             def _pop() -> None:
                 try:
@@ -137,8 +138,29 @@ def _create_context() -> Any:
                     pass
 
             atexit.register(_pop)
+        atexit.register(_free_modules, ctx)  # (before _pop: atexit runs the last registered first)
     _state["context"] = ctx
     return ctx
+
+
+def _free_modules(ctx: Any) -> None:
+    """At exit: unload the cached modules with ``ctx`` current in this thread. Left to the interpreter's
+    teardown, PyCUDA frees them without their context and warns for each ("module in out-of-thread
+    context could not be cleaned up": one line per Dask worker after a screen, NOTES S24-G)."""
+    import gc
+
+    try:
+        cuda = driver()
+        pushed = cuda.Context.get_current() is None
+        if pushed:
+            ctx.push()
+        with _COMPILE_LOCK:
+            _state["modules"] = {}
+        gc.collect()
+        if pushed:
+            cuda.Context.pop()
+    except Exception:  # noqa: BLE001 - interpreter shutdown: nothing more to do
+        pass
 
 
 def device_arch() -> str:
