@@ -142,6 +142,16 @@ def _add_fit(sub: Any) -> None:
         "an H100 the exact GP fits 20,000 molecules in about 4 minutes; there M = 2,000 had 1.4x its test "
         "error; default: exact)",
     )
+    p.add_argument(
+        "--neighbors",
+        type=_count(0),
+        default=0,
+        metavar="K",
+        help="with --low-rank: each prediction adds the exact GP of the training residuals on its K nearest "
+        "training molecules (one kernel matrix of K+1 molecules per prediction: use a GPU; on an H100, 100,000 "
+        "MOSES molecules, M = 2,000, K = 256: logP test error 27%% lower, 5 predictions/s; the model file keeps "
+        "the training molecules; default 0: none)",
+    )
     p.add_argument("--seed", type=_seed, default=0, help="seed of the restarts (default 0)")
     p.add_argument(
         "--jobs",
@@ -246,12 +256,14 @@ def _say(args: Any, msg: str) -> None:
 def cmd_fit(args: Any) -> int:
     """``mgkflow fit``: read the table, fit, write the model file."""
     from ._version import __version__
-    from .errors import OutputPathError
+    from .errors import OutputPathError, ParameterError
     from .io import check_writable
     from .learn.fitting import build_model, graph_kernel_progress, read_training_table, training_digest
     from .learn.model_file import file_sha256, save_model
 
     t0 = time.perf_counter()
+    if args.neighbors and args.low_rank is None:
+        raise ParameterError(f"--neighbors {args.neighbors} corrects a low-rank GP's predictions: add --low-rank M")
     check_writable(args.model, "--model")
     if args.model.exists() and not args.force:
         raise OutputPathError(f"--model {args.model} exists; add --force to replace it, or choose another path")
@@ -264,7 +276,7 @@ def cmd_fit(args: Any) -> int:
                f"{table.target!r})")  # fmt: skip
     model = build_model(backend=args.backend, descriptors=args.descriptors, restarts=args.restarts,
                         seed=args.seed, verbose=0 if args.quiet else 1, low_rank=args.low_rank,
-                        jobs=args.jobs)  # fmt: skip
+                        jobs=args.jobs, neighbors=args.neighbors)  # fmt: skip
     model.fit(table.smiles, table.y)
     for kernel in (getattr(model, "kernel", None), getattr(model, "kernel_", None)):
         graph_kernel_progress(kernel, False)  # predictions run chunk by chunk under mgkflow predict's own bar
@@ -287,6 +299,7 @@ def cmd_fit(args: Any) -> int:
             "restarts": args.restarts,
             "seed": args.seed,
             "low_rank": args.low_rank,
+            "neighbors": args.neighbors,
         },
         "objective": {
             "name": getattr(model, "objective", None),

@@ -475,3 +475,24 @@ def test_fit_low_rank_then_predict(files: dict[str, Path], tmp_path: Path) -> No
     rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(tmp_path / "x.mgk"),
                     "--low-rank", "0"])
     assert rc == 2 and "--low-rank" in err
+
+
+def test_fit_low_rank_with_neighbors(files: dict[str, Path], tmp_path: Path) -> None:
+    """--neighbors K: the low-rank GP's local correction, recorded in the model file; predictions move from the
+    plain low-rank ones; without --low-rank it is refused before any work."""
+    model = tmp_path / "nn.mgk"
+    rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(model), "--restarts", "0",
+                    "--low-rank", "6", "--neighbors", "10", "--no-descriptors", "--backend", "cpu", "-q"])
+    assert rc == 0, err
+    assert read_model_info(model)["metadata"]["options"]["neighbors"] == 10
+    est = load_model(model)
+    assert est.gpr_.n_neighbors == 10
+    smiles = ["CCOC(=O)c1ccccc1", "CC(C)Cc1ccc(C)cc1"]
+    mean, std = est.predict(smiles, return_std=True)
+    local, est.gpr_._local = est.gpr_._local, None
+    plain, plain_std = est.predict(smiles, return_std=True)
+    est.gpr_._local = local
+    assert np.all(np.isfinite(mean)) and not np.allclose(mean, plain) and np.all(std <= plain_std + 1e-12)
+    rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(tmp_path / "y.mgk"),
+                    "--neighbors", "5"])
+    assert rc != 0 and "--low-rank" in err and not (tmp_path / "y.mgk").exists()

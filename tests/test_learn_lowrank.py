@@ -545,3 +545,81 @@ def test_a_pickle_keeps_the_factors_lower_triangles_only():
     old = LowRankGPR.__new__(LowRankGPR)
     old.__setstate__(full)  # an older pickle's state: full matrices
     np.testing.assert_array_equal(old.predict(X[:5]), gp.predict(X[:5]))
+
+
+# ---------------------------------------------------------------------------- local correction (n_neighbors)
+def _local_reference(gp, kernel, X, y, Xs, k):
+    """The local correction in dense numpy from its definition (lowrank.py's docstring): the low-rank mean and
+    variance, then the exact GP of the residuals on each point's k nearest training points (cosine of the
+    landmark features), under R = K − Q plus the noise."""
+    noise = kernel.k2.noise_level
+    sig = kernel.k1
+    Z = X[gp.landmark_indices_]
+    Kmm = sig(Z)
+    Kmm = Kmm + gp.jitter * np.mean(np.diag(Kmm)) * np.eye(len(Z))
+    L = np.linalg.cholesky(Kmm)
+    V = np.linalg.solve(L, sig(Z, X))
+    Vs = np.linalg.solve(L, sig(Z, Xs))
+    mu, sd = y.mean(), y.std()
+    yn = (y - mu) / sd
+    B = Kmm + sig(Z, X) @ sig(X, Z) / noise
+    w = np.linalg.solve(B, sig(Z, X) @ yn / noise)
+    base, base_tr = sig(Xs, Z) @ w, sig(X, Z) @ w
+    var = sig.diag(Xs) + noise - np.sum(Vs * Vs, axis=0)
+    var += np.einsum("ij,ji->i", sig(Xs, Z), np.linalg.solve(B, sig(Z, Xs)))
+    cos = (Vs.T @ V) / np.outer(np.linalg.norm(Vs, axis=0), np.linalg.norm(V, axis=0))
+    mean = base.copy()
+    for t in range(len(Xs)):
+        N = np.argsort(-cos[t])[:k]
+        A = sig(X[N]) + noise * np.eye(k) - V[:, N].T @ V[:, N]
+        r = sig(Xs[t : t + 1], X[N])[0] - Vs[:, t] @ V[:, N]
+        mean[t] += r @ np.linalg.solve(A, (yn - base_tr)[N])
+        var[t] -= r @ np.linalg.solve(A, r)
+    return mean * sd + mu, np.sqrt(var) * sd
+
+
+def test_local_correction_matches_its_definition():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 6, (80, 2))
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1])
+    Xs = rng.uniform(0, 6, (15, 2))
+    kernel = RBF(0.8) + WhiteKernel(1e-3)
+    gp = LowRankGPR(kernel, n_landmarks=12, optimize=False, n_neighbors=10, verbose=0).fit(X, y)
+    mean, std = gp.predict(Xs, return_std=True)
+    ref_mean, ref_std = _local_reference(gp, kernel, X, y, Xs, 10)
+    # the model keeps V in float32 (half the memory of a large fit): Q(N, N) carries its rounding, over a noise
+    # of 1e-3 here; the correction itself is far larger than that tolerance
+    assert np.allclose(mean, ref_mean, atol=5e-5)
+    assert np.allclose(std, ref_std, atol=5e-5)
+    plain = LowRankGPR(kernel, n_landmarks=12, optimize=False, verbose=0).fit(X, y).predict(Xs)
+    assert np.abs(mean - plain).max() > 1e-2
+    assert np.array_equal(gp.predict(Xs), mean)
+
+
+def test_local_correction_lowers_the_error_of_few_landmarks():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 6, (300, 2))
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1])
+    Xs = rng.uniform(0, 6, (60, 2))
+    ys = np.sin(Xs[:, 0]) * np.cos(Xs[:, 1])
+    kernel = RBF(0.7) + WhiteKernel(1e-4)
+    plain = LowRankGPR(kernel, n_landmarks=20, optimize=False, verbose=0).fit(X, y)
+    local = LowRankGPR(kernel, n_landmarks=20, optimize=False, n_neighbors=30, verbose=0).fit(X, y)
+    assert np.array_equal(plain.landmark_indices_, local.landmark_indices_)
+    err = [np.sqrt(np.mean((g.predict(Xs) - ys) ** 2)) for g in (plain, local)]
+    assert err[1] < 0.7 * err[0]
+    s_plain, s_local = plain.predict(Xs, return_std=True)[1], local.predict(Xs, return_std=True)[1]
+    assert np.all(s_local <= s_plain + 1e-12)  # the local GP only takes variance away
+
+
+def test_local_correction_pickles_and_refuses_bad_counts():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 6, (40, 1))
+    y = np.sin(X[:, 0])
+    gp = LowRankGPR(RBF(1.0) + WhiteKernel(1e-3), n_landmarks=5, optimize=False, n_neighbors=50, verbose=0)
+    gp.fit(X, y)  # more neighbours than training points: all of them
+    again = pickle.loads(pickle.dumps(gp))
+    assert np.array_equal(again.predict(X[:7]), gp.predict(X[:7]))
+    for bad in (-1, 1.5, True):
+        with pytest.raises((ParameterError, ParameterTypeError), match="n_neighbors"):
+            LowRankGPR(RBF(1.0) + WhiteKernel(1e-3), n_neighbors=bad).fit(X, y)

@@ -185,3 +185,12 @@ def test_n_landmarks_fits_a_low_rank_gp():
         MolecularGPR(n_landmarks=0, **kw).fit(SMILES, Y)
     with pytest.raises(ParameterError, match="exact GP"):
         MolecularGPR(n_landmarks=5, objective="loo", **kw).fit(SMILES, Y)
+    # n_neighbors: the low-rank GP's local correction (tested in test_learn_lowrank.py), passed through; with every
+    # training molecule a neighbour the test predictions move, and it needs n_landmarks
+    local = MolecularGPR(n_landmarks=5, n_neighbors=len(SMILES), **kw).fit(SMILES, Y)
+    assert local.gpr_.n_neighbors == len(SMILES)
+    assert np.array_equal(local.gpr_.landmark_indices_, small.gpr_.landmark_indices_)
+    assert np.all(np.isfinite(local.predict(TEST))) and not np.allclose(local.predict(TEST), small.predict(TEST))
+    for bad, match in ((-1, "n_neighbors"), (3, "give n_landmarks")):
+        with pytest.raises(ParameterError, match=match):
+            MolecularGPR(n_neighbors=bad, **kw).fit(SMILES, Y)

@@ -85,6 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--n-screen", type=_count(0), default=1000, help="molecules to screen (S; 0: no screen)")
     ap.add_argument("--landmarks", type=_count(1), default=2000, help="m, at most N (default 2000, capped at N)")
     ap.add_argument(
+        "--neighbors", type=_count(0), default=0,
+        help="the low-rank GP's local correction on k nearest training molecules (default 0: none)",
+    )  # fmt: skip
+    ap.add_argument(
         "--exact-n",
         type=_count(0),
         default=0,
@@ -274,6 +278,7 @@ def _fit(smiles: Sequence[str], y: np.ndarray, n_landmarks: int | None, args: ar
     model = MolecularGPR(
         descriptors=not args.no_descriptors,
         n_landmarks=n_landmarks,
+        n_neighbors=args.neighbors if n_landmarks is not None else 0,
         n_restarts=args.restarts,
         max_iter=args.max_iter,
         backend=args.backend,
@@ -322,10 +327,20 @@ def _predict_row(phase: str, model: Any, smiles: Sequence[str], y: np.ndarray, m
     mean, std = model.predict(list(smiles), return_std=True)
     seconds = time.perf_counter() - t0
     scores = regression_metrics(y, np.asarray(mean, dtype=np.float64))
+    extra = {}
+    gpr = getattr(model, "gpr_", None)
+    if getattr(gpr, "_local", None) is not None:  # the same model without its local correction, beside
+        local, gpr._local = gpr._local, None
+        try:
+            plain = model.predict(list(smiles))
+        finally:
+            gpr._local = local
+        extra["rmse_lowrank"] = regression_metrics(y, np.asarray(plain, dtype=np.float64))["rmse"]
     return {
         "phase": phase,
         "n": len(smiles),
         "m": m,
+        "neighbors": int(getattr(getattr(model, "gpr_", None), "n_neighbors", 0) or 0),
         "seconds": seconds,
         "molecules_per_s": len(smiles) / seconds,
         "pairs_per_s": len(smiles) * m / seconds,
@@ -333,6 +348,7 @@ def _predict_row(phase: str, model: Any, smiles: Sequence[str], y: np.ndarray, m
         "mae": scores["mae"],
         "r2": scores["r2"],
         "mean_std": float(np.mean(std)),
+        **extra,
     }
 
 
@@ -341,8 +357,8 @@ def _exact_rows(
 ) -> list[dict[str, Any]]:
     """The exact GP and the low-rank GP on the first E training molecules, scored on the test set.
 
-    ``fitted``: the low-rank model on all N training molecules and its wall seconds, taken as it
-    is when E = N (the same molecules, landmarks and seed: a refit would repeat it).
+    ``fitted``: the low-rank model on all N training molecules, its wall seconds and its prediction row,
+    taken as they are when E = N (the same molecules, landmarks and seed: a refit would repeat it).
     """
     E = args.exact_n
     smiles, y = data["train"][:E], data["y_train"][:E]
@@ -353,12 +369,13 @@ def _exact_rows(
     row.update({k: pred[k] for k in ("rmse", "mae", "r2")}, predict_s=pred["seconds"])
     m = min(args.landmarks, E)
     if E == args.n_train:
-        low, wall = fitted
+        low, wall, pred = fitted
     else:
         say(f"low-rank GP on the same {E} molecules, {m} landmarks")
         low, wall = _fit(smiles, y, m, args)
+        pred = None
     lrow = _fit_rows("lowrank_at_exact_n", low, wall, E)[0]
-    pred = _predict_row("lowrank_at_exact_n", low, data["test"], data["y_test"], lrow["m"])
+    pred = pred or _predict_row("lowrank_at_exact_n", low, data["test"], data["y_test"], lrow["m"])
     lrow.update({k: pred[k] for k in ("rmse", "mae", "r2")}, predict_s=pred["seconds"])
     lrow["rmse_vs_exact"] = lrow["rmse"] / row["rmse"] if row["rmse"] > 0 else np.nan
     return [row, lrow]
@@ -546,9 +563,10 @@ def main(argv: list[str] | None = None) -> int:
     say(f"low-rank GP on {args.n_train} molecules, {m} landmarks")
     model, wall = _fit(data["train"], data["y_train"], m, args)
     emit(_fit_rows("fit", model, wall, args.n_train))
-    emit([_predict_row("predict", model, data["test"], data["y_test"], m)])
+    pred = _predict_row("predict", model, data["test"], data["y_test"], m)
+    emit([pred])
     if args.exact_n:
-        emit(_exact_rows(data, args, say, (model, wall)))
+        emit(_exact_rows(data, args, say, (model, wall, pred)))
     files = args.out / "scale_files"
     try:
         if args.n_screen:

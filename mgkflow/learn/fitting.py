@@ -191,6 +191,7 @@ def build_model(
     verbose: int = 1,
     low_rank: int | None = None,
     jobs: int | None = None,
+    neighbors: int = 0,
 ) -> Any:
     """The estimator ``mgkflow fit`` fits: a :class:`~mgkflow.learn.MolecularGPR` with these choices.
 
@@ -215,6 +216,9 @@ def build_model(
         A low-rank GP on this many landmarks (``MolecularGPR(n_landmarks=...)``); None: the exact GP.
     jobs : int or None
         Processes that featurize the molecules (``MolecularGPR(n_jobs=...)``; None: 1, -1: every core).
+    neighbors : int
+        With ``low_rank``: the local correction on this many nearest training molecules
+        (``MolecularGPR(n_neighbors=...)``); 0: none.
 
     Examples
     --------
@@ -230,6 +234,10 @@ def build_model(
     bad_rank = isinstance(low_rank, bool) or not isinstance(low_rank, int | np.integer) or low_rank < 1
     if low_rank is not None and bad_rank:
         raise ParameterError(f"low_rank must be None or a whole number >= 1, got {low_rank!r:.60}")
+    if isinstance(neighbors, bool) or not isinstance(neighbors, int | np.integer) or neighbors < 0:
+        raise ParameterError(f"neighbors must be a whole number >= 0, got {neighbors!r:.60}")
+    if neighbors and low_rank is None:
+        raise ParameterError("neighbors corrects a low-rank GP's predictions: give low_rank too")
     kernel = None
     if verbose:  # the default covariance, with the graph kernel's progress bar (the first Gram takes longest)
         kernel = molecular_kernel(descriptors=bool(descriptors), backend=backend)
@@ -237,4 +245,5 @@ def build_model(
     return MolecularGPR(
         descriptors=descriptors, kernel=kernel, n_restarts=int(restarts), backend=backend, random_state=seed,
         verbose=verbose, n_landmarks=None if low_rank is None else int(low_rank), n_jobs=jobs,
+        n_neighbors=int(neighbors),
     )

@@ -25,6 +25,19 @@ K_*m B⁻¹ K_mn Λ⁻¹ y and variance k(x*, x*) − Q_** + K_*m B⁻¹ K_m* wi
 (the standard deviation of a noisy observation, like :class:`GraphGPR`: the kernel's white noise
 is included).
 
+**Local correction** (``n_neighbors=k``, off by default). Q drops the kernel's small eigenvalues, and
+labels that are exact functions of the molecule (RDKit's logP, TPSA, QED) are interpolated with just
+those (docs/learning.md). With k > 0 a prediction at x* adds the exact GP of the training residuals
+r = y − μ(X) on x*'s k nearest training points N (nearest by the cosine of the landmark features
+V = L_A⁻¹ K_mn, which every point has), under the covariance Q misses: with R = K − Q,
+μ(x*) += R(x*, N) (R(N, N) + Λ_N)⁻¹ r_N and the variance loses R(x*, N) (R(N, N) + Λ_N)⁻¹ R(N, x*)
+(a local GP on the low-rank model's residuals, in two stages: unlike the partially independent
+conditional of Snelson & Ghahramani 2007 with x*'s neighbourhood as its block, it does not become the
+exact GP at k = n, but it came closer to it at the k that one can afford: on 3,500 MOSES molecules,
+logP, m = 70, the test RMSE 0.300 → 0.144 with k = 512, where the exact GP on 700 scored 0.198 and on
+3,500 0.117; docs/learning.md). It costs one kernel matrix of k + 1 graphs per predicted point, and the
+fitted model keeps the training inputs and V (float32).
+
 **Noise.** The kernel holds its noise as a ``WhiteKernel`` (as for :class:`GraphGPR`), anywhere in
 a sum or product: λᵢ is ``kernel.diag`` minus the kernel's value on the pair (xᵢ, xᵢ) taken as
 a cross entry (what a ``WhiteKernel`` leaves out). K(Z, Z) is such a cross block: no noise,
@@ -68,7 +81,7 @@ from ..errors import ParameterError, ParameterTypeError
 from ._gram_tree import check_fit_memory
 from ._passes import half_outer_minus_scaled, scaled_transpose
 from ._search import fit_hyperparameters
-from .contract import _check_sets, _take, cross_contraction, kernel_diag
+from .contract import _check_sets, _concat, _take, cross_contraction, kernel_diag
 from .landmarks import LANDMARK_METHODS, select_landmarks
 from .objectives import NotPositiveDefiniteError
 
@@ -284,6 +297,11 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         L-BFGS-B iterations per search.
     optimize : bool
         False keeps the kernel's hyperparameters as given.
+    n_neighbors : int
+        0 (default): the low-rank posterior. k > 0: each prediction adds the exact GP of the training
+        residuals on its k nearest training points, with the covariance the landmarks miss (module
+        docstring): closer to the exact GP on labels without noise, at one kernel matrix of k + 1
+        graphs per predicted point (use a GPU), and a model that keeps its training inputs.
     block_rows : int
         Training points per evaluation of K(X, Z) (memory O(block_rows · m · H) for gradients).
     random_state : int or None
@@ -322,6 +340,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         n_restarts: int = 0,
         max_iter: int = 100,
         optimize: bool = True,
+        n_neighbors: int = 0,
         block_rows: int = 512,
         random_state: int | None = None,
         verbose: int = 1,
@@ -335,6 +354,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         self.n_restarts = n_restarts
         self.max_iter = max_iter
         self.optimize = optimize
+        self.n_neighbors = n_neighbors
         self.block_rows = block_rows
         self.random_state = random_state
         self.verbose = verbose
@@ -366,6 +386,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
                 raise ParameterTypeError(f"{name} must be True or False, got {getattr(self, name)!r:.60}")
         _int(self.n_restarts, "n_restarts", 0)
         _int(self.max_iter, "max_iter", 1)
+        _int(self.n_neighbors, "n_neighbors", 0)
         _int(self.block_rows, "block_rows", 1)
         _int(self.verbose, "verbose", 0)
         r = self.random_state
@@ -479,6 +500,14 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         self.objective_value_ = float(value)
         self._L_A, self._L_C = f.L_A, f.L_C
         self._w_mean = _solve_l(f.L_A, _solve_l(f.L_C, beta, trans=1), trans=1)  # B⁻¹ K_mn Λ⁻¹ y
+        self._local = None
+        if int(self.n_neighbors) > 0:
+            # the local correction's training side: inputs, landmark features V (m × n, float32: the neighbour
+            # search and Q(N, N) only), their norms and the residuals of the low-rank mean (scaled targets)
+            V = np.ascontiguousarray(f.V, dtype=np.float32)
+            norm = np.sqrt(np.einsum("ij,ij->j", V, V, dtype=np.float64))
+            resid = self._y - f.Knm @ self._w_mean
+            self._local = (self._X, V, norm, resid)
 
     # ------------------------------------------------------------------ pickling
     _FACTORS = ("_L_A", "_L_C")
@@ -511,10 +540,47 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
             raise ParameterTypeError(f"return_std must be True or False, got {return_std!r:.60}")
         _check_sets(X, X)
         Ks = np.asarray(self.kernel_(X, self.X_landmarks_), dtype=np.float64)
-        mean = Ks @ self._w_mean * self._y_std + self._y_mean
+        mean = Ks @ self._w_mean
+        local = getattr(self, "_local", None)
+        if not return_std and local is None:
+            return mean * self._y_std + self._y_mean
+        v = _solve_l(self._L_A, Ks.T)
+        var = None
+        if return_std:
+            w = _solve_l(self._L_C, v)
+            var = self.kernel_.diag(X) - np.einsum("ij,ij->j", v, v) + np.einsum("ij,ij->j", w, w)
+        if local is not None:
+            self._correct(X, v, mean, var, local)
+        mean = mean * self._y_std + self._y_mean
         if not return_std:
             return mean
-        v = _solve_l(self._L_A, Ks.T)
-        w = _solve_l(self._L_C, v)
-        var = self.kernel_.diag(X) - np.einsum("ij,ij->j", v, v) + np.einsum("ij,ij->j", w, w)
         return mean, np.sqrt(np.clip(var, 0.0, None)) * self._y_std
+
+    def _correct(self, X: Sequence, v: np.ndarray, mean: np.ndarray, var: np.ndarray | None, local: tuple) -> None:
+        """Add the local correction (module docstring) to ``mean`` and ``var`` in place (scaled units); ``v``:
+        the points' landmark features L_A⁻¹ K(Z, X)."""
+        X_train, V, norm, resid = local
+        n, k = V.shape[1], min(int(self.n_neighbors), V.shape[1])
+        t0, said = time.perf_counter(), time.perf_counter()
+        for b0 in range(0, v.shape[1], 256):
+            vb = v[:, b0 : b0 + 256]
+            cos = (vb.T.astype(np.float32) @ V) / np.maximum(np.outer(np.linalg.norm(vb, axis=0), norm), 1e-300)
+            near = np.argpartition(-cos, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (len(cos), 1))
+            for j, N in enumerate(near):
+                t = b0 + j
+                # one kernel matrix of the k neighbours and the point: the neighbours' block has the white noise
+                # on its diagonal (R(N, N) + Λ_N once Q is taken off), the point's row none (a cross entry)
+                G = np.asarray(self.kernel_(_concat(_take(X_train, N), _take(X, [t]))), dtype=np.float64)
+                VN = V[:, N].astype(np.float64)
+                A = G[:k, :k] - VN.T @ VN
+                r = G[k, :k] - v[:, t] @ VN
+                try:
+                    L = sla.cho_factor(0.5 * (A + A.T), lower=True, check_finite=False)
+                except np.linalg.LinAlgError:
+                    continue  # (R(N, N) + Λ_N not positive definite in float32 features: the low-rank value)
+                mean[t] += r @ sla.cho_solve(L, resid[N], check_finite=False)
+                if var is not None:
+                    var[t] -= r @ sla.cho_solve(L, r, check_finite=False)
+                if self.verbose and time.perf_counter() - said > 30:
+                    said = time.perf_counter()
+                    self._say(f"local correction: {t + 1} of {v.shape[1]} points in {said - t0:.0f} s")

@@ -224,6 +224,11 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         chosen by pivoted Cholesky (:class:`~mgkflow.learn.LowRankGPR`, DTC): its fit and
         predictions cost n·m kernel entries instead of n², for training sets of 10⁴ molecules and
         more. ``objective`` must then be ``"lml"`` (the approximation's evidence).
+    n_neighbors : int
+        With ``n_landmarks``: 0 (default) predicts with the low-rank posterior; k > 0 adds to each
+        prediction the exact GP of the training residuals on its k nearest training molecules
+        (:class:`~mgkflow.learn.LowRankGPR`'s local correction: one kernel matrix of k + 1 molecules
+        per prediction, best on a GPU; for labels the low-rank GP underfits, docs/learning.md).
     max_iter : int
         L-BFGS-B iterations per run.
     backend : str
@@ -260,6 +265,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         objective: str = "lml",
         n_restarts: int = 1,
         n_landmarks: int | None = None,
+        n_neighbors: int = 0,
         max_iter: int = 100,
         backend: str = "auto",
         random_state: int | None = 0,
@@ -277,6 +283,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         self.objective = objective
         self.n_restarts = n_restarts
         self.n_landmarks = n_landmarks
+        self.n_neighbors = n_neighbors
         self.max_iter = max_iter
         self.backend = backend
         self.random_state = random_state
@@ -287,6 +294,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
 
     def __setstate__(self, state: dict) -> None:
         state.setdefault("n_jobs", None)  # a model pickled before n_jobs existed
+        state.setdefault("n_neighbors", 0)  # ... or before n_neighbors
         super().__setstate__(state)
 
     def _graphs(self, X: Any, fit: bool) -> list[Graph]:
@@ -348,6 +356,13 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
                     f"objective={self.objective!r} needs the exact GP: a low-rank fit (n_landmarks={m}) maximizes "
                     "its own evidence; use objective='lml' or n_landmarks=None"
                 )
+        k = self.n_neighbors
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 0:
+            raise ParameterError(f"n_neighbors must be an integer >= 0, got {k!r:.60}")
+        if k and m is None:
+            raise ParameterError(
+                f"n_neighbors={k} corrects a low-rank GP's predictions: give n_landmarks too (the exact GP needs none)"
+            )
         k = self.kernel
         if k is not None and (not callable(k) or not hasattr(k, "diag") or not hasattr(k, "theta")):
             raise ParameterTypeError(f"kernel must be None or a scikit-learn kernel, got {type(k).__name__}")
@@ -377,7 +392,9 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         if self.n_landmarks is None:
             self.gpr_ = GraphGPR(kernel, objective=self.objective, **common).fit(graphs, y)
         else:
-            self.gpr_ = LowRankGPR(kernel, n_landmarks=int(self.n_landmarks), **common).fit(graphs, y)
+            self.gpr_ = LowRankGPR(
+                kernel, n_landmarks=int(self.n_landmarks), n_neighbors=int(self.n_neighbors), **common
+            ).fit(graphs, y)
         self.kernel_ = self.gpr_.kernel_
         return self
 
