@@ -36,8 +36,8 @@ conditional of Snelson & Ghahramani 2007 with x*'s neighbourhood as its block, i
 exact GP at k = n, but it came closer to it at the k that one can afford: on 3,500 MOSES molecules,
 logP, m = 70, the test RMSE 0.300 → 0.144 with k = 512, where the exact GP on 700 scored 0.198 and on
 3,500 0.117; on 100,000 with m = 2,000 and k = 256, 0.108 → 0.079, where the exact GP on 20,000 scored
-0.072 on the same molecules; docs/learning.md). It costs one kernel matrix of k + 1 graphs per predicted point, and the
-fitted model keeps the training inputs and V (float32).
+0.072 on the same molecules; docs/learning.md). It costs one kernel matrix of k + 1 graphs per predicted
+point, and the fitted model keeps the training inputs and V (float32).
 
 **Noise.** The kernel holds its noise as a ``WhiteKernel`` (as for :class:`GraphGPR`), anywhere in
 a sum or product: λᵢ is ``kernel.diag`` minus the kernel's value on the pair (xᵢ, xᵢ) taken as
@@ -524,6 +524,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         return state
 
     def __setstate__(self, state: dict) -> None:
+        state.setdefault("n_neighbors", 0)  # a model pickled before the local correction
         for name in self._FACTORS:  # a model pickled before the triangles keeps its full matrices
             packed = state.get(name)
             if isinstance(packed, tuple) and len(packed) == 3 and packed[0] == "lower triangle":
@@ -584,4 +585,6 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
                     var[t] -= r @ sla.cho_solve(L, r, check_finite=False)
                 if self.verbose and time.perf_counter() - said > 30:
                     said = time.perf_counter()
-                    self._say(f"local correction: {t + 1} of {v.shape[1]} points in {said - t0:.0f} s")
+                    rate = (t + 1) / (said - t0)
+                    self._say(f"local correction: {t + 1} of {v.shape[1]} points in {said - t0:.0f} s ({rate:.3g}/s, "
+                              f"{(v.shape[1] - t - 1) / rate:.0f} s left)")  # fmt: skip
