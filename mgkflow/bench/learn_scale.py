@@ -20,7 +20,9 @@ Phases, each timed on its own (wall seconds) and reported as one line on stdout 
     The low-rank fit: landmarks (pivoted Cholesky), hyperparameters, posterior; the objective
     evaluations (``kernel_evals``) and the n·m kernel entries of K(X, Z) (``pairs``).
 ``predict``
-    Mean and standard deviation of the test molecules (featurization included); RMSE, MAE, R².
+    Mean and standard deviation of the test molecules (featurization included); RMSE, MAE, R². With
+    ``--neighbors k`` the low-rank GP's local correction (``MolecularGPR(n_neighbors=k)``), its plain
+    prediction's RMSE beside (``rmse_lowrank``); ``pairs_per_s`` counts the n·m landmark pairs only.
 ``exact``, ``lowrank_at_exact_n``
     With ``--exact-n E``: the exact GP and the low-rank GP fitted on the first E training
     molecules, both scored on the same test set: how well the approximation does at N = E
@@ -340,7 +342,7 @@ def _predict_row(phase: str, model: Any, smiles: Sequence[str], y: np.ndarray, m
         "phase": phase,
         "n": len(smiles),
         "m": m,
-        "neighbors": int(getattr(getattr(model, "gpr_", None), "n_neighbors", 0) or 0),
+        "neighbors": int(getattr(gpr, "n_neighbors", 0) or 0),
         "seconds": seconds,
         "molecules_per_s": len(smiles) / seconds,
         "pairs_per_s": len(smiles) * m / seconds,
