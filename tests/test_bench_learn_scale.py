@@ -227,3 +227,12 @@ def test_the_test_molecules_are_the_same_for_every_n():
     assert small["test"] == large["test"] and list(small["y_test"]) == list(large["y_test"])
     assert large["train"][:6] == small["train"] and not set(large["test"]) & set(large["train"])
     assert len(large["screen"]) == 3 and not set(large["screen"]) & set(large["train"] + large["test"])
+
+
+def test_neighbors_reports_the_corrected_and_the_plain_error(tmp_path):
+    argv = "--n-train 30 --n-test 6 --landmarks 3 --neighbors 8 --exact-n 30 --n-screen 0 --max-iter 2 --no-descriptors"
+    assert learn_scale.main([*argv.split(), "--backend", "cpu", "-q", "--out", str(tmp_path)]) == 0
+    table = pd.read_csv(tmp_path / "scale.csv").set_index("phase")
+    row = table.loc["predict"]
+    assert row["neighbors"] == 8 and row["rmse_lowrank"] > 0 and row["rmse"] != row["rmse_lowrank"]
+    assert table.loc["lowrank_at_exact_n", "rmse"] == row["rmse"]  # E = N: the main fit and prediction, reused
