@@ -525,6 +525,9 @@ def test_a_fit_too_large_for_the_host_is_refused_before_any_work(monkeypatch):
             gp.fit(X, y)
     assert not calls
     monkeypatch.setattr("mgkflow.gram.resources.host_available_bytes", lambda: need)
+    with pytest.raises(ResourceError, match=rf"keeps about {arrays + 1} arrays"):  # the local correction keeps V too
+        LowRankGPR(kernel, n_landmarks=8, verbose=0, max_iter=2, n_neighbors=4).fit(X, y)
+    assert not calls
     assert LowRankGPR(kernel, n_landmarks=8, verbose=0, max_iter=2).fit(X, y).n_evaluations_ >= 1 and calls
 
 

@@ -416,8 +416,9 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
             m = min(int(self.n_landmarks), n)
         else:  # given indices (checked with the landmarks; anything but a 1-D sequence fails there)
             m = int(np.asarray(self.landmarks).size)
+        extra = EXTRA_NM_ARRAYS + (1 if int(self.n_neighbors) > 0 else 0)  # the local correction's V (float32), kept
         check_fit_memory(
-            self.kernel, n, m, EXTRA_NM_ARRAYS, f"a low-rank Gaussian process on {n} points with {m} landmarks",
+            self.kernel, n, m, extra, f"a low-rank Gaussian process on {n} points with {m} landmarks",
             "use fewer landmarks or fit on a sample of the points (a fitted model screens any number of "
             "molecules: mgkflow predict)",
         )  # fmt: skip
