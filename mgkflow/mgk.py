@@ -44,7 +44,7 @@ from .errors import MgkflowError, ParameterError, ParameterTypeError
 from .evaluation import LMIN_RESOLUTION, Q_MIN, DegenerateKernelWarning, SolveStats, gpu_available
 from .evaluation.backend import get_backend, oracle
 from .evaluation.checks import check_convergence, check_finite, is_scalar, same_graphs, validate
-from .evaluation.matrix import diagonal, gram_contraction, kernel_matrix
+from .evaluation.matrix import diagonal, gram_contraction, kernel_matrix, pair_values
 from .evaluation.solve import record, solve
 from .evaluation.systems import prepare
 from .graph import Graph
@@ -429,6 +429,35 @@ class MarginalizedGraphKernel(GenericKernelMixin, Kernel):
         (5,)
         """
         return diagonal(self, X, nodal)
+
+    def pair_values(self, X: Sequence[Graph], pairs: object, normalize: bool | None = None) -> np.ndarray:
+        """K(X[i], X[j]) for each row (i, j) of ``pairs``: scattered entries of ``kern(X)``, solving only those
+        pairs (and, normalized, the graphs' self-pairs) in one backend call.
+
+        Parameters
+        ----------
+        X : sequence of Graph
+        pairs : array-like of int, shape (p, 2)
+            Indices into X, in any order; a pair may repeat.
+        normalize : bool, optional
+            Default: the ``normalize`` parameter.
+
+        Returns
+        -------
+        ndarray of float64, shape (p,)
+
+        Examples
+        --------
+        >>> import networkx as nx
+        >>> from mgkflow import Graph
+        >>> gs = [Graph.from_networkx(nx.path_graph(n)) for n in (2, 3, 4)]
+        >>> kern = MarginalizedGraphKernel(q=0.1, backend="cpu")
+        >>> v = kern.pair_values(gs, [[0, 2], [2, 1]])
+        >>> K = kern(gs)
+        >>> bool(np.allclose(v, [K[0, 2], K[2, 1]]))
+        True
+        """
+        return pair_values(self, X, pairs, normalize)
 
     # ------------------------------------------------------------------ evaluation steps (gram, pipeline, benchmarks)
     _get_backend = get_backend

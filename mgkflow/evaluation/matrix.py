@@ -39,7 +39,7 @@ from .solve import record, solve
 from .spec import KernelSpec
 from .systems import cross_pairs, diagonal_positions, gram_pairs, p_factor, p_scale, prepare, self_pairs
 
-__all__ = ["kernel_matrix", "diagonal", "gram_contraction"]
+__all__ = ["kernel_matrix", "diagonal", "gram_contraction", "pair_values"]
 
 
 def kernel_matrix(
@@ -274,6 +274,62 @@ def _cross(kern: KernelSpec, xs: list[GraphSystem], ys: list[GraphSystem], norma
     check_diagonal(kern, dyv, ys, "Y")
     K, _ = normalized_gradient(K, None, dxv, None, dyv, None)
     return K, C, R
+
+
+def _checked_pairs(pairs: object, n: int) -> np.ndarray:
+    """``pairs`` as a (p, 2) int64 array of indices into n graphs, or a :class:`ParameterError`."""
+    try:
+        arr = np.asarray(pairs)
+    except (TypeError, ValueError) as exc:
+        raise ParameterTypeError(f"pairs must be a (p, 2) array of graph indices: {exc}") from None
+    if arr.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ParameterError(f"pairs must be a (p, 2) array of graph indices, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise ParameterTypeError(f"pairs must hold integer graph indices, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= n:
+        raise ParameterError(f"pairs index graph {lo if lo < 0 else hi}, outside the {n} graphs of X")
+    return arr
+
+
+def pair_values(kern: KernelSpec, X: Sequence[Graph], pairs: object, normalize: bool | None = None) -> np.ndarray:
+    """``kern.pair_values(X, pairs)``: K(X[i], X[j]) for each row (i, j) of ``pairs``, in one backend call.
+
+    A caller that needs scattered entries of a large matrix (the k-neighbour blocks of a local
+    Gaussian process, a sparse similarity graph) solves those pairs only, with the graphs prepared and
+    packed once. Normalized values divide by K(G, G) of every graph of X, solved in the same call.
+    """
+    normalize = kern.normalize if normalize is None else normalize
+    if not isinstance(normalize, bool | np.bool_):
+        raise ParameterTypeError(f"normalize must be True or False, got {normalize!r}")
+    xs = prepare(kern, X, "X")
+    N = len(xs)
+    pr = _checked_pairs(pairs, N)
+    P = len(pr)
+    if P == 0:
+        return np.zeros(0)
+    get_backend(kern)  # made (and compiled) before the clocks of last_stats start
+    if normalize:
+        warn_degenerate(kern, stacklevel=3)
+    t0 = time.perf_counter()
+    todo = np.concatenate([pr, self_pairs(N)]) if normalize else pr
+    vals, _, its, res, conv = solve(kern, xs, xs, todo, raw=not normalize)
+    record(kern, (P,), len(todo), its, res, conv, t0)
+    check_convergence(kern, conv, res, stacklevel=3)
+    bad = np.flatnonzero(~np.isfinite(vals))
+    if bad.size:
+        t = int(bad[0])
+        check_finite(vals[t : t + 1, None], [xs[int(todo[t, 0])]], [xs[int(todo[t, 1])]])
+    if not normalize:
+        return vals
+    d = vals[P:]
+    check_diagonal(kern, d, xs, "X")
+    s = np.sqrt(d)
+    return vals[:P] / (s[pr[:, 0]] * s[pr[:, 1]])
 
 
 def diagonal(kern: KernelSpec, X: Sequence[Graph], nodal: bool = False) -> np.ndarray:

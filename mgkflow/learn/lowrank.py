@@ -77,14 +77,17 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sla
 from sklearn.base import BaseEstimator, RegressorMixin, clone
+from threadpoolctl import threadpool_limits
 
 from ..errors import ParameterError, ParameterTypeError
 from ._gram_tree import check_fit_memory
 from ._passes import half_outer_minus_scaled, scaled_transpose
 from ._search import fit_hyperparameters
 from .contract import _check_sets, _concat, _take, cross_contraction, kernel_diag
+from .gpr import blas_threads
 from .landmarks import LANDMARK_METHODS, select_landmarks
 from .objectives import NotPositiveDefiniteError
+from .set_grams import set_grams
 
 __all__ = ["LowRankGPR", "lowrank_log_likelihood", "APPROXIMATIONS", "EXTRA_NM_ARRAYS"]
 
@@ -95,6 +98,8 @@ APPROXIMATIONS = ("dtc", "vfe", "fitc")
 #: molecular kernel (11 + 6 = 17 arrays) this matches the 28.1 GB peak of a fit on 100,000 molecules with
 #: 2,000 landmarks (1.6 GB an array; gpu/NOTES.md, S21-5).
 EXTRA_NM_ARRAYS = 6
+#: points the local correction takes together: their neighbours' union is prepared and packed once
+CORRECTION_CHUNK = 4096
 
 
 def _chol(A: np.ndarray, what: str) -> np.ndarray:
@@ -504,12 +509,14 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         self._w_mean = _solve_l(f.L_A, _solve_l(f.L_C, beta, trans=1), trans=1)  # B⁻¹ K_mn Λ⁻¹ y
         self._local = None
         if int(self.n_neighbors) > 0:
-            # the local correction's training side: inputs, landmark features V (m × n, float32: the neighbour
-            # search and Q(N, N) only), their norms and the residuals of the low-rank mean (scaled targets)
-            V = np.ascontiguousarray(f.V, dtype=np.float32)
-            norm = np.sqrt(np.einsum("ij,ij->j", V, V, dtype=np.float64))
+            # the local correction's training side: inputs, landmark features V as rows (n × m, float32: the
+            # neighbour search and Q(N, N) only; a row per point, so a neighbourhood's rows are one gather),
+            # their norms and the residuals of the low-rank mean (scaled targets)
+            VT = np.ascontiguousarray(f.V.T, dtype=np.float32)
+            norm = np.sqrt(np.einsum("ij,ij->i", VT, VT, dtype=np.float64))
             resid = self._y - f.Knm @ self._w_mean
-            self._local = (self._X, V, norm, resid)
+            self._local = (self._X, VT, norm, resid)
+            self._local_rows = True
 
     # ------------------------------------------------------------------ pickling
     _FACTORS = ("_L_A", "_L_C")
@@ -526,6 +533,11 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
 
     def __setstate__(self, state: dict) -> None:
         state.setdefault("n_neighbors", 0)  # a model pickled before the local correction
+        local = state.get("_local")
+        if local is not None and not state.get("_local_rows"):  # session 25's models kept V as m × n
+            X_train, V, norm, resid = local
+            state["_local"] = (X_train, np.ascontiguousarray(V.T), norm, resid)
+            state["_local_rows"] = True
         for name in self._FACTORS:  # a model pickled before the triangles keeps its full matrices
             packed = state.get(name)
             if isinstance(packed, tuple) and len(packed) == 3 and packed[0] == "lower triangle":
@@ -561,31 +573,55 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
 
     def _correct(self, X: Sequence, v: np.ndarray, mean: np.ndarray, var: np.ndarray | None, local: tuple) -> None:
         """Add the local correction (module docstring) to ``mean`` and ``var`` in place (scaled units); ``v``:
-        the points' landmark features L_A⁻¹ K(Z, X)."""
-        X_train, V, norm, resid = local
-        n, k = V.shape[1], min(int(self.n_neighbors), V.shape[1])
-        t0, said = time.perf_counter(), time.perf_counter()
-        for b0 in range(0, v.shape[1], 256):
-            vb = v[:, b0 : b0 + 256]
-            cos = (vb.T.astype(np.float32) @ V) / np.maximum(np.outer(np.linalg.norm(vb, axis=0), norm), 1e-300)
-            near = np.argpartition(-cos, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (len(cos), 1))
-            for j, N in enumerate(near):
-                t = b0 + j
-                # one kernel matrix of the k neighbours and the point: the neighbours' block has the white noise
-                # on its diagonal (R(N, N) + Λ_N once Q is taken off), the point's row none (a cross entry)
-                G = np.asarray(self.kernel_(_concat(_take(X_train, N), _take(X, [t]))), dtype=np.float64)
-                VN = V[:, N].astype(np.float64)
-                A = G[:k, :k] - VN.T @ VN
-                r = G[k, :k] - v[:, t] @ VN
-                try:
-                    L = sla.cho_factor(0.5 * (A + A.T), lower=True, check_finite=False)
-                except np.linalg.LinAlgError:
-                    continue  # (R(N, N) + Λ_N not positive definite in float32 features: the low-rank value)
-                mean[t] += r @ sla.cho_solve(L, resid[N], check_finite=False)
-                if var is not None:
-                    var[t] -= r @ sla.cho_solve(L, r, check_finite=False)
+        the points' landmark features L_A⁻¹ K(Z, X).
+
+        The points go in chunks of :data:`CORRECTION_CHUNK`: the chunk's points and the union of their
+        neighbours make one input list, whose kernel matrices (one per point: its neighbours, then itself)
+        come from :func:`~mgkflow.learn.set_grams.set_grams`, the graph kernels' pairs solved as pair lists over
+        that list (its graphs prepared and packed once a chunk, not once a point)."""
+        X_train, VT, norm, resid = local
+        k = min(int(self.n_neighbors), VT.shape[0])
+        n_pred = v.shape[1]
+        t0 = said = time.perf_counter()
+        for c0 in range(0, n_pred, CORRECTION_CHUNK):
+            c1 = min(c0 + CORRECTION_CHUNK, n_pred)
+            near = _neighbours(v[:, c0:c1], VT, norm, k)
+            used, inverse = np.unique(near, return_inverse=True)
+            Z = _concat(_take(X_train, used), _take(X, range(c0, c1)))
+            sets = np.concatenate([inverse.reshape(near.shape), len(used) + np.arange(c1 - c0)[:, None]], axis=1)
+            for r, G in set_grams(self.kernel_, Z, sets):
+                # a few BLAS threads: both BLAS libraries (numpy's products, scipy's factors) on every core
+                # spun against each other, 34 ms a 512 × 512 Cholesky factor on a 16-core host (S26-C)
+                with threadpool_limits(limits=blas_threads(k), user_api="blas"):
+                    for j in range(len(G)):
+                        t, N = c0 + r + j, near[r + j]
+                        # the neighbours' block has the white noise on its diagonal (R(N, N) + Λ_N once Q is
+                        # taken off), the point's row none (a cross entry)
+                        VN = VT[N].astype(np.float64)
+                        A = G[j, :k, :k] - VN @ VN.T
+                        rr = G[j, k, :k] - VN @ v[:, t]
+                        try:
+                            L = sla.cho_factor(0.5 * (A + A.T), lower=True, check_finite=False)
+                        except np.linalg.LinAlgError:
+                            continue  # (R(N, N) + Λ_N not positive definite in float32 features: the low-rank value)
+                        mean[t] += rr @ sla.cho_solve(L, resid[N], check_finite=False)
+                        if var is not None:
+                            var[t] -= rr @ sla.cho_solve(L, rr, check_finite=False)
+                done = c0 + r + len(G)
                 if self.verbose and time.perf_counter() - said > 30:
                     said = time.perf_counter()
-                    rate = (t + 1) / (said - t0)
-                    self._say(f"local correction: {t + 1} of {v.shape[1]} points in {said - t0:.0f} s ({rate:.3g}/s, "
-                              f"{(v.shape[1] - t - 1) / rate:.0f} s left)")  # fmt: skip
+                    rate = done / (said - t0)
+                    self._say(f"local correction: {done} of {n_pred} points in {said - t0:.0f} s ({rate:.3g}/s, "
+                              f"{(n_pred - done) / rate:.0f} s left)")  # fmt: skip
+
+
+def _neighbours(v: np.ndarray, VT: np.ndarray, norm: np.ndarray, k: int) -> np.ndarray:
+    """The k training points nearest each column of ``v`` by the cosine of the landmark features (the rows of
+    ``VT``, their norms ``norm``): a (columns × k) array of indices, in no particular order."""
+    n = VT.shape[0]
+    out = np.empty((v.shape[1], k), dtype=np.int64)
+    for b0 in range(0, v.shape[1], 256):
+        vb = v[:, b0 : b0 + 256]
+        cos = (vb.T.astype(np.float32) @ VT.T) / np.maximum(np.outer(np.linalg.norm(vb, axis=0), norm), 1e-300)
+        out[b0 : b0 + len(cos)] = np.argpartition(-cos, k - 1, axis=1)[:, :k] if k < n else np.arange(n)
+    return out
