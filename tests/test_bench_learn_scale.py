@@ -236,3 +236,10 @@ def test_neighbors_reports_the_corrected_and_the_plain_error(tmp_path):
     row = table.loc["predict"]
     assert row["neighbors"] == 8 and row["rmse_lowrank"] > 0 and row["rmse"] != row["rmse_lowrank"]
     assert table.loc["lowrank_at_exact_n", "rmse"] == row["rmse"]  # E = N: the main fit and prediction, reused
+
+
+def test_hyper_sample_fits_the_hyperparameters_on_a_sample(tmp_path):
+    argv = "--n-train 30 --n-test 6 --landmarks 3 --hyper-sample 12 --n-screen 0 --max-iter 2 --no-descriptors"
+    assert learn_scale.main([*argv.split(), "--backend", "cpu", "-q", "--out", str(tmp_path)]) == 0
+    fit = pd.read_csv(tmp_path / "scale.csv").set_index("phase").loc["fit"]
+    assert fit["sample_s"] > 0 and fit["kernel_evals"] >= 1

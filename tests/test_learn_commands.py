@@ -496,3 +496,22 @@ def test_fit_low_rank_with_neighbors(files: dict[str, Path], tmp_path: Path) -> 
     rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(tmp_path / "y.mgk"),
                     "--neighbors", "5"])
     assert rc != 0 and "--low-rank" in err and not (tmp_path / "y.mgk").exists()
+
+
+def test_fit_low_rank_with_a_hyperparameter_sample(files: dict[str, Path], tmp_path: Path) -> None:
+    """--hyper-sample S: the low-rank GP's hyperparameters from the exact GP on S molecules, recorded in the model
+    file; without --low-rank, or below 2, it is refused before any work."""
+    model = tmp_path / "hs.mgk"
+    rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(model), "--restarts", "0",
+                    "--low-rank", "6", "--hyper-sample", "12", "--no-descriptors", "--backend", "cpu", "-q"])
+    assert rc == 0, err
+    assert read_model_info(model)["metadata"]["options"]["hyper_sample"] == 12
+    est = load_model(model)
+    assert est.gpr_.hyperparameter_sample == 12 and est.gpr_.sample_seconds_ > 0
+    assert np.all(np.isfinite(est.predict(["CCOC(=O)c1ccccc1"])))
+    rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(tmp_path / "y.mgk"),
+                    "--hyper-sample", "12"])
+    assert rc != 0 and "--low-rank" in err and not (tmp_path / "y.mgk").exists()
+    rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(tmp_path / "z.mgk"),
+                    "--low-rank", "6", "--hyper-sample", "1"])
+    assert rc == 2 and "--hyper-sample" in err

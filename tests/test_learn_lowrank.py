@@ -623,6 +623,60 @@ def test_local_correction_pickles_and_refuses_bad_counts():
     gp.fit(X, y)  # more neighbours than training points: all of them
     again = pickle.loads(pickle.dumps(gp))
     assert np.array_equal(again.predict(X[:7]), gp.predict(X[:7]))
+    # a model pickled by session 25 kept the landmark features as an m × n array: loaded as rows
+    old = gp.__getstate__()
+    X_train, VT, norm, resid = old.pop("_local")
+    old.pop("_local_rows")
+    old["_local"] = (X_train, np.ascontiguousarray(VT.T), norm, resid)
+    legacy = LowRankGPR.__new__(LowRankGPR)
+    legacy.__setstate__(old)
+    assert legacy._local[1].shape == VT.shape
+    assert np.array_equal(legacy.predict(X[:7]), gp.predict(X[:7]))
     for bad in (-1, 1.5, True):
         with pytest.raises((ParameterError, ParameterTypeError), match="n_neighbors"):
             LowRankGPR(RBF(1.0) + WhiteKernel(1e-3), n_neighbors=bad).fit(X, y)
+
+
+# ---------------------------------------------------------------------------- hyperparameter_sample
+def _toy(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 6, (n, 2))
+    return X, np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.01 * rng.normal(size=n)
+
+
+def test_hyperparameter_sample_takes_the_exact_gps_hyperparameters():
+    X, y = _toy(120)
+    kernel = C(1.0) * RBF(1.0) + WhiteKernel(0.1)
+    gp = LowRankGPR(kernel, n_landmarks=10, hyperparameter_sample=500, verbose=0, random_state=0).fit(X, y)
+    # a sample of every point: the exact GP on all of them, fitted to the targets the low-rank GP scales
+    exact = GraphGPR(kernel, normalize_y=False, verbose=0).fit(X, (y - y.mean()) / y.std())
+    assert np.allclose(gp.kernel_.theta, exact.kernel_.theta, rtol=1e-10, atol=1e-12)
+    assert gp.sample_seconds_ > 0 and gp.n_evaluations_ == exact.n_evaluations_
+    # the landmarks are chosen with the fitted hyperparameters, the posterior built on every point
+    fixed = LowRankGPR(exact.kernel_, n_landmarks=10, optimize=False, verbose=0).fit(X, y)
+    assert np.array_equal(gp.landmark_indices_, fixed.landmark_indices_)
+    assert np.allclose(gp.predict(X[:9]), fixed.predict(X[:9]), rtol=1e-10, atol=1e-12)
+
+
+def test_hyperparameter_sample_avoids_the_dtc_noise():
+    """DTC's evidence takes what 15 landmarks miss for noise; the exact GP on 150 of the 300 points does not."""
+    X, y = _toy()
+    kernel = C(1.0) * RBF(1.0) + WhiteKernel(0.1)
+    dtc = LowRankGPR(kernel, n_landmarks=15, verbose=0, random_state=0).fit(X, y)
+    sample = LowRankGPR(kernel, n_landmarks=15, hyperparameter_sample=150, verbose=0, random_state=0).fit(X, y)
+    noise = [g.kernel_.k2.noise_level for g in (dtc, sample)]
+    assert noise[1] < 0.1 * noise[0]
+    local = LowRankGPR(kernel, n_landmarks=15, hyperparameter_sample=150, n_neighbors=20, verbose=0,
+                       random_state=0).fit(X, y)  # fmt: skip
+    Xs, ys = _toy(60, seed=1)
+    err = [np.sqrt(np.mean((g.predict(Xs) - ys) ** 2)) for g in (dtc, sample, local)]
+    assert err[2] < err[1]
+
+
+@pytest.mark.parametrize("bad, error", [(1, ParameterError), (1.5, ParameterError), (True, ParameterError)])
+def test_hyperparameter_sample_is_checked(bad, error):
+    X, y = _toy(30)
+    with pytest.raises(error, match="hyperparameter_sample"):
+        LowRankGPR(RBF(1.0) + WhiteKernel(1e-2), n_landmarks=5, hyperparameter_sample=bad).fit(X, y)
+    with pytest.raises(ParameterError, match="optimize=True"):
+        LowRankGPR(RBF(1.0) + WhiteKernel(1e-2), hyperparameter_sample=10, optimize=False).fit(X, y)

@@ -194,3 +194,11 @@ def test_n_landmarks_fits_a_low_rank_gp():
     for bad, match in ((-1, "n_neighbors"), (3, "give n_landmarks")):
         with pytest.raises(ParameterError, match=match):
             MolecularGPR(n_neighbors=bad, **kw).fit(SMILES, Y)
+    # hyperparameter_sample: the low-rank GP's hyperparameters from the exact GP on a sample, passed through
+    sampled = MolecularGPR(n_landmarks=5, hyperparameter_sample=8, **kw).fit(SMILES, Y)
+    assert sampled.gpr_.hyperparameter_sample == 8 and sampled.gpr_.sample_seconds_ > 0
+    for bad, match in ((1, "hyperparameter_sample"), (True, "hyperparameter_sample")):
+        with pytest.raises(ParameterError, match=match):
+            MolecularGPR(n_landmarks=5, hyperparameter_sample=bad, **kw).fit(SMILES, Y)
+    with pytest.raises(ParameterError, match="give n_landmarks"):
+        MolecularGPR(hyperparameter_sample=8, **kw).fit(SMILES, Y)

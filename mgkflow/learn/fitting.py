@@ -192,6 +192,7 @@ def build_model(
     low_rank: int | None = None,
     jobs: int | None = None,
     neighbors: int = 0,
+    hyper_sample: int | None = None,
 ) -> Any:
     """The estimator ``mgkflow fit`` fits: a :class:`~mgkflow.learn.MolecularGPR` with these choices.
 
@@ -219,6 +220,9 @@ def build_model(
     neighbors : int
         With ``low_rank``: the local correction on this many nearest training molecules
         (``MolecularGPR(n_neighbors=...)``); 0: none.
+    hyper_sample : int or None
+        With ``low_rank``: the hyperparameters from the exact GP on this many training molecules drawn at
+        random (``MolecularGPR(hyperparameter_sample=...)``); None: from the low-rank evidence on all.
 
     Examples
     --------
@@ -238,6 +242,11 @@ def build_model(
         raise ParameterError(f"neighbors must be a whole number >= 0, got {neighbors!r:.60}")
     if neighbors and low_rank is None:
         raise ParameterError("neighbors corrects a low-rank GP's predictions: give low_rank too")
+    bad_sample = isinstance(hyper_sample, bool) or not isinstance(hyper_sample, int | np.integer) or hyper_sample < 2
+    if hyper_sample is not None and bad_sample:
+        raise ParameterError(f"hyper_sample must be None or a whole number >= 2, got {hyper_sample!r:.60}")
+    if hyper_sample is not None and low_rank is None:
+        raise ParameterError("hyper_sample fits a low-rank GP's hyperparameters on a sample: give low_rank too")
     kernel = None
     if verbose:  # the default covariance, with the graph kernel's progress bar (the first Gram takes longest)
         kernel = molecular_kernel(descriptors=bool(descriptors), backend=backend)
@@ -245,5 +254,5 @@ def build_model(
     return MolecularGPR(
         descriptors=descriptors, kernel=kernel, n_restarts=int(restarts), backend=backend, random_state=seed,
         verbose=verbose, n_landmarks=None if low_rank is None else int(low_rank), n_jobs=jobs,
-        n_neighbors=int(neighbors),
+        n_neighbors=int(neighbors), hyperparameter_sample=None if hyper_sample is None else int(hyper_sample),
     )

@@ -84,7 +84,7 @@ from ._gram_tree import check_fit_memory
 from ._passes import half_outer_minus_scaled, scaled_transpose
 from ._search import fit_hyperparameters
 from .contract import _check_sets, _concat, _take, cross_contraction, kernel_diag
-from .gpr import blas_threads
+from .gpr import GraphGPR, blas_threads
 from .landmarks import LANDMARK_METHODS, select_landmarks
 from .objectives import NotPositiveDefiniteError
 from .set_grams import set_grams
@@ -303,6 +303,14 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         L-BFGS-B iterations per search.
     optimize : bool
         False keeps the kernel's hyperparameters as given.
+    hyperparameter_sample : int or None
+        None (default): the hyperparameters maximize the approximation's evidence on all training points.
+        s: they maximize the exact evidence of s training points drawn at random (:class:`GraphGPR` on them,
+        its algebra on the GPU when present), and the landmarks are chosen and the posterior built on all
+        points with them. The DTC evidence explains what the landmarks miss as noise (on 20,000 MOSES
+        molecules it fitted 10× the exact GP's noise and the smoothest kernel its bounds allow,
+        ``mgkflow/gpu/NOTES.md`` S21-4): an exact fit on a few thousand points costs less than the low-rank
+        one on 10⁵ and suits the local correction better (docs/learning.md). Needs ``optimize=True``.
     n_neighbors : int
         0 (default): the low-rank posterior. k > 0: each prediction adds the exact GP of the training
         residuals on its k nearest training points, with the covariance the landmarks miss (module
@@ -322,7 +330,8 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
     X_landmarks_ : the landmarks (all that prediction needs of the training inputs)
     objective_value_ : float, the objective at ``kernel_.theta``
     n_evaluations_ : int, objective evaluations during the fit
-    landmark_seconds_, fit_seconds_ : float, time to choose the landmarks, and for the whole fit
+    landmark_seconds_, sample_seconds_, fit_seconds_ : float, time to choose the landmarks, to fit the
+        hyperparameters on ``hyperparameter_sample`` points (0 without), and for the whole fit
 
     Examples
     --------
@@ -346,6 +355,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         n_restarts: int = 0,
         max_iter: int = 100,
         optimize: bool = True,
+        hyperparameter_sample: int | None = None,
         n_neighbors: int = 0,
         block_rows: int = 512,
         random_state: int | None = None,
@@ -360,6 +370,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         self.n_restarts = n_restarts
         self.max_iter = max_iter
         self.optimize = optimize
+        self.hyperparameter_sample = hyperparameter_sample
         self.n_neighbors = n_neighbors
         self.block_rows = block_rows
         self.random_state = random_state
@@ -393,6 +404,12 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         _int(self.n_restarts, "n_restarts", 0)
         _int(self.max_iter, "max_iter", 1)
         _int(self.n_neighbors, "n_neighbors", 0)
+        if self.hyperparameter_sample is not None:
+            _int(self.hyperparameter_sample, "hyperparameter_sample", 2)
+            if not self.optimize:
+                raise ParameterError(
+                    "hyperparameter_sample fits the hyperparameters on a sample: it needs optimize=True"
+                )
         _int(self.block_rows, "block_rows", 1)
         _int(self.verbose, "verbose", 0)
         r = self.random_state
@@ -468,6 +485,7 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         self._y = (y - self._y_mean) / self._y_std
         self.kernel_ = clone(self.kernel)
         self.n_evaluations_ = 0
+        self.sample_seconds_ = 0.0
         self._cache: dict | None = {}
         self._workspace: tuple | None = ({}, {})  # the n × m and m × m arrays of a step, kept for the next
         rng = np.random.default_rng(self.random_state)
@@ -478,14 +496,17 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
                     "LowRankGPR needs white noise in the kernel (e.g. kernel + WhiteKernel(1e-2)): "
                     "its low-rank covariance is singular without"
                 )
+            sample = self.hyperparameter_sample is not None and self.kernel_.n_dims
+            if sample:
+                self._fit_on_sample(rng)
             idx = self._landmark_indices(self._X, rng)
             self.landmark_indices_ = idx
             self.n_landmarks_ = len(idx)
             self.X_landmarks_ = _take(self._X, idx)
-            self.landmark_seconds_ = time.perf_counter() - t0
+            self.landmark_seconds_ = time.perf_counter() - t0 - getattr(self, "sample_seconds_", 0.0)
             how = self.landmarks if isinstance(self.landmarks, str) else "given"
             self._say(f"low-rank fit: {len(idx)} landmarks ({how}) of {len(y)} in {self.landmark_seconds_:.1f} s")
-            if self.optimize and self.kernel_.n_dims:
+            if self.optimize and self.kernel_.n_dims and not sample:
                 fit_hyperparameters(self.kernel_, self._evaluate, self.n_restarts, self.max_iter, rng, self._say,
                                     "low-rank fit ", self.approximation)  # fmt: skip
             self._posterior()
@@ -496,6 +517,21 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         self._say(f"low-rank fit done: {self.approximation} = {self.objective_value_:.6g} after {self.n_evaluations_} "
                   f"evaluations in {self.fit_seconds_:.1f} s; kernel {self.kernel_}")
         return self
+
+    def _fit_on_sample(self, rng: np.random.Generator) -> None:
+        """``kernel_``'s hyperparameters from an exact GP on ``hyperparameter_sample`` random training points (the
+        scaled targets as they are: the hyperparameters keep their meaning on all points)."""
+        n = len(self._y)
+        rows = np.sort(rng.choice(n, size=min(int(self.hyperparameter_sample), n), replace=False))
+        t0 = time.perf_counter()
+        gp = GraphGPR(self.kernel_, normalize_y=False, n_restarts=int(self.n_restarts), max_iter=int(self.max_iter),
+                      random_state=int(rng.integers(2**31)), verbose=int(self.verbose))  # fmt: skip
+        gp.fit(_take(self._X, rows), self._y[rows])
+        self.kernel_ = gp.kernel_
+        self.n_evaluations_ += int(gp.n_evaluations_)
+        self.sample_seconds_ = time.perf_counter() - t0
+        self._say(f"low-rank fit: hyperparameters from the exact GP on {len(rows)} of {n} points in "
+                  f"{self.sample_seconds_:.1f} s: {self.kernel_}")  # fmt: skip
 
     def _posterior(self) -> None:
         try:

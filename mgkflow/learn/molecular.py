@@ -229,6 +229,10 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         prediction the exact GP of the training residuals on its k nearest training molecules
         (:class:`~mgkflow.learn.LowRankGPR`'s local correction: one kernel matrix of k + 1 molecules
         per prediction, best on a GPU; for labels the low-rank GP underfits, docs/learning.md).
+    hyperparameter_sample : int or None
+        With ``n_landmarks``: fit the hyperparameters by the exact GP on this many training molecules drawn at
+        random, then the low-rank posterior on all of them (:class:`~mgkflow.learn.LowRankGPR`'s
+        ``hyperparameter_sample``); None (default): by the low-rank evidence on all.
     max_iter : int
         L-BFGS-B iterations per run.
     backend : str
@@ -266,6 +270,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         n_restarts: int = 1,
         n_landmarks: int | None = None,
         n_neighbors: int = 0,
+        hyperparameter_sample: int | None = None,
         max_iter: int = 100,
         backend: str = "auto",
         random_state: int | None = 0,
@@ -284,6 +289,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         self.n_restarts = n_restarts
         self.n_landmarks = n_landmarks
         self.n_neighbors = n_neighbors
+        self.hyperparameter_sample = hyperparameter_sample
         self.max_iter = max_iter
         self.backend = backend
         self.random_state = random_state
@@ -295,6 +301,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
     def __setstate__(self, state: dict) -> None:
         state.setdefault("n_jobs", None)  # a model pickled before n_jobs existed
         state.setdefault("n_neighbors", 0)  # ... or before n_neighbors
+        state.setdefault("hyperparameter_sample", None)  # ... or before hyperparameter_sample
         super().__setstate__(state)
 
     def _graphs(self, X: Any, fit: bool) -> list[Graph]:
@@ -363,6 +370,15 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
             raise ParameterError(
                 f"n_neighbors={k} corrects a low-rank GP's predictions: give n_landmarks too (the exact GP needs none)"
             )
+        hs = self.hyperparameter_sample
+        if hs is not None:
+            if isinstance(hs, bool) or not isinstance(hs, int | np.integer) or hs < 2:
+                raise ParameterError(f"hyperparameter_sample must be None or an integer >= 2, got {hs!r:.60}")
+            if m is None:
+                raise ParameterError(
+                    f"hyperparameter_sample={hs} fits a low-rank GP's hyperparameters on a sample: give n_landmarks "
+                    "too (the exact GP fits on all molecules)"
+                )
         k = self.kernel
         if k is not None and (not callable(k) or not hasattr(k, "diag") or not hasattr(k, "theta")):
             raise ParameterTypeError(f"kernel must be None or a scikit-learn kernel, got {type(k).__name__}")
@@ -393,7 +409,9 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
             self.gpr_ = GraphGPR(kernel, objective=self.objective, **common).fit(graphs, y)
         else:
             self.gpr_ = LowRankGPR(
-                kernel, n_landmarks=int(self.n_landmarks), n_neighbors=int(self.n_neighbors), **common
+                kernel, n_landmarks=int(self.n_landmarks), n_neighbors=int(self.n_neighbors),
+                hyperparameter_sample=None if self.hyperparameter_sample is None else int(self.hyperparameter_sample),
+                **common
             ).fit(graphs, y)
         self.kernel_ = self.gpr_.kernel_
         return self
