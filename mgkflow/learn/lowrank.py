@@ -37,7 +37,11 @@ exact GP at k = n, but it came closer to it at the k that one can afford: on 3,5
 logP, m = 70, the test RMSE 0.300 → 0.144 with k = 512, where the exact GP on 700 scored 0.198 and on
 3,500 0.117; on 100,000 with m = 2,000 and k = 256, 0.108 → 0.079, where the exact GP on 20,000 scored
 0.072 on the same molecules; docs/learning.md). It costs one kernel matrix of k + 1 graphs per predicted
-point, and the fitted model keeps the training inputs and V (float32).
+point (made by :func:`~mgkflow.learn.set_grams.set_grams` for thousands of points at once: the graph kernels'
+pairs as pair lists over the points and their neighbours), and the fitted model keeps the training inputs and
+V (float32, a row per training point). With the hyperparameters from an exact GP on a sample
+(``hyperparameter_sample``, below) and k = 512, 100,000 MOSES molecules scored 0.072 where the exact GP on
+20,000 scored 0.074 (all 2,000 test molecules).
 
 **Noise.** The kernel holds its noise as a ``WhiteKernel`` (as for :class:`GraphGPR`), anywhere in
 a sum or product: λᵢ is ``kernel.diag`` minus the kernel's value on the pair (xᵢ, xᵢ) taken as
