@@ -597,6 +597,8 @@ def test_local_correction_matches_its_definition():
     plain = LowRankGPR(kernel, n_landmarks=12, optimize=False, verbose=0).fit(X, y).predict(Xs)
     assert np.abs(mean - plain).max() > 1e-2
     assert np.array_equal(gp.predict(Xs), mean)
+    gp.n_neighbors = 0  # switched off after the fit: the plain low-rank prediction
+    assert np.allclose(gp.predict(Xs), plain, rtol=1e-12, atol=1e-12)
 
 
 def test_local_correction_lowers_the_error_of_few_landmarks():

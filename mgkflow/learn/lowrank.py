@@ -621,6 +621,8 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
         that list (its graphs prepared and packed once a chunk, not once a point)."""
         X_train, VT, norm, resid = local
         k = min(int(self.n_neighbors), VT.shape[0])
+        if k < 1:  # (n_neighbors set to 0 after the fit: the low-rank prediction)
+            return
         n_pred = v.shape[1]
         t0 = said = time.perf_counter()
         for c0 in range(0, n_pred, CORRECTION_CHUNK):
