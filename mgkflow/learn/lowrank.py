@@ -87,6 +87,7 @@ from ..errors import ParameterError, ParameterTypeError
 from ._gram_tree import check_fit_memory
 from ._passes import half_outer_minus_scaled, scaled_transpose
 from ._search import fit_hyperparameters
+from .cached import Cached
 from .contract import _check_sets, _concat, _take, cross_contraction, kernel_diag
 from .gpr import GraphGPR, blas_threads
 from .landmarks import LANDMARK_METHODS, select_landmarks
@@ -500,14 +501,14 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
                     "LowRankGPR needs white noise in the kernel (e.g. kernel + WhiteKernel(1e-2)): "
                     "its low-rank covariance is singular without"
                 )
-            sample = self.hyperparameter_sample is not None and self.kernel_.n_dims
+            sample = self.hyperparameter_sample is not None and bool(self.kernel_.n_dims)
             if sample:
                 self._fit_on_sample(rng)
             idx = self._landmark_indices(self._X, rng)
             self.landmark_indices_ = idx
             self.n_landmarks_ = len(idx)
             self.X_landmarks_ = _take(self._X, idx)
-            self.landmark_seconds_ = time.perf_counter() - t0 - getattr(self, "sample_seconds_", 0.0)
+            self.landmark_seconds_ = time.perf_counter() - t0 - self.sample_seconds_
             how = self.landmarks if isinstance(self.landmarks, str) else "given"
             self._say(f"low-rank fit: {len(idx)} landmarks ({how}) of {len(y)} in {self.landmark_seconds_:.1f} s")
             if self.optimize and self.kernel_.n_dims and not sample:
@@ -532,6 +533,9 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
                       random_state=int(rng.integers(2**31)), verbose=int(self.verbose))  # fmt: skip
         gp.fit(_take(self._X, rows), self._y[rows])
         self.kernel_ = gp.kernel_
+        for part in (self.kernel_, *self.kernel_.get_params(deep=True).values()):
+            if isinstance(part, Cached):
+                part._last = None  # the sample's s × s blocks (3.2 GB a view at s = 20,000): not needed again
         self.n_evaluations_ += int(gp.n_evaluations_)
         self.sample_seconds_ = time.perf_counter() - t0
         self._say(f"low-rank fit: hyperparameters from the exact GP on {len(rows)} of {n} points in "
