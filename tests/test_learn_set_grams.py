@@ -5,11 +5,11 @@ kernel matrices come from it, against the kernel called per prediction."""
 
 import numpy as np
 import pytest
-from sklearn.gaussian_process.kernels import RBF, DotProduct, Exponentiation, WhiteKernel
+from sklearn.gaussian_process.kernels import RBF, DotProduct, Exponentiation, Matern, WhiteKernel
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from mgkflow.errors import ParameterError
-from mgkflow.learn import LowRankGPR, MolecularFeaturizer, Normalized, molecular_kernel
+from mgkflow.learn import FeatureKernel, LowRankGPR, MolecularFeaturizer, Normalized, molecular_kernel
 from mgkflow.learn import lowrank as lowrank_module
 from mgkflow.learn.contract import _take
 from mgkflow.learn.set_grams import set_grams
@@ -49,6 +49,18 @@ def test_molecular_kernel_sets_equal_the_kernel_on_each_set(molecules):
     for S, g in zip(sets, G, strict=True):
         assert np.allclose(g, kernel(_take(molecules, S)), rtol=1e-12, atol=1e-14)
     assert G[0, 0, 1] != G[0, 0, 0]
+
+
+def test_feature_kernels_in_batches(molecules):
+    """A FeatureKernel's vector kernel on Z's feature rows (made once for all blocks), isotropic and ARD RBF and a
+    Matérn, against the kernel on each set."""
+    d = len(molecules[0].features)
+    sets = _sets(len(molecules), 6, 7, seed=2)
+    for inner in (RBF(3.0), RBF(np.linspace(1.0, 4.0, d)), Matern(2.0, nu=1.5)):
+        kernel = C(0.5) * FeatureKernel(inner) + WhiteKernel(0.01)
+        G = _all(kernel, molecules, sets, max_entries=100)
+        for S, g in zip(sets, G, strict=True):
+            assert np.allclose(g, kernel(_take(molecules, S)), rtol=1e-11, atol=1e-13)
 
 
 @pytest.mark.parametrize(

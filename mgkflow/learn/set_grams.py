@@ -65,11 +65,11 @@ def _graph_kernels(k: Any, out: list) -> list:
 class _Walk:
     """One batch of sets: the graph kernels' solved triangles and the other leaves' inputs."""
 
-    def __init__(self, Z: Any, sets: np.ndarray, triangles: dict) -> None:
+    def __init__(self, Z: Any, sets: np.ndarray, triangles: dict, features: dict) -> None:
         self.Z, self.sets, self.triangles = Z, sets, triangles
         self.s = sets.shape[1]
         self.iu, self.ju = np.triu_indices(self.s)
-        self.features: np.ndarray | None = None
+        self.features = features  # a FeatureKernel's feature rows of Z, made once for every batch
 
     def block(self, k: Any) -> Any:
         """The (sets × s × s) kernel matrices of k (a number for a constant)."""
@@ -99,9 +99,9 @@ class _Walk:
             G[:, self.ju, self.iu] = tri
             return G
         if isinstance(k, FeatureKernel):
-            if self.features is None:
-                self.features = k._checked(_features(self.Z))
-            F = self.features
+            F = self.features.get(id(k))
+            if F is None:
+                F = self.features[id(k)] = k._checked(_features(self.Z))
             return np.stack([np.asarray(k.kernel(F[S]), dtype=np.float64) for S in self.sets])
         return np.stack([np.asarray(k(_take(self.Z, S)), dtype=np.float64) for S in self.sets])
 
@@ -147,6 +147,7 @@ def set_grams(
     per_call = max(1, int(max_pairs) // tri)
     per_block = max(1, int(max_entries) // (s * s))
     iu, ju = np.triu_indices(s)
+    features: dict = {}
     for c0 in range(0, n_sets, per_call):
         chunk = sets[c0 : c0 + per_call]
         triangles = {}
@@ -156,6 +157,7 @@ def set_grams(
                 triangles[id(g)] = g.pair_values(Z, pairs).reshape(len(chunk), tri)
             del pairs
         for b0 in range(0, len(chunk), per_block):
-            walk = _Walk(Z, chunk[b0 : b0 + per_block], {key: t[b0 : b0 + per_block] for key, t in triangles.items()})
+            part = {key: t[b0 : b0 + per_block] for key, t in triangles.items()}
+            walk = _Walk(Z, chunk[b0 : b0 + per_block], part, features)
             G = np.broadcast_to(np.asarray(walk.block(kernel), dtype=np.float64), (len(walk.sets), s, s))
             yield c0 + b0, np.array(G)
