@@ -251,9 +251,13 @@ class _SolverModule(device.Module):
         nsys = 2 if self.gradient else 1
         a_words = -(-n_max * 4 // 8)  # float32 A
         need = {1: (4 + 2 * (nsys - 1)) * n_max, 0: (4 + 2 * (nsys - 1) + nsys) * n_max + nsys * a_words}
-        assert kw["scratch_per_block"] >= need[1 if kw["use_smem"] else 0]
+        if kw["use_smem"] == 3:  # resident: DG, DI (and the gradient's X, X_y) in global memory, P, R, A shared
+            assert self.gradient and "#define RESIDENT 1" in self.src
+            assert kw["scratch_per_block"] >= 4 * n_max and shared >= 20 * n_max, (kw["scratch_per_block"], shared)
+        else:
+            assert kw["scratch_per_block"] >= need[1 if kw["use_smem"] else 0]
         assert 8 * kw["scratch_per_block"] * grid[0] <= args[[p.name for p in params].index("scratch")].nbytes
-        if kw["use_smem"]:  # P, A (and P_y, A_y) in shared memory: 12 bytes per entry per system
+        if kw["use_smem"] in (1, 2):  # P, A (and P_y, A_y) in shared memory: 12 bytes per entry per system
             assert shared >= 12 * nsys * n_max, (shared, n_max)
         hdr = kw["hdr"].reshape(-1, 5)
         nlab = _decode_labels(kw["nlab"], cfg.node_fields, kw["nlab_stride"])
@@ -283,7 +287,7 @@ class _SolverModule(device.Module):
                 off = int(kw["nodal_off"][jb])
                 kw["out_nodal"][off : off + n1 * n2] = out.ravel()
         _SolverModule.log.append({"gradient": self.gradient, "nodal": self.nodal, "jobs": kw["n_jobs"],
-                                  "block": self.block, "shared": shared})  # fmt: skip
+                                  "block": self.block, "shared": shared, "resident": kw["use_smem"] == 3})  # fmt: skip
 
 
 class _AssembleModule(device.Module):
@@ -396,6 +400,29 @@ def test_fake_full_shared_memory_pairs_run_in_larger_blocks(fake_backend) -> Non
     assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
     blocks = sorted((e["block"], e["jobs"]) for e in _SolverModule.log)
     assert blocks == [(be.block, 1), (gradient.FULL_SMEM_BLOCK, 1)], _SolverModule.log
+
+
+def test_fake_pairs_over_half_the_shared_memory_run_resident(fake_backend) -> None:  # noqa: F811
+    """A pair whose P, R and A take more than half of an SM's shared memory (the fake device: 100 KiB; 56 x 56
+    nodes: 3,136 unknowns x 20 bytes) solves x, then y, in a resident launch of RESIDENT_BLOCK threads (its
+    scratch: DG, DI, X, X_y); a smaller pair keeps the joint PCG in the backend's blocks. Both agree with the CPU."""
+    from mgkflow.gpu.solvers.per_block import RESIDENT_BLOCK
+
+    _drv, backend = fake_backend
+    backend.cuda.function_attribute = SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES="max_dynamic_smem")
+    nk, ek = KERNELS["kd-se"]
+    graphs = [_graph(56, 2.2 / 56, 80), _graph(55, 2.2 / 55, 81), _graph(20, 0.2, 82)]
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    be = backend.GPUBackend(wide=False, rtol=1e-10, small_block=0)
+    _install(nk, ek, systems, be)
+    _SolverModule.log.clear()
+    pairs = np.array([(0, 1), (2, 2)])
+    vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    rv, rg, *_ = ExactBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+    assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
+    blocks = sorted((e["block"], e["jobs"]) for e in _SolverModule.log)
+    assert blocks == [(be.block, 1), (RESIDENT_BLOCK, 1)], _SolverModule.log
+    assert [e["resident"] for e in sorted(_SolverModule.log, key=lambda e: e["block"])] == [False, True]
 
 
 def test_fake_theta_sweep_compiles_once(fake_backend) -> None:  # noqa: F811

@@ -43,7 +43,7 @@ from ..system import GraphSystem, stop_vectors
 from . import device, strategies
 from .core import SMEM_PER_ENTRY, SharedArgs, compile_module, record, wait
 from .moves import scatter_rows
-from .solvers.per_block import KERNEL
+from .solvers.per_block import KERNEL, RESIDENT
 from .source import KPAR, kernel_values
 
 __all__ = [
@@ -142,7 +142,10 @@ class _GradientOut:
     products A, A_y) of both systems (``smem_vectors`` = 2 times the value solve's bytes per entry),
     global memory X, R, DG, DI, X_y, R_y and what does not fit in shared memory:
     ``extra_doubles`` = 4 n_max more than the value solve's scratch (X_y, R_y and, at most, P_y and
-    A_y), so a block needs at most twice the value solve's scratch (``FIT_BUDGET``).
+    A_y), so a block needs at most twice the value solve's scratch (``FIT_BUDGET``). Pairs whose P, R and A
+    take more than half of one SM's shared memory run in resident launches instead (x, then y, by the resident PCG, one
+    system's vectors at a time in shared memory): DG, DI and the two solutions X, X_y in global memory, within
+    the same scratch.
     """
 
     #: factor on the value solve's shared-memory bytes per product entry
@@ -285,7 +288,7 @@ def _full_smem_classes(
     full = int(FULL_SMEM_BLOCK)
     out = []
     for sel, use_smem, fn, blk in classes:
-        if use_smem and sel is not plan.tiny and blk == backend.block and 0 < blk < full:
+        if use_smem and use_smem != RESIDENT and sel is not plan.tiny and blk == backend.block and 0 < blk < full:
             per_entry = (SMEM_PER_ENTRY[backend.a_double] if backend.a_in_shared else 8) * _GradientOut.smem_vectors
             smem = (int(N[sel].max()) * per_entry + 15) // 16 * 16
             if device.kernel_blocks_per_sm(fn, blk, smem) * blk < full:
@@ -347,9 +350,12 @@ def _per_pair(
     else:
         # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
         # are returned for the CPU oracle
+        # gradient pairs whose P, R and A take more than half of one SM's shared memory go to a resident bin (x,
+        # then y, by the resident PCG: mgk_solver.cu), the others to the joint PCG of both systems
         plan, budget = path.plan(db, g1, g2, func, wide="auto", wide_min_products=float("inf"),
                                  fit_budget=FIT_BUDGET if kind == "gradient" else 1.0,
-                                 smem_vectors=_GradientOut.smem_vectors if kind == "gradient" else 1)  # fmt: skip
+                                 smem_vectors=_GradientOut.smem_vectors if kind == "gradient" else 1,
+                                 resident="large" if kind == "gradient" else False)  # fmt: skip
         N = db.nt[g1] * db.nt[g2] * 64
         cost = path.cost(db, g1, g2) if backend.sort_jobs else None
         orders = {}  # the launches' job orders, by id of the plan's pair selections (kept with the plan)

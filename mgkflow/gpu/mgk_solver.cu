@@ -312,12 +312,17 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int warp = tid >> 5, lane = tid & 31;
     double* blk = scratch + (long long)blockIdx.x * scratch_per_block;
 #if RESIDENT
-    // DG, DI in global memory; P, R and A in shared memory (use_smem 3); no X
+    // DG, DI in global memory; P, R and A in shared memory (use_smem 3); no X (value builds), or the two
+    // solutions X and XY after DI (gradient builds: x, then the adjoint y, each by the resident PCG)
     double* const DG = blk;
     double* const DI = DG + n_max;
     double* const P = smem;
     double* const R = P + n_max;
     a_t* const A = (a_t*)(R + n_max);
+#if GRADIENT
+    double* const X = DI + n_max;
+    double* const XY = X + n_max;
+#endif
 #else
     double* X = blk;
     double* R = X + n_max;
@@ -379,7 +384,97 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             SCHEDULE_RANGES(n_tp, XMV_TP_COST)  // tile pairs (XMV_PASS, the gradient's joint pass)
         }
 #endif
-#if GRADIENT
+#if GRADIENT && RESIDENT
+        // ---------------------------------------------------------------- x, then y, by the resident PCG
+        // Pairs whose P, R and A fit one SM's shared memory: the two systems one after the other (M x = b, then
+        // the adjoint M y = p_x), each with its vectors in shared memory and its solution in global memory (X,
+        // XY: with DG and DI, 4 vectors a pair, which stay in L2), then dK/dh. Each XMV pass serves one system
+        // (the joint PCG shares them), but no other vector leaves the SM.
+        __shared__ double s_res[2];
+        __shared__ int s_its[2], s_ok[2];
+        for (int sys = 0; sys < 2; ++sys) {
+            double* const XS = sys ? XY : X;
+            double rz = 0.0, bb = 0.0;
+            for (long long idx = tid; idx < N; idx += BLOCK) {
+                double dg, b;
+                if (sys) {
+                    dg = DG[idx];
+                    b = adjoint_rhs(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
+                } else {
+                    system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
+                    DG[idx] = dg;
+                    DI[idx] = 1.0 / dg;
+                }
+                const double z = b * (1.0 / dg);
+                XS[idx] = 0.0;
+                R[idx] = b;
+                P[idx] = z;
+                rz += b * z;
+                bb += b * b;
+            }
+            block_sum2(rz, bb, red);
+            const double thr = rtol * rtol * bb;
+            double rr = bb;
+            int it = 0;
+            bool conv = rr <= thr;
+            bool broke = false;
+            while (!conv && it < max_iter) {
+                double pa = 0.0;
+                {
+                    XMV_LANE_SETUP
+                    XMV_PASS(A, pa)
+                }
+                double dummy_ = 0.0;
+                block_sum2(pa, dummy_, red);
+                if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
+                    broke = true;
+                    break;
+                }
+                const double alpha = rz / pa;
+                double rz_new = 0.0, rr_new = 0.0;
+                for (long long idx = tid; idx < N; idx += BLOCK) {
+                    const double r = R[idx] - alpha * (double)A[idx];
+                    XS[idx] += alpha * P[idx];
+                    R[idx] = r;
+                    const double z = r * DI[idx];
+                    rz_new += r * z;
+                    rr_new += r * r;
+                }
+                block_sum2(rz_new, rr_new, red);
+                ++it;
+                rr = rr_new;
+                if (rr <= thr) {
+                    conv = true;
+                    break;
+                }
+                if (!isfinite(rr)) {
+                    broke = true;
+                    break;
+                }
+                const double beta = rz_new / rz;
+                rz = rz_new;
+                for (long long idx = tid; idx < N; idx += BLOCK) P[idx] = R[idx] * DI[idx] + beta * P[idx];
+                __syncthreads();
+            }
+            if (tid == 0) {
+                s_its[sys] = it;
+                s_res[sys] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
+                s_ok[sys] = (conv && !broke) ? 1 : 0;
+            }
+            __syncthreads();  // (the next system rewrites P, R and A)
+        }
+        double k = 0.0, dummy2 = 0.0;
+        PAIR_K(k)
+        block_sum2(k, dummy2, red);
+        grad_contraction(h1, h2, nt2, n_tp, N, X, XY, nlab, nlab_stride, dvec, qvec, rrowptr, rcoff, rweight, relab,
+                         relab_stride, out_grad + (long long)jb * N_GRAD, red);
+        if (tid == 0) {
+            out_k[jb] = k;
+            out_iter[jb] = max(s_its[0], s_its[1]);
+            out_res[jb] = fmax(s_res[0], s_res[1]);
+            out_conv[jb] = (s_ok[0] && s_ok[1] && isfinite(k)) ? 1 : 0;
+        }
+#elif GRADIENT
         // ---------------------------------------------------------------- joint PCG of x and y
         // Two independent Jacobi-PCG recurrences sharing the diagonal and every XMV pass: system x
         // (bit 1) is M x = b in X, R, P, A; system y (bit 2) the adjoint M y = p_x in XY, RY, PY, AY.

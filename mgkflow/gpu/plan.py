@@ -99,6 +99,7 @@ def plan_launches(
     a_in_shared: bool = True,
     a_bytes: int = 4,
     resident_per_entry: int = 0,
+    resident_min_unknowns: int = 0,
 ) -> LaunchPlan:
     """Split pairs into launch groups.
 
@@ -121,8 +122,11 @@ def plan_launches(
     wide_min_products, small_block, tiny_unknowns, a_in_shared, a_bytes :
         Thresholds and storage settings (``small_block=0``: no tiny group).
     resident_per_entry : int
-        Shared-memory bytes per product unknown of the resident value solver (P, R, A); 0: no
-        resident bins (gradient and nodal solves).
+        Shared-memory bytes per product unknown of the resident solver (P, R, A); 0: no
+        resident bins (nodal solves).
+    resident_min_unknowns : int
+        Pairs with fewer unknowns stay out of the resident bins (gradient solves: only pairs that
+        take more than half an SM's shared memory run resident).
 
     Returns
     -------
@@ -161,7 +165,7 @@ def plan_launches(
     small &= ~tiny
     resident = []
     if resident_per_entry:  # two bins, either may be empty: up to half, and up to all of the capacity
-        fits = small & (N * resident_per_entry <= smem_cap)
+        fits = small & (N * resident_per_entry <= smem_cap) & (N >= resident_min_unknowns)
         small &= ~fits
         half = N * resident_per_entry <= smem_cap // 2
         resident = [np.flatnonzero(fits & half), np.flatnonzero(fits & ~half)]

@@ -353,8 +353,8 @@ def kernel_source(config: KernelConfig) -> str:
     from .strategies import get
 
     strategy = get(config.xmv)
-    if config.resident and (config.gradient or config.nodal or not config.p_smem or config.xmv != "rows"):
-        raise ValueError("a resident solver is a row-pair value solve with P in shared memory (no gradient or nodal)")
+    if config.resident and (config.nodal or not config.p_smem or config.xmv != "rows"):
+        raise ValueError("a resident solver is a row-pair value or gradient solve with P in shared memory (no nodal)")
     extra_params, fragment = "", ""
     if config.gradient:
         extra_params = ",\n    double* __restrict__ out_grad"

@@ -89,13 +89,15 @@ class PerBlockPath:
     def plan(
         self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, wide: bool | str | None = None,
         wide_min_products: float = WIDE_MIN_PRODUCTS, fit_budget: float = 1.0, smem_vectors: int = 1,
-        resident: bool = False,
+        resident: bool | str = False,
     ) -> tuple[LaunchPlan, int]:  # fmt: skip
         """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes); ``wide``
         and ``wide_min_products`` override the backend's settings, ``fit_budget`` scales the budget
         a pair's one-block scratch must fit and ``smem_vectors`` the shared-memory bytes per product
         entry (a gradient block keeps two systems: :mod:`mgkflow.gpu.gradient`); ``resident``: a value
-        solve, whose pairs go to resident bins where P, R and A fit the shared memory."""
+        solve, whose pairs go to resident bins where P, R and A fit the shared memory; ``"large"``: a
+        gradient solve, whose pairs go there only where they take more than half of it (the others keep
+        the joint PCG of both systems)."""
         be = self.be
         N = db.nt[g1] * db.nt[g2] * 64
         per_entry = (SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8) * smem_vectors
@@ -109,12 +111,14 @@ class PerBlockPath:
         kept = be.wide_path.kept_bytes()  # the wide path's vectors, given back if needed
         budget = be.max_scratch_bytes or int(0.6 * (free + kept))
         a_bytes = 8 if be.a_double else 4
+        resident_entry = 16 + a_bytes if resident and be.a_in_shared and be.p_smem and be.xmv == "rows" else 0
         plan = plan_launches(
             N, products, per_entry=per_entry, smem_cap=smem_cap, budget=int(budget * fit_budget), n_sm=be.n_sm,
             wide=be.wide if wide is None else wide,
             wide_min_products=wide_min_products, small_block=be.small_block, tiny_unknowns=SMALL_PAIR_UNKNOWNS,
             a_in_shared=be.a_in_shared, a_bytes=a_bytes,
-            resident_per_entry=16 + a_bytes if resident and be.a_in_shared and be.p_smem and be.xmv == "rows" else 0,
+            resident_per_entry=resident_entry,
+            resident_min_unknowns=smem_cap // 2 // resident_entry + 1 if resident == "large" and resident_entry else 0,
         )  # fmt: skip
         return plan, budget
 
@@ -194,9 +198,11 @@ class PerBlockPath:
                 orders[id(sel)] = kept
         order, n_max, jobs = kept
         a_bytes = 8 if be.a_double else 4
-        if use_smem == RESIDENT:  # value solve: P, R, A in shared memory, DG and DI in global memory
+        if use_smem == RESIDENT:  # P, R, A in shared memory, DG and DI (a gradient's X, XY too) in global memory
             smem = (int(n_max * (16 + a_bytes)) + 15) // 16 * 16
             per_block, mode = 2 * n_max, RESIDENT
+            if extra is not None:
+                per_block += extra.extra_doubles(n_max)
         else:
             per_entry = SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8
             if extra is not None:
