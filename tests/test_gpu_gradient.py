@@ -403,26 +403,29 @@ def test_fake_full_shared_memory_pairs_run_in_larger_blocks(fake_backend) -> Non
 
 
 def test_fake_pairs_over_half_the_shared_memory_run_resident(fake_backend) -> None:  # noqa: F811
-    """A pair whose P, R and A take more than half of an SM's shared memory (the fake device: 100 KiB; 56 x 56
-    nodes: 3,136 unknowns x 20 bytes) solves x, then y, in a resident launch of RESIDENT_BLOCK threads (its
-    scratch: DG, DI, X, X_y); a smaller pair keeps the joint PCG in the backend's blocks. Both agree with the CPU."""
+    """A sparse pair whose P, R and A take more than half of an SM's shared memory (the fake device: 100 KiB; 56 x 55
+    nodes: 3,136 unknowns x 20 bytes; ~5 XMV products an unknown) solves x, then y, in a resident launch of
+    RESIDENT_BLOCK threads (its scratch: DG, DI, X, X_y); a denser pair of the same size (~65 products an unknown,
+    over RESIDENT_MAX_PRODUCTS) keeps the joint PCG in FULL_SMEM_BLOCK threads, a small pair in the backend's
+    blocks. All agree with the CPU."""
+    from mgkflow.gpu import gradient
     from mgkflow.gpu.solvers.per_block import RESIDENT_BLOCK
 
     _drv, backend = fake_backend
     backend.cuda.function_attribute = SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES="max_dynamic_smem")
     nk, ek = KERNELS["kd-se"]
-    graphs = [_graph(56, 2.2 / 56, 80), _graph(55, 2.2 / 55, 81), _graph(20, 0.2, 82)]
+    graphs = [_graph(56, 2.2 / 56, 80), _graph(55, 2.2 / 55, 81), _graph(20, 0.2, 82), _graph(56, 0.15, 83),
+              _graph(54, 0.15, 84)]  # fmt: skip
     systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
     be = backend.GPUBackend(wide=False, rtol=1e-10, small_block=0)
     _install(nk, ek, systems, be)
     _SolverModule.log.clear()
-    pairs = np.array([(0, 1), (2, 2)])
+    pairs = np.array([(0, 1), (2, 2), (3, 4)])
     vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
     rv, rg, *_ = ExactBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
     assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
-    blocks = sorted((e["block"], e["jobs"]) for e in _SolverModule.log)
-    assert blocks == [(be.block, 1), (RESIDENT_BLOCK, 1)], _SolverModule.log
-    assert [e["resident"] for e in sorted(_SolverModule.log, key=lambda e: e["block"])] == [False, True]
+    runs = sorted((e["block"], e["resident"], e["jobs"]) for e in _SolverModule.log)
+    assert runs == sorted([(be.block, False, 1), (RESIDENT_BLOCK, True, 1), (gradient.FULL_SMEM_BLOCK, False, 1)]), runs
 
 
 def test_fake_theta_sweep_compiles_once(fake_backend) -> None:  # noqa: F811

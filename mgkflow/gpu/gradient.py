@@ -135,6 +135,13 @@ def closed_form_pairs(
     return qq * cv / den * s, np.stack(cols, axis=1)
 
 
+#: XMV products per product unknown (nnz1 nnz2 / N) above which a large gradient pair keeps the joint PCG:
+#: the resident form (x, then y) does the XMV once per system and saves the joint PCG's global vector traffic.
+#: Measured (S27-E, H100): NWS labeled (~5 products an unknown) +19.5%, BA labeled (~127) -5%; 32 lies between,
+#: on the side of the gain (not measured in between).
+RESIDENT_MAX_PRODUCTS = 32.0
+
+
 class _GradientOut:
     """``out_grad`` of the launches of one call: N_GRAD doubles per job (job order).
 
@@ -350,12 +357,13 @@ def _per_pair(
     else:
         # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
         # are returned for the CPU oracle
-        # gradient pairs whose P, R and A take more than half of one SM's shared memory go to a resident bin (x,
-        # then y, by the resident PCG: mgk_solver.cu), the others to the joint PCG of both systems
+        # gradient pairs whose P, R and A take more than half of one SM's shared memory and whose XMV is light go
+        # to a resident bin (x, then y, by the resident PCG: mgk_solver.cu), the others to the joint PCG
         plan, budget = path.plan(db, g1, g2, func, wide="auto", wide_min_products=float("inf"),
                                  fit_budget=FIT_BUDGET if kind == "gradient" else 1.0,
                                  smem_vectors=_GradientOut.smem_vectors if kind == "gradient" else 1,
-                                 resident="large" if kind == "gradient" else False)  # fmt: skip
+                                 resident="large" if kind == "gradient" else False,
+                                 resident_max_products=RESIDENT_MAX_PRODUCTS)  # fmt: skip
         N = db.nt[g1] * db.nt[g2] * 64
         cost = path.cost(db, g1, g2) if backend.sort_jobs else None
         orders = {}  # the launches' job orders, by id of the plan's pair selections (kept with the plan)

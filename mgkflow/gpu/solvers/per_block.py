@@ -89,15 +89,15 @@ class PerBlockPath:
     def plan(
         self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, wide: bool | str | None = None,
         wide_min_products: float = WIDE_MIN_PRODUCTS, fit_budget: float = 1.0, smem_vectors: int = 1,
-        resident: bool | str = False,
+        resident: bool | str = False, resident_max_products: float = float("inf"),
     ) -> tuple[LaunchPlan, int]:  # fmt: skip
         """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes); ``wide``
         and ``wide_min_products`` override the backend's settings, ``fit_budget`` scales the budget
         a pair's one-block scratch must fit and ``smem_vectors`` the shared-memory bytes per product
         entry (a gradient block keeps two systems: :mod:`mgkflow.gpu.gradient`); ``resident``: a value
         solve, whose pairs go to resident bins where P, R and A fit the shared memory; ``"large"``: a
-        gradient solve, whose pairs go there only where they take more than half of it (the others keep
-        the joint PCG of both systems)."""
+        gradient solve, whose pairs go there only where they take more than half of it and their XMV does at
+        most ``resident_max_products`` products per unknown (the others keep the joint PCG of both systems)."""
         be = self.be
         N = db.nt[g1] * db.nt[g2] * 64
         per_entry = (SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8) * smem_vectors
@@ -119,6 +119,7 @@ class PerBlockPath:
             a_in_shared=be.a_in_shared, a_bytes=a_bytes,
             resident_per_entry=resident_entry,
             resident_min_unknowns=smem_cap // 2 // resident_entry + 1 if resident == "large" and resident_entry else 0,
+            resident_max_products=resident_max_products,
         )  # fmt: skip
         return plan, budget
 
