@@ -320,8 +320,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     double* const R = P + n_max;
     a_t* const A = (a_t*)(R + n_max);
 #if GRADIENT
-    double* const X = DI + n_max;
-    double* const XY = X + n_max;
+    double* const X0 = DI + n_max;
+    double* const XY = X0 + n_max;
 #endif
 #else
     double* X = blk;
@@ -384,97 +384,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             SCHEDULE_RANGES(n_tp, XMV_TP_COST)  // tile pairs (XMV_PASS, the gradient's joint pass)
         }
 #endif
-#if GRADIENT && RESIDENT
-        // ---------------------------------------------------------------- x, then y, by the resident PCG
-        // Pairs whose P, R and A fit one SM's shared memory: the two systems one after the other (M x = b, then
-        // the adjoint M y = p_x), each with its vectors in shared memory and its solution in global memory (X,
-        // XY: with DG and DI, 4 vectors a pair, which stay in L2), then dK/dh. Each XMV pass serves one system
-        // (the joint PCG shares them), but no other vector leaves the SM.
-        __shared__ double s_res[2];
-        __shared__ int s_its[2], s_ok[2];
-        for (int sys = 0; sys < 2; ++sys) {
-            double* const XS = sys ? XY : X;
-            double rz = 0.0, bb = 0.0;
-            for (long long idx = tid; idx < N; idx += BLOCK) {
-                double dg, b;
-                if (sys) {
-                    dg = DG[idx];
-                    b = adjoint_rhs(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
-                } else {
-                    system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
-                    DG[idx] = dg;
-                    DI[idx] = 1.0 / dg;
-                }
-                const double z = b * (1.0 / dg);
-                XS[idx] = 0.0;
-                R[idx] = b;
-                P[idx] = z;
-                rz += b * z;
-                bb += b * b;
-            }
-            block_sum2(rz, bb, red);
-            const double thr = rtol * rtol * bb;
-            double rr = bb;
-            int it = 0;
-            bool conv = rr <= thr;
-            bool broke = false;
-            while (!conv && it < max_iter) {
-                double pa = 0.0;
-                {
-                    XMV_LANE_SETUP
-                    XMV_PASS(A, pa)
-                }
-                double dummy_ = 0.0;
-                block_sum2(pa, dummy_, red);
-                if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
-                    broke = true;
-                    break;
-                }
-                const double alpha = rz / pa;
-                double rz_new = 0.0, rr_new = 0.0;
-                for (long long idx = tid; idx < N; idx += BLOCK) {
-                    const double r = R[idx] - alpha * (double)A[idx];
-                    XS[idx] += alpha * P[idx];
-                    R[idx] = r;
-                    const double z = r * DI[idx];
-                    rz_new += r * z;
-                    rr_new += r * r;
-                }
-                block_sum2(rz_new, rr_new, red);
-                ++it;
-                rr = rr_new;
-                if (rr <= thr) {
-                    conv = true;
-                    break;
-                }
-                if (!isfinite(rr)) {
-                    broke = true;
-                    break;
-                }
-                const double beta = rz_new / rz;
-                rz = rz_new;
-                for (long long idx = tid; idx < N; idx += BLOCK) P[idx] = R[idx] * DI[idx] + beta * P[idx];
-                __syncthreads();
-            }
-            if (tid == 0) {
-                s_its[sys] = it;
-                s_res[sys] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
-                s_ok[sys] = (conv && !broke) ? 1 : 0;
-            }
-            __syncthreads();  // (the next system rewrites P, R and A)
-        }
-        double k = 0.0, dummy2 = 0.0;
-        PAIR_K(k)
-        block_sum2(k, dummy2, red);
-        grad_contraction(h1, h2, nt2, n_tp, N, X, XY, nlab, nlab_stride, dvec, qvec, rrowptr, rcoff, rweight, relab,
-                         relab_stride, out_grad + (long long)jb * N_GRAD, red);
-        if (tid == 0) {
-            out_k[jb] = k;
-            out_iter[jb] = max(s_its[0], s_its[1]);
-            out_res[jb] = fmax(s_res[0], s_res[1]);
-            out_conv[jb] = (s_ok[0] && s_ok[1] && isfinite(k)) ? 1 : 0;
-        }
-#elif GRADIENT
+#if GRADIENT && !RESIDENT
         // ---------------------------------------------------------------- joint PCG of x and y
         // Two independent Jacobi-PCG recurrences sharing the diagonal and every XMV pass: system x
         // (bit 1) is M x = b in X, R, P, A; system y (bit 2) the adjoint M y = p_x in XY, RY, PY, AY.
@@ -662,16 +572,33 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             out_conv[jb] = (s_rr[0] <= s_thr[0] && s_rr[1] <= s_thr[1] && isfinite(k)) ? 1 : 0;
         }
 #else
+#if GRADIENT
+        // ---------------------------------------------------------------- x, then y, by the resident PCG
+        // (GRADIENT && RESIDENT) Pairs over half an SM's shared memory whose XMV is light: the two systems one after
+        // the other (M x = b, then the adjoint M y = p_x), each with P, R and A in shared memory and its solution in
+        // global memory (X0, XY: with DG and DI 4 vectors a pair, which stay in L2), then dK/dh. Each XMV pass serves
+        // one system (the joint PCG shares them), but no other vector leaves the SM (NOTES.md, session 27).
+        __shared__ double s_res[2];
+        __shared__ int s_its[2], s_ok[2];
+        for (int sys = 0; sys < 2; ++sys) {
+        double* const X = sys ? XY : X0;
+#endif
         // ---------------------------------------------------------------- init
         double rz = 0.0, bb = 0.0;
         for (long long idx = tid; idx < N; idx += BLOCK) {
             double dg, b;
+#if GRADIENT
+            if (sys) {  // the adjoint's right-hand side, the first system's diagonal
+                dg = DG[idx];
+                b = adjoint_rhs(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
+            } else
+#endif
             system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
             const double di = 1.0 / dg;
             const double z = b * di;
             DG[idx] = dg;
             DI[idx] = di;
-#if !RESIDENT
+#if !RESIDENT || GRADIENT
             X[idx] = 0.0;
 #endif
             R[idx] = b;
@@ -682,7 +609,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         block_sum2(rz, bb, red);
         const double thr = rtol * rtol * bb;
         double rr = bb;
-#if RESIDENT
+#if RESIDENT && !GRADIENT
         double kk = 0.0;  // K accumulated from the steps
 #endif
         int it = 0;
@@ -695,7 +622,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             double pa = 0.0, wp = 0.0;  // wp: w^T p (RESIDENT)
             {
                 XMV_LANE_SETUP
-#if RESIDENT
+#if RESIDENT && !GRADIENT
                 XMV_PASS_W(A, pa, wp)
 #else
                 XMV_PASS(A, pa)
@@ -707,13 +634,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                 break;
             }
             const double alpha = rz / pa;
-#if RESIDENT
+#if RESIDENT && !GRADIENT
             kk += alpha * wp;
 #endif
             double rz_new = 0.0, rr_new = 0.0;
             for (long long idx = tid; idx < N; idx += BLOCK) {
                 const double r = R[idx] - alpha * (double)A[idx];
-#if !RESIDENT
+#if !RESIDENT || GRADIENT
                 X[idx] += alpha * P[idx];
 #endif
                 R[idx] = r;
@@ -739,16 +666,27 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         }
 #if GRADIENT
         if (tid == 0) {
-            s_pass[pass][0] = (double)it;
-            s_pass[pass][1] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
-            s_pass[pass][2] = (conv && !broke) ? 1.0 : 0.0;
+            s_its[sys] = it;
+            s_res[sys] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
+            s_ok[sys] = (conv && !broke) ? 1 : 0;
         }
-        __syncthreads();
-        }  // passes: x in X (= blk), y after the block's other vectors
-        grad_contraction(h1, h2, nt2, n_tp, N, X, blk + scratch_per_block - n_max, nlab, nlab_stride, dvec, qvec,
-                         rrowptr, rcoff, rweight, relab, relab_stride, out_grad + (long long)jb * N_GRAD, red);
-#endif
-
+        __syncthreads();  // (the next system rewrites P, R and A)
+        }  // systems: x in X0, then y in XY
+        double k = 0.0, dummy2 = 0.0;
+        {
+            const double* const X = X0;
+            PAIR_K(k)
+        }
+        block_sum2(k, dummy2, red);
+        grad_contraction(h1, h2, nt2, n_tp, N, X0, XY, nlab, nlab_stride, dvec, qvec, rrowptr, rcoff, rweight, relab,
+                         relab_stride, out_grad + (long long)jb * N_GRAD, red);
+        if (tid == 0) {
+            out_k[jb] = k;
+            out_iter[jb] = max(s_its[0], s_its[1]);
+            out_res[jb] = fmax(s_res[0], s_res[1]);
+            out_conv[jb] = (s_ok[0] && s_ok[1] && isfinite(k)) ? 1 : 0;
+        }
+#else
         // ---------------------------------------------------------------- K = p^T x
 #if RESIDENT
         const double k = kk;
@@ -774,6 +712,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             out_res[jb] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
             out_conv[jb] = (conv && !broke && isfinite(k)) ? 1 : 0;
         }
-#endif  // GRADIENT
+#endif  // GRADIENT (resident) / value
+#endif  // GRADIENT && !RESIDENT (joint) / the resident and value PCG
     }
 }
