@@ -32,10 +32,13 @@
 // memory (read only: a launch's working set stays in L2). Pairs of up to ~11,000 product unknowns
 // (96-node graphs: 9,216) fit one SM this way; the launch then runs one 1,024-thread block per SM. The
 // block's warps take contiguous ranges of half tile pairs of about equal cost (XMV_PASS_W); row-pair XMV only.
+// RESIDENT with GRADIENT: the same PCG twice, x then the adjoint y, each solution kept in global memory after DG
+// and DI, then dK/dh (pairs over half an SM's shared memory whose XMV is light: mgkflow/gpu/gradient.py).
 //
 // Optional sections (off in value-only builds; the preprocessed value-only code is unchanged):
 // GRADIENT (mgk_gradient.cuh spliced as GRADIENT_FRAGMENT: one PCG loop with two recurrences, x and
-// the adjoint y (M y = p_x), sharing each XMV pass, then dK/dh per pair into out_grad;
+// the adjoint y (M y = p_x), sharing each XMV pass (resident builds: one after the other), then dK/dh per pair
+// into out_grad;
 // docs/gradients.md) and NODAL (p_i p'_i' x_ii' of every pair into out_nodal, rows and columns in the
 // graphs' original node order). EXTRA_PARAMS adds their kernel parameters.
 
