@@ -404,9 +404,9 @@ def test_fake_full_shared_memory_pairs_run_in_larger_blocks(fake_backend) -> Non
 
 def test_fake_pairs_over_half_the_shared_memory_run_resident(fake_backend) -> None:  # noqa: F811
     """A sparse pair whose P, R and A take more than half of an SM's shared memory (the fake device: 100 KiB; 56 x 55
-    nodes: 3,136 unknowns x 20 bytes; ~5 XMV products an unknown) solves x, then y, in a resident launch of
-    RESIDENT_BLOCK threads (its scratch: DG, DI, X, X_y); a denser pair of the same size (~65 products an unknown,
-    over RESIDENT_MAX_PRODUCTS) keeps the joint PCG in FULL_SMEM_BLOCK threads, a small pair in the backend's
+    nodes: 3,136 unknowns x 20 bytes; XMV pass cost 0.35) solves x, then y, in a resident launch of
+    RESIDENT_BLOCK threads (its scratch: DG, DI, X, X_y); a denser pair of the same size (pass cost 2.5, over
+    RESIDENT_MAX_PASS_COST) keeps the joint PCG in FULL_SMEM_BLOCK threads, a small pair in the backend's
     blocks. All agree with the CPU."""
     from mgkflow.gpu import gradient
     from mgkflow.gpu.solvers.per_block import RESIDENT_BLOCK

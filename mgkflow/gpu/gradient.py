@@ -135,11 +135,12 @@ def closed_form_pairs(
     return qq * cv / den * s, np.stack(cols, axis=1)
 
 
-#: XMV products per product unknown (nnz1 nnz2 / N) above which a large gradient pair keeps the joint PCG:
-#: the resident form (x, then y) does the XMV once per system and saves the joint PCG's global vector traffic.
-#: Measured (S27-E, H100): NWS labeled (~5 products an unknown) +19.5%, BA labeled (~127) -5%; 32 lies between,
-#: on the side of the gain (not measured in between).
-RESIDENT_MAX_PRODUCTS = 32.0
+#: The XMV pass cost (:func:`mgkflow.gpu.schedule.pass_cost`) above which a large gradient pair keeps the joint
+#: PCG: the resident form (x, then y) does the XMV once per system and saves the joint PCG's global vector
+#: traffic, which pays only where the pass is light. Measured (S28-C, H100, 96-node labeled graphs, resident
+#: against joint): NWS k = 3 (cost ~0.28) +12..19%, NWS k = 3, p = 0.5 (~0.43) +3%, NWS k = 4 (~0.76) -15%,
+#: BA m = 1 (~1.2: few products, but hub rows) -15..18%, denser -16..19%.
+RESIDENT_MAX_PASS_COST = 0.45
 
 
 class _GradientOut:
@@ -150,9 +151,9 @@ class _GradientOut:
     global memory X, R, DG, DI, X_y, R_y and what does not fit in shared memory:
     ``extra_doubles`` = 4 n_max more than the value solve's scratch (X_y, R_y and, at most, P_y and
     A_y), so a block needs at most twice the value solve's scratch (``FIT_BUDGET``). Pairs whose P, R and A
-    take more than half of one SM's shared memory run in resident launches instead (x, then y, by the resident PCG, one
-    system's vectors at a time in shared memory): DG, DI and the two solutions X, X_y in global memory, within
-    the same scratch.
+    take more than half of one SM's shared memory and whose XMV pass is light (``RESIDENT_MAX_PASS_COST``) run
+    in resident launches instead (x, then y, by the resident PCG, one system's vectors at a time in shared
+    memory): DG, DI and the two solutions X, X_y in global memory, within the same scratch.
     """
 
     #: factor on the value solve's shared-memory bytes per product entry
@@ -363,7 +364,7 @@ def _per_pair(
                                  fit_budget=FIT_BUDGET if kind == "gradient" else 1.0,
                                  smem_vectors=_GradientOut.smem_vectors if kind == "gradient" else 1,
                                  resident="large" if kind == "gradient" else False,
-                                 resident_max_products=RESIDENT_MAX_PRODUCTS)  # fmt: skip
+                                 resident_max_cost=RESIDENT_MAX_PASS_COST)  # fmt: skip
         N = db.nt[g1] * db.nt[g2] * 64
         cost = path.cost(db, g1, g2) if backend.sort_jobs else None
         orders = {}  # the launches' job orders, by id of the plan's pair selections (kept with the plan)

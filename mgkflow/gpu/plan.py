@@ -100,7 +100,7 @@ def plan_launches(
     a_bytes: int = 4,
     resident_per_entry: int = 0,
     resident_min_unknowns: int = 0,
-    resident_max_products: float = float("inf"),
+    resident_ok: np.ndarray | None = None,
 ) -> LaunchPlan:
     """Split pairs into launch groups.
 
@@ -128,9 +128,9 @@ def plan_launches(
     resident_min_unknowns : int
         Pairs with fewer unknowns stay out of the resident bins (gradient solves: only pairs that
         take more than half an SM's shared memory run resident).
-    resident_max_products : float
-        Pairs with more XMV products per unknown stay out of the resident bins (gradient solves, whose
-        resident form does the XMV once per system: see :data:`mgkflow.gpu.gradient.RESIDENT_MAX_PRODUCTS`).
+    resident_ok : bool array, optional
+        Pairs that may run resident (None: all); gradient solves, whose resident form does the XMV
+        once per system, admit only pairs with a light XMV pass (:func:`mgkflow.gpu.schedule.pass_cost`).
 
     Returns
     -------
@@ -170,7 +170,8 @@ def plan_launches(
     resident = []
     if resident_per_entry:  # two bins, either may be empty: up to half, and up to all of the capacity
         fits = small & (N * resident_per_entry <= smem_cap) & (N >= resident_min_unknowns)
-        fits &= products <= resident_max_products * N
+        if resident_ok is not None:
+            fits &= np.asarray(resident_ok, dtype=bool)
         small &= ~fits
         half = N * resident_per_entry <= smem_cap // 2
         resident = [np.flatnonzero(fits & half), np.flatnonzero(fits & ~half)]

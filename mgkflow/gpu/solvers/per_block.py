@@ -33,6 +33,7 @@ from ..core import (
     solver_request,
 )  # fmt: skip
 from ..plan import LaunchPlan, plan_launches, scratch_doubles
+from ..schedule import pass_cost
 from ..source import KPAR, KernelConfig
 from . import Solver, register
 
@@ -89,15 +90,16 @@ class PerBlockPath:
     def plan(
         self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, wide: bool | str | None = None,
         wide_min_products: float = WIDE_MIN_PRODUCTS, fit_budget: float = 1.0, smem_vectors: int = 1,
-        resident: bool | str = False, resident_max_products: float = float("inf"),
+        resident: bool | str = False, resident_max_cost: float = float("inf"),
     ) -> tuple[LaunchPlan, int]:  # fmt: skip
         """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes); ``wide``
         and ``wide_min_products`` override the backend's settings, ``fit_budget`` scales the budget
         a pair's one-block scratch must fit and ``smem_vectors`` the shared-memory bytes per product
         entry (a gradient block keeps two systems: :mod:`mgkflow.gpu.gradient`); ``resident``: a value
         solve, whose pairs go to resident bins where P, R and A fit the shared memory; ``"large"``: a
-        gradient solve, whose pairs go there only where they take more than half of it and their XMV does at
-        most ``resident_max_products`` products per unknown (the others keep the joint PCG of both systems)."""
+        gradient solve, whose pairs go there only where they take more than half of it and their XMV pass costs
+        at most ``resident_max_cost`` (:func:`mgkflow.gpu.schedule.pass_cost` in RESIDENT_BLOCK threads; the
+        others keep the joint PCG of both systems)."""
         be = self.be
         N = db.nt[g1] * db.nt[g2] * 64
         per_entry = (SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8) * smem_vectors
@@ -119,7 +121,8 @@ class PerBlockPath:
             a_in_shared=be.a_in_shared, a_bytes=a_bytes,
             resident_per_entry=resident_entry,
             resident_min_unknowns=smem_cap // 2 // resident_entry + 1 if resident == "large" and resident_entry else 0,
-            resident_max_products=resident_max_products,
+            resident_ok=pass_cost(db.xmv_shapes(), db.nt, g1, g2, RESIDENT_BLOCK // 32) <= resident_max_cost
+            if resident == "large" and resident_entry else None,
         )  # fmt: skip
         return plan, budget
 
