@@ -31,10 +31,19 @@ from mgkflow.system import GraphSystem, prepare_graph
 
 
 def _graph(n: int, p: float, seed: int, isolated: bool = False, weights: str = "float32") -> Graph:
-    rng = np.random.default_rng(seed)
     G = nx.gnp_random_graph(n, p, seed=seed)
     if isolated:
         G.add_node(n)  # a node without edges
+    return _labeled(G, seed, weights)
+
+
+def _ring(n: int, seed: int) -> Graph:
+    """A ring with a few chords (the paper's NWS shape): ~2 entries a row, a light XMV pass."""
+    return _labeled(nx.newman_watts_strogatz_graph(n, 2, 0.05, seed=seed), seed)
+
+
+def _labeled(G: nx.Graph, seed: int, weights: str = "float32") -> Graph:
+    rng = np.random.default_rng(seed)
     for e in G.edges:
         G.edges[e]["length"] = float(np.float32(rng.uniform(1, 2)))
         G.edges[e]["order"] = int(rng.integers(1, 3))
@@ -403,29 +412,37 @@ def test_fake_full_shared_memory_pairs_run_in_larger_blocks(fake_backend) -> Non
 
 
 def test_fake_pairs_over_half_the_shared_memory_run_resident(fake_backend) -> None:  # noqa: F811
-    """A sparse pair whose P, R and A take more than half of an SM's shared memory (the fake device: 100 KiB; 56 x 55
-    nodes: 3,136 unknowns x 20 bytes; XMV pass cost 0.35) solves x, then y, in a resident launch of
-    RESIDENT_BLOCK threads (its scratch: DG, DI, X, X_y); a denser pair of the same size (pass cost 2.5, over
-    RESIDENT_MAX_PASS_COST) keeps the joint PCG in FULL_SMEM_BLOCK threads, a small pair in the backend's
-    blocks. All agree with the CPU."""
+    """Ring pairs whose P, R and A take more than half of an SM's shared memory (the fake device: 100 KiB, 3 SMs;
+    56 x 55 nodes: 3,136 unknowns x 20 bytes; XMV pass cost ~0.25) solve x, then y, in a resident launch of
+    RESIDENT_BLOCK threads (its scratch: DG, DI, X, X_y) when there are at least as many as SMs; a denser pair of
+    the same size (pass cost 2.5, over RESIDENT_MAX_PASS_COST) keeps the joint PCG in FULL_SMEM_BLOCK threads, a
+    small pair the backend's blocks, and a single ring pair the joint PCG too. All agree with the CPU."""
     from mgkflow.gpu import gradient
+    from mgkflow.gpu.schedule import pass_cost
     from mgkflow.gpu.solvers.per_block import RESIDENT_BLOCK
 
     _drv, backend = fake_backend
     backend.cuda.function_attribute = SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES="max_dynamic_smem")
     nk, ek = KERNELS["kd-se"]
-    graphs = [_graph(56, 2.2 / 56, 80), _graph(55, 2.2 / 55, 81), _graph(20, 0.2, 82), _graph(56, 0.15, 83),
-              _graph(54, 0.15, 84)]  # fmt: skip
+    graphs = [_ring(56, 80), _ring(55, 81), _graph(20, 0.2, 82), _graph(56, 0.15, 83), _graph(54, 0.15, 84)]
     systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
     be = backend.GPUBackend(wide=False, rtol=1e-10, small_block=0)
     _install(nk, ek, systems, be)
-    _SolverModule.log.clear()
-    pairs = np.array([(0, 1), (2, 2), (3, 4)])
-    vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
-    rv, rg, *_ = ExactBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
-    assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
-    runs = sorted((e["block"], e["resident"], e["jobs"]) for e in _SolverModule.log)
-    assert runs == sorted([(be.block, False, 1), (RESIDENT_BLOCK, True, 1), (gradient.FULL_SMEM_BLOCK, False, 1)]), runs
+    for pairs, want in (
+        ([(0, 1), (0, 0), (1, 1), (2, 2), (3, 4)],
+         [(be.block, False, 1), (RESIDENT_BLOCK, True, 3), (gradient.FULL_SMEM_BLOCK, False, 1)]),
+        ([(0, 1), (2, 2), (3, 4)], [(be.block, False, 1), (gradient.FULL_SMEM_BLOCK, False, 2)]),
+    ):  # fmt: skip
+        pairs = np.array(pairs)
+        _SolverModule.log.clear()
+        vals, grads, _its, _res, conv = be.solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+        rv, rg, *_ = ExactBackend().solve_gradient(systems, systems, pairs, nk, ek, wrt_q=True)
+        assert conv.all() and np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6
+        runs = sorted((e["block"], e["resident"], e["jobs"]) for e in _SolverModule.log)
+        assert runs == sorted(want), runs
+    db = be.batches.entry[1]  # the costs the routing saw
+    cost = pass_cost(db.xmv_shapes(), db.nt, np.array([0, 3]), np.array([1, 4]), RESIDENT_BLOCK // 32)
+    assert cost[0] <= gradient.RESIDENT_MAX_PASS_COST < cost[1], cost
 
 
 def test_fake_theta_sweep_compiles_once(fake_backend) -> None:  # noqa: F811

@@ -138,9 +138,10 @@ def closed_form_pairs(
 #: The XMV pass cost (:func:`mgkflow.gpu.schedule.pass_cost`) above which a large gradient pair keeps the joint
 #: PCG: the resident form (x, then y) does the XMV once per system and saves the joint PCG's global vector
 #: traffic, which pays only where the pass is light. Measured (S28-C, H100, 96-node labeled graphs, resident
-#: against joint): NWS k = 3 (cost ~0.28) +12..19%, NWS k = 3, p = 0.5 (~0.43) +3%, NWS k = 4 (~0.76) -15%,
-#: BA m = 1 (~1.2: few products, but hub rows) -15..18%, denser -16..19%.
-RESIDENT_MAX_PASS_COST = 0.45
+#: against joint): NWS k = 3 (cost 0.27..0.35) +12..19%, NWS k = 3, p = 0.5 (0.38..0.48) -1..+3%, NWS k = 4
+#: (~0.76) -15%, BA m = 1 (~1.2: few products, but hub rows) -15..18%, denser -16..19%; S28-D: with 0.45, the
+#: 5 of 820 BA m = 1 pairs under it in a launch of their own cost 10% (hence also one wave at least).
+RESIDENT_MAX_PASS_COST = 0.35
 
 
 class _GradientOut:

@@ -101,6 +101,7 @@ def plan_launches(
     resident_per_entry: int = 0,
     resident_min_unknowns: int = 0,
     resident_ok: np.ndarray | None = None,
+    resident_min_pairs: int = 0,
 ) -> LaunchPlan:
     """Split pairs into launch groups.
 
@@ -131,6 +132,9 @@ def plan_launches(
     resident_ok : bool array, optional
         Pairs that may run resident (None: all); gradient solves, whose resident form does the XMV
         once per system, admit only pairs with a light XMV pass (:func:`mgkflow.gpu.schedule.pass_cost`).
+    resident_min_pairs : int
+        Fewer pairs than this that may run resident stay with the others (gradient solves: a resident
+        launch that fills no wave of the device costs more than the pairs save).
 
     Returns
     -------
@@ -146,6 +150,10 @@ def plan_launches(
     ...                   smem_cap=200_000, budget=10**9, n_sm=132, resident_per_entry=20)
     >>> [s.tolist() for s in p.resident], [s.tolist() for s in p.shared]
     ([[], [1]], [[2]])
+    >>> p = plan_launches(np.array([1024, 9216, 16384, 10**7]), np.array([1e4, 1e6, 1e6, 1e9]), per_entry=12,
+    ...                   smem_cap=200_000, budget=10**9, n_sm=132, resident_per_entry=20, resident_min_pairs=2)
+    >>> [s.tolist() for s in p.resident], [s.tolist() for s in p.shared]  # one pair: no resident launch
+    ([[], []], [[1, 2]])
     """
     N = np.asarray(N, dtype=np.int64)
     products = np.asarray(products, dtype=np.float64)
@@ -172,6 +180,8 @@ def plan_launches(
         fits = small & (N * resident_per_entry <= smem_cap) & (N >= resident_min_unknowns)
         if resident_ok is not None:
             fits &= np.asarray(resident_ok, dtype=bool)
+        if np.count_nonzero(fits) < resident_min_pairs:
+            fits[:] = False
         small &= ~fits
         half = N * resident_per_entry <= smem_cap // 2
         resident = [np.flatnonzero(fits & half), np.flatnonzero(fits & ~half)]

@@ -98,8 +98,9 @@ class PerBlockPath:
         entry (a gradient block keeps two systems: :mod:`mgkflow.gpu.gradient`); ``resident``: a value
         solve, whose pairs go to resident bins where P, R and A fit the shared memory; ``"large"``: a
         gradient solve, whose pairs go there only where they take more than half of it and their XMV pass costs
-        at most ``resident_max_cost`` (:func:`mgkflow.gpu.schedule.pass_cost` in RESIDENT_BLOCK threads; the
-        others keep the joint PCG of both systems)."""
+        at most ``resident_max_cost`` (:func:`mgkflow.gpu.schedule.pass_cost` in RESIDENT_BLOCK threads), and
+        only where at least one wave of such pairs (one per SM) is there; the others keep the joint PCG of both
+        systems."""
         be = self.be
         N = db.nt[g1] * db.nt[g2] * 64
         per_entry = (SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8) * smem_vectors
@@ -123,6 +124,7 @@ class PerBlockPath:
             resident_min_unknowns=smem_cap // 2 // resident_entry + 1 if resident == "large" and resident_entry else 0,
             resident_ok=pass_cost(db.xmv_shapes(), db.nt, g1, g2, RESIDENT_BLOCK // 32) <= resident_max_cost
             if resident == "large" and resident_entry else None,
+            resident_min_pairs=be.n_sm if resident == "large" else 0,
         )  # fmt: skip
         return plan, budget
 
