@@ -79,6 +79,25 @@ __device__ __forceinline__ void grad_row_pair(
     }
 }
 
+// g[N_NODE_GRAD + h] += y (sum over the row pair of output (x, u) of tile pair tp of w w' (dke/dh) x), every h
+__device__ __forceinline__ void grad_edge_output(
+    const int tp, const int x, const int u, const GraphHdr& h1, const GraphHdr& h2, const int nt2,
+    const double* __restrict__ X, const double* __restrict__ Y, const int* __restrict__ rrowptr,
+    const int* __restrict__ rcoff, const w_t* __restrict__ rweight, const unsigned int* __restrict__ relab,
+    const long long relab_stride, double (&g)[N_GRAD])
+{
+    const int I = tp / nt2, I2 = tp - I * nt2;
+    const int* ra_ = rrowptr + h1.rrow_off + I * 8;
+    const int* rb_ = rrowptr + h2.rrow_off + I2 * 8;
+    const double yv = Y[((long long)tp << 6) + x * 8 + u];
+    double acc[N_EDGE_ACC];
+#pragma unroll
+    for (int h = 0; h < N_EDGE_ACC; ++h) acc[h] = 0.0;
+    grad_row_pair(ra_[x], ra_[x + 1], rb_[u], rb_[u + 1], X, nt2, rcoff, rweight, relab, relab_stride, acc);
+#pragma unroll
+    for (int h = 0; h < N_EDGE_GRAD; ++h) g[N_NODE_GRAD + h] += yv * acc[h];
+}
+
 // dK/dh of one pair from x (X) and y (Y), block-reduced into out[0 .. N_GRAD)
 __device__ __noinline__ void grad_contraction(
     const GraphHdr h1, const GraphHdr h2, const int nt2, const int n_tp, const long long N,
@@ -117,24 +136,23 @@ __device__ __noinline__ void grad_contraction(
         g[N_GRAD - 1] += yv * (dD * q1 * q2 + dd * (q1 + q2) - dD / v * xv);
     }
 
-    // edge kernel: the row-pair walk (lane owns outputs (rx, ru) and (7 - rx, 7 - ru) of a tile pair)
+    // edge kernel: the row-pair walk, lane (rx, ru) owning outputs (rx, ru) and (7 - rx, 7 - ru) of a tile pair: over
+    // the warp's range of half tile pairs of the XMV's schedule where UNIT_HALVES (s_start), else round robin
     const int rx = lane >> 3, ru = lane & 7;
-    for (int tp = warp; tp < n_tp; tp += NWARP) {
-        const int I = tp / nt2, I2 = tp - I * nt2;
-        const int* ra_ = rrowptr + h1.rrow_off + I * 8;
-        const int* rb_ = rrowptr + h2.rrow_off + I2 * 8;
-#pragma unroll
-        for (int s = 0; s < 2; ++s) {
-            const int x = s ? 7 - rx : rx, u = s ? 7 - ru : ru;
-            const double yv = Y[((long long)tp << 6) + x * 8 + u];
-            double acc[N_EDGE_ACC];
-#pragma unroll
-            for (int h = 0; h < N_EDGE_ACC; ++h) acc[h] = 0.0;
-            grad_row_pair(ra_[x], ra_[x + 1], rb_[u], rb_[u + 1], X, nt2, rcoff, rweight, relab, relab_stride, acc);
-#pragma unroll
-            for (int h = 0; h < N_EDGE_GRAD; ++h) g[N_NODE_GRAD + h] += yv * acc[h];
-        }
+#if UNIT_HALVES
+    for (int k = s_start[warp], e = s_start[warp + 1]; k < e; ++k) {
+        const int s = k & 1;
+        grad_edge_output(k >> 1, s ? 7 - rx : rx, s ? 7 - ru : ru, h1, h2, nt2, X, Y, rrowptr, rcoff, rweight, relab,
+                         relab_stride, g);
     }
+#else
+    for (int tp = warp; tp < n_tp; tp += NWARP) {
+#pragma unroll
+        for (int s = 0; s < 2; ++s)
+            grad_edge_output(tp, s ? 7 - rx : rx, s ? 7 - ru : ru, h1, h2, nt2, X, Y, rrowptr, rcoff, rweight, relab,
+                             relab_stride, g);
+    }
+#endif
 
     // block sums, two at a time
 #pragma unroll

@@ -290,6 +290,10 @@ __device__ __forceinline__ void block_sum2(double& a, double& b, double* buf)
 }
 #endif
 
+// the pair's schedule (SCHEDULE_RANGES): the first work unit of each warp's range, then the end (block scope, at
+// file scope so that the gradient's contraction walks the same ranges)
+__shared__ int s_start[NWARP + 1];
+
 ${GRADIENT_FRAGMENT}
 
 extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
@@ -307,8 +311,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     extern __shared__ double smem[];
     __shared__ double red[2 * NWARP + 2];
     __shared__ int s_job;
-    // the pair's schedule (SCHEDULE_RANGES): the first work unit of each warp's range, then the end; the warps' sums
-    __shared__ int s_start[NWARP + 1];
+    // the warps' sums of the schedule's costs (SCHEDULE_RANGES)
     __shared__ long long s_wsum[NWARP];
 
     const int tid = threadIdx.x;
