@@ -551,10 +551,10 @@ def test_a_pickle_keeps_the_factors_lower_triangles_only():
 
 
 # ---------------------------------------------------------------------------- local correction (n_neighbors)
-def _local_reference(gp, kernel, X, y, Xs, k):
+def _local_reference(gp, kernel, X, y, Xs, k, extra=0.0):
     """The local correction in dense numpy from its definition (lowrank.py's docstring): the low-rank mean and
     variance, then the exact GP of the residuals on each point's k nearest training points (cosine of the
-    landmark features), under R = K − Q plus the noise."""
+    landmark features), under R = K − Q plus the noise (and ``extra`` more in the local GP)."""
     noise = kernel.k2.noise_level
     sig = kernel.k1
     Z = X[gp.landmark_indices_]
@@ -574,7 +574,7 @@ def _local_reference(gp, kernel, X, y, Xs, k):
     mean = base.copy()
     for t in range(len(Xs)):
         N = np.argsort(-cos[t])[:k]
-        A = sig(X[N]) + noise * np.eye(k) - V[:, N].T @ V[:, N]
+        A = sig(X[N]) + (noise + extra) * np.eye(k) - V[:, N].T @ V[:, N]
         r = sig(Xs[t : t + 1], X[N])[0] - Vs[:, t] @ V[:, N]
         mean[t] += r @ np.linalg.solve(A, (yn - base_tr)[N])
         var[t] -= r @ np.linalg.solve(A, r)
@@ -587,13 +587,21 @@ def test_local_correction_matches_its_definition():
     y = np.sin(X[:, 0]) * np.cos(X[:, 1])
     Xs = rng.uniform(0, 6, (15, 2))
     kernel = RBF(0.8) + WhiteKernel(1e-3)
-    gp = LowRankGPR(kernel, n_landmarks=12, optimize=False, n_neighbors=10, verbose=0).fit(X, y)
+    gp = LowRankGPR(kernel, n_landmarks=12, optimize=False, n_neighbors=10, local_noise="fitted", verbose=0).fit(X, y)
+    assert gp.local_noise_ == 0.0
+    # with a noise of 1e-7 the left-out points choose more noise for the local GP (0.01 here), which enters its
+    # definition as such
+    tiny = RBF(0.8) + WhiteKernel(1e-7)
+    auto = LowRankGPR(tiny, n_landmarks=12, optimize=False, n_neighbors=10, verbose=0).fit(X, y)
+    assert 0 < auto.local_noise_ < np.inf
+    for model, kern in ((gp, kernel), (auto, tiny)):
+        mean, std = model.predict(Xs, return_std=True)
+        ref_mean, ref_std = _local_reference(model, kern, X, y, Xs, 10, model.local_noise_)
+        # the model keeps V in float32 (half the memory of a large fit): Q(N, N) carries its rounding, over a noise
+        # of 1e-3 here; the correction itself is far larger than that tolerance
+        assert np.allclose(mean, ref_mean, atol=5e-5)
+        assert np.allclose(std, ref_std, atol=5e-5)
     mean, std = gp.predict(Xs, return_std=True)
-    ref_mean, ref_std = _local_reference(gp, kernel, X, y, Xs, 10)
-    # the model keeps V in float32 (half the memory of a large fit): Q(N, N) carries its rounding, over a noise
-    # of 1e-3 here; the correction itself is far larger than that tolerance
-    assert np.allclose(mean, ref_mean, atol=5e-5)
-    assert np.allclose(std, ref_std, atol=5e-5)
     plain = LowRankGPR(kernel, n_landmarks=12, optimize=False, verbose=0).fit(X, y).predict(Xs)
     assert np.abs(mean - plain).max() > 1e-2
     assert np.array_equal(gp.predict(Xs), mean)
@@ -615,6 +623,39 @@ def test_local_correction_lowers_the_error_of_few_landmarks():
     assert err[1] < 0.7 * err[0]
     s_plain, s_local = plain.predict(Xs, return_std=True)[1], local.predict(Xs, return_std=True)[1]
     assert np.all(s_local <= s_plain + 1e-12)  # the local GP only takes variance away
+
+
+def test_local_noise_rescues_the_correction_of_noise_free_fits():
+    """With a fitted noise near zero the local systems are ill-conditioned: the correction with the fitted noise
+    lands far above the plain low-rank error, the chosen noise well below it (module docstring)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 6, (500, 2))
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.1 * X[:, 0]
+    kernel = RBF(0.7, "fixed") + WhiteKernel(1e-7, "fixed")
+    kw = {"n_landmarks": 30, "optimize": False, "verbose": 0}
+    err = {}
+    for name, extra in (("plain", {}), ("fitted", {"n_neighbors": 40, "local_noise": "fitted"}),
+                        ("auto", {"n_neighbors": 40})):  # fmt: skip
+        gp = LowRankGPR(kernel, **kw, **extra).fit(X[:400], y[:400])
+        err[name] = np.sqrt(np.mean((gp.predict(X[400:]) - y[400:]) ** 2))
+    assert err["fitted"] > 3 * err["plain"] and err["auto"] < 0.8 * err["plain"], err
+
+
+def test_local_noise_switches_a_useless_correction_off():
+    """Labels without structure: no local correction fits the left-out residuals better than the plain mean, so
+    the model predicts with the plain mean (local_noise_ = inf); bad values of local_noise are refused."""
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 6, (200, 2))
+    y = rng.normal(size=200)
+    kernel = RBF(0.5) + WhiteKernel(1e-2)
+    kw = {"n_landmarks": 10, "optimize": False, "verbose": 0}
+    gp = LowRankGPR(kernel, n_neighbors=20, **kw).fit(X, y)
+    plain = LowRankGPR(kernel, **kw).fit(X, y)
+    assert gp.local_noise_ == np.inf
+    assert np.array_equal(gp.predict(X[:9], return_std=True)[0], plain.predict(X[:9], return_std=True)[0])
+    for bad in ("none", 0.1, None):
+        with pytest.raises(ParameterError, match="local_noise"):
+            LowRankGPR(kernel, n_neighbors=5, local_noise=bad, **kw).fit(X, y)
 
 
 def test_local_correction_pickles_and_refuses_bad_counts():
