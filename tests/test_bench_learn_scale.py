@@ -234,7 +234,9 @@ def test_neighbors_reports_the_corrected_and_the_plain_error(tmp_path):
     assert learn_scale.main([*argv.split(), "--backend", "cpu", "-q", "--out", str(tmp_path)]) == 0
     table = pd.read_csv(tmp_path / "scale.csv").set_index("phase")
     row = table.loc["predict"]
-    assert row["neighbors"] == 8 and row["rmse_lowrank"] > 0 and row["rmse"] != row["rmse_lowrank"]
+    assert row["neighbors"] == 8 and row["rmse_lowrank"] > 0
+    # the correction changed the predictions, unless the left-out training points switched it off at the fit
+    assert (row["rmse"] != row["rmse_lowrank"]) != np.isinf(row["local_noise"]), row
     assert table.loc["lowrank_at_exact_n", "rmse"] == row["rmse"]  # E = N: the main fit and prediction, reused
 
 

@@ -24,7 +24,8 @@ Phases, each timed on its own (wall seconds) and reported as one line on stdout 
 ``predict``
     Mean and standard deviation of the test molecules (featurization included); RMSE, MAE, R². With
     ``--neighbors k`` the low-rank GP's local correction (``MolecularGPR(n_neighbors=k)``), its plain
-    prediction's RMSE beside (``rmse_lowrank``); ``pairs_per_s`` counts the n·m landmark pairs only.
+    prediction's RMSE beside (``rmse_lowrank``) and the noise it added (``local_noise``; inf: the correction
+    switched off at the fit); ``pairs_per_s`` counts the n·m landmark pairs only.
 ``exact``, ``lowrank_at_exact_n``
     With ``--exact-n E``: the exact GP and the low-rank GP fitted on the first E training
     molecules, both scored on the same test set: how well the approximation does at N = E
@@ -347,6 +348,7 @@ def _predict_row(phase: str, model: Any, smiles: Sequence[str], y: np.ndarray, m
         finally:
             gpr._local = local
         extra["rmse_lowrank"] = regression_metrics(y, np.asarray(plain, dtype=np.float64))["rmse"]
+        extra["local_noise"] = float(getattr(gpr, "local_noise_", 0.0))  # added to the fitted noise; inf: off
     return {
         "phase": phase,
         "n": len(smiles),

@@ -41,7 +41,7 @@ level, among :data:`LOCAL_NOISE_GRID`, whose leave-one-out corrections of :data:
 points (each from its k nearest other training points) fit their residuals best, or none at all where the plain
 low-rank mean fits them better, each only by a margin (:data:`LOCAL_NOISE_MARGIN`; ``local_noise="auto"``): with
 a fitted noise near zero the local systems are ill-conditioned, and the correction of a smooth toy function went
-from 0.046 (noise 1e-3) to 0.56 (noise 1e-7), 9 times the plain model's error (0.037 with the chosen noise). It
+from 0.046 (noise 1e-3) to 0.56 (noise 1e-7), 9 times the plain model's error (0.046 with the chosen noise). It
 costs one kernel matrix of k + 1 graphs per predicted
 point (made by :func:`~mgkflow.learn.set_grams.set_grams` for thousands of points at once: the graph kernels'
 pairs as pair lists over the points and their neighbours), and the fitted model keeps the training inputs and
@@ -588,7 +588,8 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
             self._local_rows = True
         self.local_noise_ = 0.0
         if self._local is not None and self.local_noise == "auto":
-            self.local_noise_ = self._choose_local_noise(f.V)
+            self.local_noise_ = _local_noise(self.kernel_, self._local, f.V, int(self.n_neighbors),
+                                             self.random_state, self._say)  # fmt: skip
 
     # ------------------------------------------------------------------ pickling
     _FACTORS = ("_L_A", "_L_C")
@@ -645,54 +646,6 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
             return mean
         return mean, np.sqrt(np.clip(var, 0.0, None)) * self._y_std
 
-    def _choose_local_noise(self, V: np.ndarray) -> float:
-        """The noise the local correction adds to the fitted one (``inf``: no correction): the level of
-        :data:`LOCAL_NOISE_GRID` (times the signal variance) whose leave-one-out corrections of up to
-        :data:`LOCAL_NOISE_SAMPLE` training points, each from its k nearest other training points, leave the least
-        squared residual, unless the plain low-rank mean (residual r_i itself) leaves less."""
-        X_train, VT, norm, resid = self._local
-        n = VT.shape[0]
-        k = min(int(self.n_neighbors), n - 1)
-        if k < 1:
-            return 0.0
-        t0 = time.perf_counter()
-        rng = np.random.default_rng(self.random_state)
-        rows = np.sort(rng.choice(n, size=min(LOCAL_NOISE_SAMPLE, n), replace=False))
-        d = kernel_diag(self.kernel_, _take(X_train, rows))
-        levels = np.array(LOCAL_NOISE_GRID) * max(float(np.mean(d.signal)), 0.0)
-        near = _neighbours(V[:, rows], VT, norm, k, exclude=rows)
-        used, inverse = np.unique(np.concatenate([near.ravel(), rows]), return_inverse=True)
-        sets = inverse.reshape(-1)[: near.size].reshape(near.shape)
-        sets = np.concatenate([sets, inverse[near.size :, None]], axis=1)
-        errors = np.zeros(len(levels))
-        plain = 0.0
-        for r, G in set_grams(self.kernel_, _take(X_train, used), sets):
-            with threadpool_limits(limits=blas_threads(k), user_api="blas"):
-                for j in range(len(G)):
-                    i, N = rows[r + j], near[r + j]
-                    VN = VT[N].astype(np.float64)
-                    A = G[j, :k, :k] - VN @ VN.T
-                    rr = G[j, k, :k] - VN @ V[:, i]
-                    w, Q = np.linalg.eigh(0.5 * (A + A.T))
-                    a, b = Q.T @ rr, Q.T @ resid[N]
-                    plain += resid[i] ** 2
-                    for h, lev in enumerate(levels):
-                        lam = w + lev
-                        # (not positive definite: the correction keeps the low-rank value, as in _correct)
-                        pred = float(np.sum(a * b / lam)) if lam.min() > 0 else 0.0
-                        errors[h] += (resid[i] - pred) ** 2
-        # a level above the fitted noise, or no correction, only where it leaves LOCAL_NOISE_MARGIN less (the sample's
-        # sum is noisy: on FreeSolv, one 128-point sample preferred a level that lost 6% on the test set)
-        best = int(np.argmin(errors))
-        if errors[best] > (1.0 - LOCAL_NOISE_MARGIN) * errors[0]:
-            best = 0
-        chosen = float(levels[best]) if plain >= (1.0 - LOCAL_NOISE_MARGIN) * errors[best] else float("inf")
-        rms = ", ".join(f"{lev:.2g}: {np.sqrt(e / len(rows)):.4g}" for lev, e in zip(levels, errors, strict=True))
-        self._say(f"local correction: noise {'+ ' + format(chosen, '.3g') if np.isfinite(chosen) else 'none: off'} "
-                  f"(left-out residuals by added noise {rms}; plain {np.sqrt(plain / len(rows)):.4g}; {len(rows)} "
-                  f"points in {time.perf_counter() - t0:.1f} s)")
-        return chosen
-
     def _correct(self, X: Sequence, v: np.ndarray, mean: np.ndarray, var: np.ndarray | None, local: tuple) -> None:
         """Add the local correction (module docstring) to ``mean`` and ``var`` in place (scaled units); ``v``:
         the points' landmark features L_A⁻¹ K(Z, X).
@@ -739,6 +692,56 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
                     rate = done / (said - t0)
                     self._say(f"local correction: {done} of {n_pred} points in {said - t0:.0f} s ({rate:.3g}/s, "
                               f"{(n_pred - done) / rate:.0f} s left)")  # fmt: skip
+
+
+def _local_noise(kernel: Any, local: tuple, V: np.ndarray, n_neighbors: int, seed: int | None, say: Any) -> float:
+    """The noise the local correction adds to the fitted one (``inf``: no correction): the level of
+    :data:`LOCAL_NOISE_GRID` (times the signal variance) whose leave-one-out corrections of up to
+    :data:`LOCAL_NOISE_SAMPLE` training points, each from its k nearest other training points, leave the least
+    squared residual, unless the plain low-rank mean (residual r_i itself) leaves less; ``local``: the fitted
+    model's (X_train, V as float32 rows, their norms, residuals), ``V`` the training points' landmark features."""
+    X_train, VT, norm, resid = local
+    n = VT.shape[0]
+    k = min(n_neighbors, n - 1)
+    if k < 1:
+        return 0.0
+    t0 = time.perf_counter()
+    # (seed 0 without random_state: a fit's predictions do not change from run to run)
+    rng = np.random.default_rng(0 if seed is None else seed)
+    rows = np.sort(rng.choice(n, size=min(LOCAL_NOISE_SAMPLE, n), replace=False))
+    d = kernel_diag(kernel, _take(X_train, rows))
+    levels = np.array(LOCAL_NOISE_GRID) * max(float(np.mean(d.signal)), 0.0)
+    near = _neighbours(V[:, rows], VT, norm, k, exclude=rows)
+    used, inverse = np.unique(np.concatenate([near.ravel(), rows]), return_inverse=True)
+    sets = np.concatenate([inverse[: near.size].reshape(near.shape), inverse[near.size :, None]], axis=1)
+    errors = np.zeros(len(levels))
+    plain = 0.0
+    for r, G in set_grams(kernel, _take(X_train, used), sets):
+        with threadpool_limits(limits=blas_threads(k), user_api="blas"):
+            for j in range(len(G)):
+                i, N = rows[r + j], near[r + j]
+                VN = VT[N].astype(np.float64)
+                A = G[j, :k, :k] - VN @ VN.T
+                rr = G[j, k, :k] - VN @ V[:, i]
+                w, Q = np.linalg.eigh(0.5 * (A + A.T))
+                a, b = Q.T @ rr, Q.T @ resid[N]
+                plain += resid[i] ** 2
+                for h, lev in enumerate(levels):
+                    lam = w + lev
+                    # (not positive definite: the correction keeps the low-rank value, as in _correct)
+                    pred = float(np.sum(a * b / lam)) if lam.min() > 0 else 0.0
+                    errors[h] += (resid[i] - pred) ** 2
+    # a level above the fitted noise, or no correction, only where it leaves LOCAL_NOISE_MARGIN less (the sample's
+    # sum is noisy: on FreeSolv, one 128-point sample preferred a level that lost 6% on the test set)
+    best = int(np.argmin(errors))
+    if errors[best] > (1.0 - LOCAL_NOISE_MARGIN) * errors[0]:
+        best = 0
+    chosen = float(levels[best]) if plain >= (1.0 - LOCAL_NOISE_MARGIN) * errors[best] else float("inf")
+    rms = ", ".join(f"{lev:.2g}: {np.sqrt(e / len(rows)):.4g}" for lev, e in zip(levels, errors, strict=True))
+    say(f"local correction: noise {'+ ' + format(chosen, '.3g') if np.isfinite(chosen) else 'none: off'} "
+        f"(left-out residuals by added noise {rms}; plain {np.sqrt(plain / len(rows)):.4g}; {len(rows)} "
+        f"points in {time.perf_counter() - t0:.1f} s)")
+    return chosen
 
 
 def _neighbours(
