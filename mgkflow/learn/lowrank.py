@@ -675,10 +675,8 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
                         t, N = c0 + r + j, near[r + j]
                         # the neighbours' block has the white noise on its diagonal (R(N, N) + Λ_N once Q is
                         # taken off), the point's row none (a cross entry)
-                        VN = VT[N].astype(np.float64)
-                        A = G[j, :k, :k] - VN @ VN.T
+                        A, rr = _residual_system(G[j], VT[N], v[:, t])
                         A[np.diag_indices(k)] += extra
-                        rr = G[j, k, :k] - VN @ v[:, t]
                         try:
                             L = sla.cho_factor(0.5 * (A + A.T), lower=True, check_finite=False)
                         except np.linalg.LinAlgError:
@@ -692,6 +690,14 @@ class LowRankGPR(RegressorMixin, BaseEstimator):
                     rate = done / (said - t0)
                     self._say(f"local correction: {done} of {n_pred} points in {said - t0:.0f} s ({rate:.3g}/s, "
                               f"{(n_pred - done) / rate:.0f} s left)")  # fmt: skip
+
+
+def _residual_system(G: np.ndarray, VN: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The local GP's system of one point: R(N, N) + Λ_N and R(x, N) from its (k + 1) × (k + 1) kernel matrix ``G``
+    (neighbours, then the point), the neighbours' landmark features ``VN`` (rows) and the point's ``v``."""
+    k = len(VN)
+    VN = VN.astype(np.float64)
+    return G[:k, :k] - VN @ VN.T, G[k, :k] - VN @ v
 
 
 def _local_noise(kernel: Any, local: tuple, V: np.ndarray, n_neighbors: int, seed: int | None, say: Any) -> float:
@@ -720,9 +726,7 @@ def _local_noise(kernel: Any, local: tuple, V: np.ndarray, n_neighbors: int, see
         with threadpool_limits(limits=blas_threads(k), user_api="blas"):
             for j in range(len(G)):
                 i, N = rows[r + j], near[r + j]
-                VN = VT[N].astype(np.float64)
-                A = G[j, :k, :k] - VN @ VN.T
-                rr = G[j, k, :k] - VN @ V[:, i]
+                A, rr = _residual_system(G[j], VT[N], V[:, i])
                 w, Q = np.linalg.eigh(0.5 * (A + A.T))
                 a, b = Q.T @ rr, Q.T @ resid[N]
                 plain += resid[i] ** 2
