@@ -21,6 +21,11 @@ SPILL_ALLOWANCE = {"sum-node": 8}
 #: Spill stores (bytes) tolerated in mgk_solve of the gradient configurations (the joint PCG of x and the
 #: adjoint at the 64-register bound; 8-24 measured with nvcc 13.0).
 GRADIENT_SPILL_LIMIT = 32
+#: The same for the resident gradient builds (both systems' vectors in shared memory, float2 directions,
+#: unknown pairs in the update loops): nvcc 13.0 spills 20-40 bytes, 96 in the products configuration; the
+#: measured labeled build with unit weights (kd-node-se-edge, S29-D) none.
+RESIDENT_GRADIENT_SPILL_LIMIT = {"products": 96}
+RESIDENT_GRADIENT_SPILL_DEFAULT = 40
 #: Spill stores (bytes) tolerated in the row-pair kernels of calls whose edge weights are all 1
 #: (``unit_weight``: no weight loads): nvcc 13.0 spills 0-20 bytes there (unlabeled 8-20, labeled 0-4),
 #: and these builds ran faster than the weighted ones on an H100 (gpu/NOTES.md, S22-D: BA unlabeled
@@ -111,11 +116,13 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
                 path = tmp_path / f"{name}-{kind}-{block}x{min_blocks}.cu"
                 path.write_text(kernel_source(replace(cfg, p_smem=True)))
                 jobs.append(path)
-            if kind == "gradient":  # pairs over half an SM's shared memory: x, then y, resident (1,024 x 1)
-                cfg = make_config(nk, ek, nd, ed, block=1024, min_blocks=1, row_ilp=2, gradient=True)
-                path = tmp_path / f"{name}-gradient-resident-1024x1.cu"
-                path.write_text(kernel_source(replace(cfg, p_smem=True, resident=True)))
-                jobs.append(path)
+            if kind == "gradient":  # pairs over half an SM's shared memory: the joint PCG resident (1,024 x 1)
+                for unit in (False, True) if name == "kd-node-se-edge" else (False,):
+                    cfg = make_config(nk, ek, nd, ed, block=1024, min_blocks=1, row_ilp=2, gradient=True,
+                                      unit_weight=unit)  # fmt: skip
+                    path = tmp_path / f"{name}-gradient-resident{'-unitw' if unit else ''}-1024x1.cu"
+                    path.write_text(kernel_source(replace(cfg, p_smem=True, resident=True)))
+                    jobs.append(path)
         # the other XMV mapping (octile with and without the adaptive primitive selection)
         if name in ("unlabeled", "kd-node-se-edge", "products"):
             for xmv, adaptive in (("octile", True), ("octile", False)):
@@ -138,8 +145,14 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
             if "-gradient-" in path.name:  # the joint PCG keeps its spills small (they were 20-36 bytes before)
                 solve = proc.stderr.split("Function properties for mgk_solve")[1].split("ptxas info")[0]
                 spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", solve)]
-                assert spills and max(spills) <= GRADIENT_SPILL_LIMIT, f"{path.name}:\n{proc.stderr}"
-            if "-unitw-" in path.name:
+                limit = GRADIENT_SPILL_LIMIT
+                if "-resident" in path.name:
+                    limit = RESIDENT_GRADIENT_SPILL_LIMIT.get(path.name.split("-gradient-")[0],
+                                                              RESIDENT_GRADIENT_SPILL_DEFAULT)  # fmt: skip
+                    if "-unitw-" in path.name:
+                        limit = 0
+                assert spills and max(spills) <= limit, f"{path.name}:\n{proc.stderr}"
+            if "-unitw-" in path.name and "-gradient-" not in path.name:
                 spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
                 assert spills and max(spills) <= UNIT_WEIGHT_SPILL_LIMIT, f"{path.name}:\n{proc.stderr}"
             if "-rows-" in path.name:  # the production row-pair kernels must not spill

@@ -135,15 +135,6 @@ def closed_form_pairs(
     return qq * cv / den * s, np.stack(cols, axis=1)
 
 
-#: The XMV pass cost (:func:`mgkflow.gpu.schedule.pass_cost`) above which a large gradient pair keeps the joint
-#: PCG: the resident form (x, then y) does the XMV once per system and saves the joint PCG's global vector
-#: traffic, which pays only where the pass is light. Measured (S28-C, H100, 96-node labeled graphs, resident
-#: against joint): NWS k = 3 (cost 0.27..0.35) +12..19%, NWS k = 3, p = 0.5 (0.38..0.48) -1..+3%, NWS k = 4
-#: (~0.76) -15%, BA m = 1 (~1.2: few products, but hub rows) -15..18%, denser -16..19%; S28-D: with 0.45, the
-#: 5 of 820 BA m = 1 pairs under it in a launch of their own cost 10% (hence also one wave at least).
-RESIDENT_MAX_PASS_COST = 0.35
-
-
 class _GradientOut:
     """``out_grad`` of the launches of one call: N_GRAD doubles per job (job order).
 
@@ -151,10 +142,12 @@ class _GradientOut:
     products A, A_y) of both systems (``smem_vectors`` = 2 times the value solve's bytes per entry),
     global memory X, R, DG, DI, X_y, R_y and what does not fit in shared memory:
     ``extra_doubles`` = 4 n_max more than the value solve's scratch (X_y, R_y and, at most, P_y and
-    A_y), so a block needs at most twice the value solve's scratch (``FIT_BUDGET``). Pairs whose P, R and A
-    take more than half of one SM's shared memory and whose XMV pass is light (``RESIDENT_MAX_PASS_COST``) run
-    in resident launches instead (x, then y, by the resident PCG, one system's vectors at a time in shared
-    memory): DG, DI and the two solutions X, X_y in global memory, within the same scratch.
+    A_y), so a block needs at most twice the value solve's scratch (``FIT_BUDGET``). Pairs whose vectors take
+    more than half of one SM's shared memory run in resident launches instead (the same joint PCG with both
+    search directions as float2, A, A_y and both residuals as float32 in shared memory, 24 bytes an unknown:
+    :func:`mgkflow.gpu.solvers.per_block.resident_entry_bytes`): DG, DI and the two solutions X, X_y in global
+    memory, within the same scratch. Measured against the joint PCG in global memory on eleven graph families
+    (S29-B, H100, 96-node labeled graphs): 1.01-1.41 times as fast on every one.
     """
 
     #: factor on the value solve's shared-memory bytes per product entry
@@ -359,13 +352,12 @@ def _per_pair(
     else:
         # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
         # are returned for the CPU oracle
-        # gradient pairs whose P, R and A take more than half of one SM's shared memory and whose XMV is light go
-        # to a resident bin (x, then y, by the resident PCG: mgk_solver.cu), the others to the joint PCG
+        # gradient pairs whose vectors take more than half of one SM's shared memory go to a resident bin (the joint
+        # PCG with its vectors in shared memory: mgk_solver.cu), the others to the joint PCG in global memory
         plan, budget = path.plan(db, g1, g2, func, wide="auto", wide_min_products=float("inf"),
                                  fit_budget=FIT_BUDGET if kind == "gradient" else 1.0,
                                  smem_vectors=_GradientOut.smem_vectors if kind == "gradient" else 1,
-                                 resident="large" if kind == "gradient" else False,
-                                 resident_max_cost=RESIDENT_MAX_PASS_COST)  # fmt: skip
+                                 resident="large" if kind == "gradient" else False)  # fmt: skip
         N = db.nt[g1] * db.nt[g2] * 64
         cost = path.cost(db, g1, g2) if backend.sort_jobs else None
         orders = {}  # the launches' job orders, by id of the plan's pair selections (kept with the plan)

@@ -19,8 +19,10 @@ ${GRAD_DEFINES}
 
 #define N_EDGE_ACC (N_EDGE_GRAD > 0 ? N_EDGE_GRAD : 1)
 
-// Sum four doubles over the block (the two recurrences' r.z and r.r); every thread gets the totals.
-// buf: 4 * NWARP doubles.
+// Sum four doubles over the block (the two recurrences' r.z and r.r); every thread gets the totals: the warps'
+// partials, then every thread sums them, or in resident builds warp 0 by a butterfly (S29-D: +4% on BA labeled
+// gradients and no spills there; every thread's sum kept elsewhere, where the butterfly raised the spills).
+// buf: 4 * NWARP doubles, 4 * NWARP + 4 in resident builds (the totals).
 __device__ __forceinline__ void block_sum4(double& a, double& b, double& c, double& d, double* buf)
 {
     warp_sum2(a, b);
@@ -33,6 +35,25 @@ __device__ __forceinline__ void block_sum4(double& a, double& b, double& c, doub
         buf[3 * NWARP + w] = d;
     }
     __syncthreads();
+#if RESIDENT
+    if (w == 0) {  // lane l reads partial l of each sum
+        double x = l < NWARP ? buf[l] : 0.0, y = l < NWARP ? buf[NWARP + l] : 0.0;
+        double u = l < NWARP ? buf[2 * NWARP + l] : 0.0, v = l < NWARP ? buf[3 * NWARP + l] : 0.0;
+        warp_sum2(x, y);
+        warp_sum2(u, v);
+        if (l == 0) {
+            buf[4 * NWARP] = x;
+            buf[4 * NWARP + 1] = y;
+            buf[4 * NWARP + 2] = u;
+            buf[4 * NWARP + 3] = v;
+        }
+    }
+    __syncthreads();
+    a = buf[4 * NWARP];
+    b = buf[4 * NWARP + 1];
+    c = buf[4 * NWARP + 2];
+    d = buf[4 * NWARP + 3];
+#else
     a = 0.0;
     b = 0.0;
     c = 0.0;
@@ -45,6 +66,7 @@ __device__ __forceinline__ void block_sum4(double& a, double& b, double& c, doub
         d += buf[3 * NWARP + k];
     }
     __syncthreads();
+#endif
 }
 
 // Right-hand side of the adjoint system at entry idx of the blocked layout: p_i p'_i' (0 on padding).

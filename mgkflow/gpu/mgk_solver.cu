@@ -32,12 +32,14 @@
 // memory (read only: a launch's working set stays in L2). Pairs of up to ~11,000 product unknowns
 // (96-node graphs: 9,216) fit one SM this way; the launch then runs one 1,024-thread block per SM. The
 // block's warps take contiguous ranges of half tile pairs of about equal cost (XMV_PASS_W); row-pair XMV only.
-// RESIDENT with GRADIENT: the same PCG twice, x then the adjoint y, each solution kept in global memory after DG
-// and DI, then dK/dh (pairs over half an SM's shared memory whose XMV is light: mgkflow/gpu/gradient.py).
+// RESIDENT with GRADIENT: the joint PCG of x and the adjoint y with both search directions (float2), both
+// products A, AY and both residuals (float32) in shared memory, 24 bytes an unknown; X, XY, DG and DI in global
+// memory (4 vectors a pair: a launch's stay in L2); then dK/dh (pairs over half an SM's shared memory:
+// mgkflow/gpu/gradient.py).
 //
 // Optional sections (off in value-only builds; the preprocessed value-only code is unchanged):
 // GRADIENT (mgk_gradient.cuh spliced as GRADIENT_FRAGMENT: one PCG loop with two recurrences, x and
-// the adjoint y (M y = p_x), sharing each XMV pass (resident builds: one after the other), then dK/dh per pair
+// the adjoint y (M y = p_x), sharing each XMV pass, then dK/dh per pair
 // into out_grad;
 // docs/gradients.md) and NODAL (p_i p'_i' x_ii' of every pair into out_nodal, rows and columns in the
 // graphs' original node order). EXTRA_PARAMS adds their kernel parameters.
@@ -57,6 +59,14 @@ ${DEFINES}
 #define NODE_KERNEL_EXPR (${NODE_KERNEL})
 #define NWARP (BLOCK / 32)
 typedef ${A_TYPE} a_t;
+#if GRADIENT && RESIDENT
+// the residuals of the joint resident PCG, in shared memory beside P2, A and A_y (24 bytes an unknown):
+// float32, whose rounding leaves K within ~3e-8 of the float64 solve (NOTES.md, session 29), the level of the
+// float32 edge-kernel coefficients
+typedef float r_t;
+#else
+typedef double r_t;
+#endif
 typedef ${W_TYPE} w_t;
 // coefficient A_ij A'_i'j' ke of one product, in double
 #define COEF(w1, w2, ke) ${COEF}
@@ -64,6 +74,29 @@ typedef ${W_TYPE} w_t;
 ${COMMON}
 
 ${PRIMITIVES}
+
+// Two consecutive entries (idx even: every vector starts at a multiple of n_max, a multiple of 64 entries) in
+// one 8- or 16-byte access, as doubles: the PCG's update loops walk unknown pairs (fewer, wider loads in flight)
+__device__ __forceinline__ void ld2(const float* p, double& a, double& b)
+{
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    a = v.x;
+    b = v.y;
+}
+__device__ __forceinline__ void ld2(const double* p, double& a, double& b)
+{
+    const double2 v = *reinterpret_cast<const double2*>(p);
+    a = v.x;
+    b = v.y;
+}
+__device__ __forceinline__ void st2(float* p, const double a, const double b)
+{
+    *reinterpret_cast<float2*>(p) = make_float2((float)a, (float)b);
+}
+__device__ __forceinline__ void st2(double* p, const double a, const double b)
+{
+    *reinterpret_cast<double2*>(p) = make_double2(a, b);
+}
 
 struct GraphHdr {
     int n;          // real nodes
@@ -219,6 +252,19 @@ ${XMV_FRAGMENT}
         WACC += p1_[oa >> 3] * p2_[oa & 7] * pa_ + p1_[ob >> 3] * p2_[ob & 7] * pb_;,                  \
         WACC += pvec[h1.node_off + I * 8 + (o_ >> 3)] * pvec[h2.node_off + I2 * 8 + (o_ & 7)] * p_;)
 
+// The joint PCG's two search directions at entry i (doubles): P and PY, or in resident builds one float2 array P
+// (P[i] = (p_i, py_i): one 8-byte shared load a product for both in the XMV, xmv_row_pair.cuh)
+// (P_LOAD(v, i) reads entry i once into v where the two are interleaved; P_X(v, i), P_Y(v, i) are the two values)
+#if RESIDENT
+#define P_LOAD(v, i) const float2 v = P[i];
+#define P_X(v, i) ((double)(v).x)
+#define P_Y(v, i) ((double)(v).y)
+#else
+#define P_LOAD(v, i)
+#define P_X(v, i) P[i]
+#define P_Y(v, i) PY[i]
+#endif
+
 // The joint pass's work on tile pair tp: both outputs of the lane, both directions (P, PY -> A, AY).
 #define XMV_JOINT_TILE_PAIR(tp)    \
     {                                                                                          \
@@ -228,13 +274,15 @@ ${XMV_FRAGMENT}
     const long long ia = ((long long)tp << 6) + oa;                                                \
     const long long ib = ((long long)tp << 6) + ob;                                                \
     const double dga = DG[ia], dgb = DG[ib];                                                       \
-    const double pa_ = P[ia], pb_ = P[ib];                                                         \
+    P_LOAD(pqa_, ia)                                                                               \
+    P_LOAD(pqb_, ib)                                                                               \
+    const double pa_ = P_X(pqa_, ia), pb_ = P_X(pqb_, ib);                                         \
     const double va = dga * pa_ - acca;                                                            \
     const double vb = dgb * pb_ - accb;                                                            \
     A[ia] = (a_t)va;                                                                               \
     A[ib] = (a_t)vb;                                                                               \
     pa += pa_ * va + pb_ * vb;                                                                     \
-    const double qa_ = PY[ia], qb_ = PY[ib];                                                       \
+    const double qa_ = P_Y(pqa_, ia), qb_ = P_Y(pqb_, ib);                                         \
     const double wa = dga * qa_ - acca2;                                                           \
     const double wb = dgb * qb_ - accb2;                                                           \
     AY[ia] = (a_t)wa;                                                                              \
@@ -318,16 +366,22 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int warp = tid >> 5, lane = tid & 31;
     double* blk = scratch + (long long)blockIdx.x * scratch_per_block;
 #if RESIDENT
-    // DG, DI in global memory; P, R and A in shared memory (use_smem 3); no X (value builds), or the two
-    // solutions X and XY after DI (gradient builds: x, then the adjoint y, each by the resident PCG)
+    // DG, DI in global memory (use_smem 3); value builds: P, R and A in shared memory, no X; gradient builds (the
+    // joint PCG): the solutions X and XY after DI, and P (float2: p, py), A, AY, R, RY (r_t) in shared memory
     double* const DG = blk;
     double* const DI = DG + n_max;
+#if GRADIENT
+    double* const X = DI + n_max;
+    double* const XY = X + n_max;
+    float2* const P = (float2*)smem;
+    a_t* const A = (a_t*)(P + n_max);
+    a_t* const AY = A + n_max;
+    r_t* const R = (r_t*)(AY + n_max);
+    r_t* const RY = R + n_max;
+#else
     double* const P = smem;
     double* const R = P + n_max;
     a_t* const A = (a_t*)(R + n_max);
-#if GRADIENT
-    double* const X0 = DI + n_max;
-    double* const XY = X0 + n_max;
 #endif
 #else
     double* X = blk;
@@ -390,14 +444,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             SCHEDULE_RANGES(n_tp, XMV_TP_COST)  // tile pairs (XMV_PASS, the gradient's joint pass)
         }
 #endif
-#if GRADIENT && !RESIDENT
+#if GRADIENT
         // ---------------------------------------------------------------- joint PCG of x and y
         // Two independent Jacobi-PCG recurrences sharing the diagonal and every XMV pass: system x
         // (bit 1) is M x = b in X, R, P, A; system y (bit 2) the adjoint M y = p_x in XY, RY, PY, AY.
         // Each has its own alpha, beta, residual norm and stop; a system that converged (or broke down)
         // stops updating. While both run, each product coefficient is formed once for both directions
-        // (XMV_TILE_PAIR2); afterwards the one-vector XMV runs on the remaining direction.
-        __shared__ double red4[4 * NWARP];
+        // (XMV_TILE_PAIR2); afterwards the one-vector XMV runs on the remaining direction. Resident builds (P, A,
+        // AY, R, RY in shared memory) run every pass joint (a stopped system's products formed and ignored) and walk
+        // unknown pairs in the update loops.
+        __shared__ double red4[4 * NWARP + 4 * RESIDENT];
         // per system (x, y): ||b||^2, threshold, last ||r||^2 and iterations, in shared memory (registers
         // are scarce around the XMV); thr is read by every thread, the rest by thread 0 only
         __shared__ double s_bb[2], s_thr[2], s_rr[2], s_rz[2][2];
@@ -408,18 +464,26 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
             const double c = adjoint_rhs(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
             const double di = 1.0 / dg;
-            const double z = b * di, zy = c * di;
+            // the residuals as stored (r_t), the norms of the exact right-hand sides
+            const double rb = (double)(r_t)b, rc = (double)(r_t)c;
+            const double z = rb * di, zy = rc * di;
             DG[idx] = dg;
             DI[idx] = di;
             X[idx] = 0.0;
-            R[idx] = b;
+            R[idx] = (r_t)rb;
+#if RESIDENT
+            P[idx] = make_float2((float)z, (float)zy);
+#else
             P[idx] = z;
+#endif
             XY[idx] = 0.0;
-            RY[idx] = c;
+            RY[idx] = (r_t)rc;
+#if !RESIDENT
             PY[idx] = zy;
-            rz += b * z;
+#endif
+            rz += rb * z;
             bb += b * b;
-            rzy += c * zy;
+            rzy += rc * zy;
             bby += c * c;
         }
         block_sum4(rz, bb, rzy, bby, red4);
@@ -445,7 +509,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             double pa = 0.0, pay = 0.0;
             {
                 XMV_LANE_SETUP
-                if (act == 3) {
+                if (RESIDENT || act == 3) {
 #if UNIT_HALVES
                     for (int k_ = s_start[warp], e_ = s_start[warp + 1]; k_ < e_;) {
                         if (!(k_ & 1) && k_ + 1 < e_) {
@@ -460,11 +524,12 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                             XMV_UNIT2(acc_, acc2_, o_, (int)n_max)
                             const long long i_ = ((long long)tp << 6) + o_;
                             const double dg_ = DG[i_];
-                            const double p_ = P[i_];
+                            P_LOAD(pq_, i_)
+                            const double p_ = P_X(pq_, i_);
                             const double v_ = dg_ * p_ - acc_;
                             A[i_] = (a_t)v_;
                             pa += p_ * v_;
-                            const double q_ = PY[i_];
+                            const double q_ = P_Y(pq_, i_);
                             const double w_ = dg_ * q_ - acc2_;
                             AY[i_] = (a_t)w_;
                             pay += q_ * w_;
@@ -477,7 +542,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                         XMV_JOINT_TILE_PAIR(tp)
                     }
 #endif
-                } else {
+                }
+#if !RESIDENT
+                else {
                     double* const Pc = act == 1 ? P : PY;
                     a_t* const Ac = act == 1 ? A : AY;
                     double ps = 0.0;
@@ -487,6 +554,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                     }
                     if (act == 1) pa = ps; else pay = ps;
                 }
+#endif
             }
             block_sum2(pa, pay, red);
             double alpha = 0.0, alphay = 0.0;
@@ -508,6 +576,38 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             }
             if (!act) break;
             double rz_new = 0.0, rr_new = 0.0, rzy_new = 0.0, rry_new = 0.0;
+#if RESIDENT
+            // unknown pairs (ld2): P of two unknowns is one float4 (p, py, p', py')
+            for (long long idx = 2 * tid; idx < N; idx += 2 * BLOCK) {
+                double d0, d1;
+                ld2(DI + idx, d0, d1);
+                const float4 pq = *reinterpret_cast<const float4*>(P + idx);
+                if (act & 1) {
+                    double r0, r1, a0, a1, x0, x1;
+                    ld2(R + idx, r0, r1);
+                    ld2(A + idx, a0, a1);
+                    ld2(X + idx, x0, x1);
+                    r0 = (double)(r_t)(r0 - alpha * a0);
+                    r1 = (double)(r_t)(r1 - alpha * a1);
+                    st2(X + idx, x0 + alpha * (double)pq.x, x1 + alpha * (double)pq.z);
+                    st2(R + idx, r0, r1);
+                    rz_new += r0 * (r0 * d0) + r1 * (r1 * d1);
+                    rr_new += r0 * r0 + r1 * r1;
+                }
+                if (act & 2) {
+                    double r0, r1, a0, a1, x0, x1;
+                    ld2(RY + idx, r0, r1);
+                    ld2(AY + idx, a0, a1);
+                    ld2(XY + idx, x0, x1);
+                    r0 = (double)(r_t)(r0 - alphay * a0);
+                    r1 = (double)(r_t)(r1 - alphay * a1);
+                    st2(XY + idx, x0 + alphay * (double)pq.y, x1 + alphay * (double)pq.w);
+                    st2(RY + idx, r0, r1);
+                    rzy_new += r0 * (r0 * d0) + r1 * (r1 * d1);
+                    rry_new += r0 * r0 + r1 * r1;
+                }
+            }
+#else
             for (long long idx = tid; idx < N; idx += BLOCK) {
                 const double di = DI[idx];
                 if (act & 1) {
@@ -527,6 +627,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                     rry_new += r * r;
                 }
             }
+#endif
             block_sum4(rz_new, rr_new, rzy_new, rry_new, red4);
             ++it;
             double beta = 0.0, betay = 0.0;
@@ -551,11 +652,32 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                 }
             }
             if (!act) break;
+#if RESIDENT
+            for (long long idx = 2 * tid; idx < N; idx += 2 * BLOCK) {
+                double d0, d1;
+                ld2(DI + idx, d0, d1);
+                float4 pq = *reinterpret_cast<const float4*>(P + idx);
+                if (act & 1) {
+                    double r0, r1;
+                    ld2(R + idx, r0, r1);
+                    pq.x = (float)(r0 * d0 + beta * (double)pq.x);
+                    pq.z = (float)(r1 * d1 + beta * (double)pq.z);
+                }
+                if (act & 2) {
+                    double r0, r1;
+                    ld2(RY + idx, r0, r1);
+                    pq.y = (float)(r0 * d0 + betay * (double)pq.y);
+                    pq.w = (float)(r1 * d1 + betay * (double)pq.w);
+                }
+                *reinterpret_cast<float4*>(P + idx) = pq;
+            }
+#else
             for (long long idx = tid; idx < N; idx += BLOCK) {
                 const double di = DI[idx];
                 if (act & 1) P[idx] = R[idx] * di + beta * P[idx];
                 if (act & 2) PY[idx] = RY[idx] * di + betay * PY[idx];
             }
+#endif
             __syncthreads();
         }
         if (tid == 0) {  // stopped by max_iter
@@ -578,33 +700,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             out_conv[jb] = (s_rr[0] <= s_thr[0] && s_rr[1] <= s_thr[1] && isfinite(k)) ? 1 : 0;
         }
 #else
-#if GRADIENT
-        // ---------------------------------------------------------------- x, then y, by the resident PCG
-        // (GRADIENT && RESIDENT) Pairs over half an SM's shared memory whose XMV is light: the two systems one after
-        // the other (M x = b, then the adjoint M y = p_x), each with P, R and A in shared memory and its solution in
-        // global memory (X0, XY: with DG and DI 4 vectors a pair, which stay in L2), then dK/dh. Each XMV pass serves
-        // one system (the joint PCG shares them), but no other vector leaves the SM (NOTES.md, session 27).
-        __shared__ double s_res[2];
-        __shared__ int s_its[2], s_ok[2];
-        for (int sys = 0; sys < 2; ++sys) {
-        double* const X = sys ? XY : X0;
-#endif
         // ---------------------------------------------------------------- init
         double rz = 0.0, bb = 0.0;
         for (long long idx = tid; idx < N; idx += BLOCK) {
             double dg, b;
-#if GRADIENT
-            if (sys) {  // the adjoint's right-hand side, the first system's diagonal
-                dg = DG[idx];
-                b = adjoint_rhs(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
-            } else
-#endif
             system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
             const double di = 1.0 / dg;
             const double z = b * di;
             DG[idx] = dg;
             DI[idx] = di;
-#if !RESIDENT || GRADIENT
+#if !RESIDENT
             X[idx] = 0.0;
 #endif
             R[idx] = b;
@@ -615,7 +720,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         block_sum2(rz, bb, red);
         const double thr = rtol * rtol * bb;
         double rr = bb;
-#if RESIDENT && !GRADIENT
+#if RESIDENT
         double kk = 0.0;  // K accumulated from the steps
 #endif
         int it = 0;
@@ -628,7 +733,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             double pa = 0.0, wp = 0.0;  // wp: w^T p (RESIDENT)
             {
                 XMV_LANE_SETUP
-#if RESIDENT && !GRADIENT
+#if RESIDENT
                 XMV_PASS_W(A, pa, wp)
 #else
                 XMV_PASS(A, pa)
@@ -640,13 +745,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                 break;
             }
             const double alpha = rz / pa;
-#if RESIDENT && !GRADIENT
+#if RESIDENT
             kk += alpha * wp;
 #endif
             double rz_new = 0.0, rr_new = 0.0;
             for (long long idx = tid; idx < N; idx += BLOCK) {
                 const double r = R[idx] - alpha * (double)A[idx];
-#if !RESIDENT || GRADIENT
+#if !RESIDENT
                 X[idx] += alpha * P[idx];
 #endif
                 R[idx] = r;
@@ -670,29 +775,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             for (long long idx = tid; idx < N; idx += BLOCK) P[idx] = R[idx] * DI[idx] + beta * P[idx];
             __syncthreads();
         }
-#if GRADIENT
-        if (tid == 0) {
-            s_its[sys] = it;
-            s_res[sys] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
-            s_ok[sys] = (conv && !broke) ? 1 : 0;
-        }
-        __syncthreads();  // (the next system rewrites P, R and A)
-        }  // systems: x in X0, then y in XY
-        double k = 0.0, dummy2 = 0.0;
-        {
-            const double* const X = X0;
-            PAIR_K(k)
-        }
-        block_sum2(k, dummy2, red);
-        grad_contraction(h1, h2, nt2, n_tp, N, X0, XY, nlab, nlab_stride, dvec, qvec, rrowptr, rcoff, rweight, relab,
-                         relab_stride, out_grad + (long long)jb * N_GRAD, red);
-        if (tid == 0) {
-            out_k[jb] = k;
-            out_iter[jb] = max(s_its[0], s_its[1]);
-            out_res[jb] = fmax(s_res[0], s_res[1]);
-            out_conv[jb] = (s_ok[0] && s_ok[1] && isfinite(k)) ? 1 : 0;
-        }
-#else
         // ---------------------------------------------------------------- K = p^T x
 #if RESIDENT
         const double k = kk;
@@ -718,7 +800,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             out_res[jb] = bb > 0.0 ? sqrt(rr / bb) : 0.0;
             out_conv[jb] = (conv && !broke && isfinite(k)) ? 1 : 0;
         }
-#endif  // GRADIENT (resident) / value
-#endif  // GRADIENT && !RESIDENT (joint) / the resident and value PCG
+#endif  // GRADIENT (the joint PCG) / the value and nodal PCG
     }
 }

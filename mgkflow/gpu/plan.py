@@ -100,8 +100,6 @@ def plan_launches(
     a_bytes: int = 4,
     resident_per_entry: int = 0,
     resident_min_unknowns: int = 0,
-    resident_ok: np.ndarray | None = None,
-    resident_min_pairs: int = 0,
 ) -> LaunchPlan:
     """Split pairs into launch groups.
 
@@ -124,17 +122,11 @@ def plan_launches(
     wide_min_products, small_block, tiny_unknowns, a_in_shared, a_bytes :
         Thresholds and storage settings (``small_block=0``: no tiny group).
     resident_per_entry : int
-        Shared-memory bytes per product unknown of the resident solver (P, R, A); 0: no
-        resident bins (nodal solves).
+        Shared-memory bytes per product unknown of the resident solver (value solves: P, R, A;
+        gradient solves: both systems' vectors); 0: no resident bins (nodal solves).
     resident_min_unknowns : int
         Pairs with fewer unknowns stay out of the resident bins (gradient solves: only pairs that
         take more than half an SM's shared memory run resident).
-    resident_ok : bool array, optional
-        Pairs that may run resident (None: all); gradient solves, whose resident form does the XMV
-        once per system, admit only pairs with a light XMV pass (:func:`mgkflow.gpu.schedule.pass_cost`).
-    resident_min_pairs : int
-        Fewer pairs than this that may run resident stay with the others (gradient solves: a resident
-        launch that fills no wave of the device costs more than the pairs save).
 
     Returns
     -------
@@ -150,10 +142,6 @@ def plan_launches(
     ...                   smem_cap=200_000, budget=10**9, n_sm=132, resident_per_entry=20)
     >>> [s.tolist() for s in p.resident], [s.tolist() for s in p.shared]
     ([[], [1]], [[2]])
-    >>> p = plan_launches(np.array([1024, 9216, 16384, 10**7]), np.array([1e4, 1e6, 1e6, 1e9]), per_entry=12,
-    ...                   smem_cap=200_000, budget=10**9, n_sm=132, resident_per_entry=20, resident_min_pairs=2)
-    >>> [s.tolist() for s in p.resident], [s.tolist() for s in p.shared]  # one pair: no resident launch
-    ([[], []], [[1, 2]])
     """
     N = np.asarray(N, dtype=np.int64)
     products = np.asarray(products, dtype=np.float64)
@@ -178,10 +166,6 @@ def plan_launches(
     resident = []
     if resident_per_entry:  # two bins, either may be empty: up to half, and up to all of the capacity
         fits = small & (N * resident_per_entry <= smem_cap) & (N >= resident_min_unknowns)
-        if resident_ok is not None:
-            fits &= np.asarray(resident_ok, dtype=bool)
-        if np.count_nonzero(fits) < resident_min_pairs:
-            fits[:] = False
         small &= ~fits
         half = N * resident_per_entry <= smem_cap // 2
         resident = [np.flatnonzero(fits & half), np.flatnonzero(fits & ~half)]

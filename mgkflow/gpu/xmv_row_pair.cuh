@@ -75,21 +75,37 @@ __device__ __forceinline__ void tile_degrees(const int* __restrict__ rp, int d[8
 // Two-vector variant (gradient configuration only): the joint PCG of x and the adjoint y multiplies
 // both search directions by the same matrix, so each product's coefficient A_ij A'_i'j' ke (the
 // edge kernel, exp2 for a SquareExponential) is formed once and applied to both. The second
-// vector lies dy doubles after the first (same blocked layout); acc/acc2 are the sums against
-// P/P+dy (two independent float64 chains: no ROW_ILP split needed).
+// vector lies dy doubles after the first (same blocked layout), or, in resident builds, the two are
+// interleaved as float2 (P[i] = (p_i, py_i): one 8-byte load a product for both; dy unused); acc/acc2
+// are the sums against the two (two independent float64 chains: no ROW_ILP split needed).
+#if RESIDENT
+typedef float2 p2_t;
+#define ACC2(acc, acc2, c, Pr, cb)                                                                \
+    {                                                                                             \
+        const float2 t_ = (Pr)[cb];                                                               \
+        acc += (c) * (double)t_.x;                                                                \
+        acc2 += (c) * (double)t_.y;                                                               \
+    }
+#else
+typedef double p2_t;
+#define ACC2(acc, acc2, c, Pr, cb)                                                                \
+    {                                                                                             \
+        acc += (c) * (Pr)[cb];                                                                    \
+        acc2 += (c) * (Pr)[(cb) + dy];                                                            \
+    }
+#endif
 #define ROW_PRODUCT2(acc, acc2, kb)                                                               \
     {                                                                                             \
         const int cb_ = coff[kb];                                                                 \
         const w_t w2 = LOAD_W(weight, kb);                                                      \
         LOAD_E2(kb);                                                                              \
         const double c_ = COEF(w1, w2, (EDGE_KERNEL_EXPR));                                       \
-        acc += c_ * Pr[cb_];                                                                      \
-        acc2 += c_ * Pr[cb_ + dy];                                                                \
+        ACC2(acc, acc2, c_, Pr, cb_)                                                              \
     }
 
 __device__ __forceinline__ void row_pair2(
     const int a0, const int a1, const int b0, const int b1,
-    const double* __restrict__ P, const int dy, const int nt2,
+    const p2_t* __restrict__ P, const int dy, const int nt2,
     const int* __restrict__ coff,
     const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride,
     double& acc, double& acc2)
@@ -98,7 +114,7 @@ __device__ __forceinline__ void row_pair2(
     acc2 = 0.0;
     for (int ka = a0; ka < a1; ++ka) {
         const int ca = coff[ka];
-        const double* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+        const p2_t* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
         const w_t w1 = LOAD_W(weight, ka);
         LOAD_E1(ka);
         for (int kb = b0; kb < b1; ++kb) ROW_PRODUCT2(acc, acc2, kb)

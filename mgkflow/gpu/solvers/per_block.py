@@ -33,11 +33,12 @@ from ..core import (
     solver_request,
 )  # fmt: skip
 from ..plan import LaunchPlan, plan_launches, scratch_doubles
-from ..schedule import pass_cost
 from ..source import KPAR, KernelConfig
 from . import Solver, register
 
-__all__ = ["KERNEL", "RESIDENT", "RESIDENT_BLOCK", "PerBlockPath", "PerBlockSolver", "job_order"]
+__all__ = [
+    "KERNEL", "RESIDENT", "RESIDENT_BLOCK", "PerBlockPath", "PerBlockSolver", "job_order", "resident_entry_bytes",
+]  # fmt: skip
 
 #: Kernel name in ``mgk_solver.cu``.
 KERNEL = "mgk_solve"
@@ -50,6 +51,19 @@ RESIDENT_BLOCK = 1024
 #: capacity: the 1,024-thread block's reduction buffers and schedule (448 bytes with nvcc 13.0;
 #: tests/test_cuda_compile.py checks the bound).
 RESIDENT_STATIC = 1024
+
+
+def resident_entry_bytes(a_bytes: int, gradient: bool = False) -> int:
+    """Shared-memory bytes per product unknown of a resident launch: the value PCG's P, R (double) and A
+    (``a_bytes``), or the gradient's joint PCG: both search directions as a float2, A and A_y, and both residuals
+    as float32 (``mgk_solver.cu``).
+
+    Examples
+    --------
+    >>> resident_entry_bytes(4), resident_entry_bytes(4, gradient=True)
+    (20, 24)
+    """
+    return 8 + 2 * a_bytes + 8 if gradient else 16 + a_bytes
 
 
 def job_order(sel: np.ndarray, cost: np.ndarray | None, sort_jobs: bool = True) -> np.ndarray:
@@ -90,17 +104,15 @@ class PerBlockPath:
     def plan(
         self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: device.Kernel, wide: bool | str | None = None,
         wide_min_products: float = WIDE_MIN_PRODUCTS, fit_budget: float = 1.0, smem_vectors: int = 1,
-        resident: bool | str = False, resident_max_cost: float = float("inf"),
+        resident: bool | str = False,
     ) -> tuple[LaunchPlan, int]:  # fmt: skip
         """Launch groups (:mod:`mgkflow.gpu.plan`) and the global scratch budget (bytes); ``wide``
         and ``wide_min_products`` override the backend's settings, ``fit_budget`` scales the budget
         a pair's one-block scratch must fit and ``smem_vectors`` the shared-memory bytes per product
         entry (a gradient block keeps two systems: :mod:`mgkflow.gpu.gradient`); ``resident``: a value
         solve, whose pairs go to resident bins where P, R and A fit the shared memory; ``"large"``: a
-        gradient solve, whose pairs go there only where they take more than half of it and their XMV pass costs
-        at most ``resident_max_cost`` (:func:`mgkflow.gpu.schedule.pass_cost` in RESIDENT_BLOCK threads), and
-        only where at least one wave of such pairs (one per SM) is there; the others keep the joint PCG of both
-        systems."""
+        gradient solve, whose pairs go there only where their vectors (:func:`resident_entry_bytes`) take more
+        than half of it; the others keep the joint PCG of both systems in global memory."""
         be = self.be
         N = db.nt[g1] * db.nt[g2] * 64
         per_entry = (SMEM_PER_ENTRY[be.a_double] if be.a_in_shared else 8) * smem_vectors
@@ -114,7 +126,10 @@ class PerBlockPath:
         kept = be.wide_path.kept_bytes()  # the wide path's vectors, given back if needed
         budget = be.max_scratch_bytes or int(0.6 * (free + kept))
         a_bytes = 8 if be.a_double else 4
-        resident_entry = 16 + a_bytes if resident and be.a_in_shared and be.p_smem and be.xmv == "rows" else 0
+        resident_entry = (
+            resident_entry_bytes(a_bytes, gradient=resident == "large")
+            if resident and be.a_in_shared and be.p_smem and be.xmv == "rows" else 0
+        )  # fmt: skip
         plan = plan_launches(
             N, products, per_entry=per_entry, smem_cap=smem_cap, budget=int(budget * fit_budget), n_sm=be.n_sm,
             wide=be.wide if wide is None else wide,
@@ -122,9 +137,6 @@ class PerBlockPath:
             a_in_shared=be.a_in_shared, a_bytes=a_bytes,
             resident_per_entry=resident_entry,
             resident_min_unknowns=smem_cap // 2 // resident_entry + 1 if resident == "large" and resident_entry else 0,
-            resident_ok=pass_cost(db.xmv_shapes(), db.nt, g1, g2, RESIDENT_BLOCK // 32) <= resident_max_cost
-            if resident == "large" and resident_entry else None,
-            resident_min_pairs=be.n_sm if resident == "large" else 0,
         )  # fmt: skip
         return plan, budget
 
@@ -205,7 +217,8 @@ class PerBlockPath:
         order, n_max, jobs = kept
         a_bytes = 8 if be.a_double else 4
         if use_smem == RESIDENT:  # P, R, A in shared memory, DG and DI (a gradient's X, XY too) in global memory
-            smem = (int(n_max * (16 + a_bytes)) + 15) // 16 * 16
+            entry = resident_entry_bytes(a_bytes, gradient=extra is not None and extra.smem_vectors == 2)
+            smem = (int(n_max * entry) + 15) // 16 * 16
             per_block, mode = 2 * n_max, RESIDENT
             if extra is not None:
                 per_block += extra.extra_doubles(n_max)
