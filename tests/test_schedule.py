@@ -13,13 +13,10 @@ from hypothesis import strategies as st
 from mgkflow.bench import balance
 from mgkflow.gpu.schedule import (
     UNIT_OVERHEAD,
-    padded_degrees,
-    pass_cost,
     round_robin_loads,
     schedule_ranges,
     unit_costs,
     warp_loads,
-    xmv_shapes,
 )
 from mgkflow.gpu.source import template_text
 
@@ -114,44 +111,3 @@ def test_balance_bench_rejects_bad_warps(capsys) -> None:
     with pytest.raises(SystemExit):
         balance.main(["--warps", "x"])
     assert "--warps" in capsys.readouterr().err
-
-
-def test_xmv_shapes_of_packed_rows_match_the_degrees() -> None:
-    """xmv_shapes reads each graph's rows from the concatenated row pointers (padding rows, an isolated node,
-    a one-node graph): the same sums as the padded degrees of each graph alone."""
-    import networkx as nx
-
-    from mgkflow import Graph
-    from mgkflow.gpu.strategies.row_pair import row_arrays
-    from mgkflow.kernels import Constant
-    from mgkflow.system import prepare_graph
-
-    nets = [nx.gnp_random_graph(n, p, seed=n) for n, p in ((9, 0.4), (1, 0.0), (30, 0.1), (17, 0.3), (64, 0.05))]
-    nets[2].add_node(30)
-    graphs = [Graph.from_networkx(g) for g in nets]
-    systems = [prepare_graph(g, k, Constant(1.0), Constant(1.0)) for k, g in enumerate(graphs)]
-    rows = row_arrays(systems, [], np.float32)
-    nt = np.array([-(-g.n_nodes // 8) for g in graphs])
-    got = xmv_shapes(rows["rrowptr"], rows["rrow_off"], nt)
-    for g, shape in zip(graphs, got, strict=True):
-        d = padded_degrees(g).reshape(-1, 8)
-        assert shape.tolist() == [int((d[:, :4].max(1) + d[:, 4:].max(1)).sum()), int(d.max(1).sum()), int(d.max())]
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    deg1=st.lists(st.integers(0, 40), min_size=8, max_size=200),
-    deg2=st.lists(st.integers(0, 40), min_size=8, max_size=200),
-    nwarp=st.sampled_from([4, 16, 32]),
-)
-def test_pass_cost_brackets_the_busiest_warp(deg1: list[int], deg2: list[int], nwarp: int) -> None:
-    """pass_cost is max(total / nwarp, costliest unit) of the half-tile-pair units: a lower bound of the busiest
-    warp's load under schedule_ranges, which stays within twice it (the ranges' bound)."""
-    degs = [np.pad(np.array(d), (0, -len(d) % 8)) for d in (deg1, deg2)]
-    rows = [d.reshape(-1, 8) for d in degs]
-    shapes = np.array([[(r[:, :4].max(1) + r[:, 4:].max(1)).sum(), r.max(1).sum(), r.max()] for r in rows])
-    nt = np.array([r.shape[0] for r in rows])
-    est = float(pass_cost(shapes, nt, np.array([0]), np.array([1]), nwarp)[0])
-    costs = unit_costs(degs[0], degs[1], halves=True)
-    busiest = warp_loads(costs, schedule_ranges(costs, nwarp)).max() * nwarp / (64 * nt[0] * nt[1])
-    assert est <= busiest + 1e-12 and busiest <= 2 * est + 1e-12

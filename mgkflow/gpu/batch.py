@@ -88,7 +88,6 @@ class BatchCache:
             perms=hb.perms,
             vectors=hb.vectors,
             vector_ids=vector_key(hb.vectors),
-            rows_host=(hb.host["rrowptr"], hb.host["hdr"].reshape(-1, 5)[:, 4]),
         )
         if not db.same_vectors(systems):
             db.refresh_vectors(systems)

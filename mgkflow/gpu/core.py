@@ -116,20 +116,6 @@ class DeviceBatch:
     #: the compact solver's routing tables of these graphs, per coefficient size and shared memory budget
     #: (built on first use by :func:`mgkflow.gpu.solvers.compact.router_of`)
     routers: dict = field(default_factory=dict)
-    #: host copies of the row-pair XMV's padded row pointers and each graph's first row (for :meth:`xmv_shapes`)
-    rows_host: tuple | None = None
-    _shapes: np.ndarray | None = field(default=None, repr=False)
-
-    def xmv_shapes(self) -> np.ndarray:
-        """:func:`mgkflow.gpu.schedule.xmv_shapes` of the packed graphs (computed on first use)."""
-        if self._shapes is None:
-            from .schedule import xmv_shapes
-
-            if self.rows_host is None:
-                raise RuntimeError("this batch was uploaded without its row pointers")
-            self._shapes = xmv_shapes(*self.rows_host, self.nt)
-        return self._shapes
-
     def same_vectors(self, systems: Sequence[GraphSystem]) -> bool:
         """Whether the uploaded node vectors are those of ``systems`` (the very same system objects:
         systems are immutable, and another p or q makes new ones)."""

@@ -45,8 +45,6 @@ __all__ = [
     "schedule_ranges",
     "warp_loads",
     "round_robin_loads",
-    "xmv_shapes",
-    "pass_cost",
 ]
 
 #: A work unit's fixed cost per output, in products (addressing, the diagonal, the store): the
@@ -154,70 +152,3 @@ def round_robin_loads(costs: np.ndarray, nwarp: int) -> np.ndarray:
     """
     c = np.asarray(costs, dtype=np.int64)
     return np.bincount(np.arange(c.size) % nwarp, weights=c, minlength=nwarp).astype(np.int64)
-
-
-def xmv_shapes(rrowptr: np.ndarray, rrow_off: np.ndarray, n_tiles_side: np.ndarray) -> np.ndarray:
-    """Per graph, what :func:`pass_cost` needs of its packed rows: the sum over its tiles of both halves'
-    largest degrees (rows 0..3 and 4..7), the sum of its tiles' largest degrees, and its largest degree.
-
-    Parameters
-    ----------
-    rrowptr, rrow_off : int arrays
-        The row-pair XMV's padded row pointers of all graphs and each graph's first
-        (:func:`mgkflow.gpu.strategies.row_pair.row_arrays`).
-    n_tiles_side : int array
-        8-node tiles of each graph.
-
-    Returns
-    -------
-    ndarray of int64, shape (n_graphs, 3)
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from mgkflow import Graph
-    >>> from mgkflow.gpu.strategies.row_pair import row_arrays
-    >>> from mgkflow.kernels import Constant
-    >>> from mgkflow.system import prepare_graph
-    >>> star = Graph(np.array([[0, 1, 1, 1], [1, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0]]))
-    >>> rows = row_arrays([prepare_graph(star, 0, Constant(1.0), Constant(1.0))], [], np.float32)
-    >>> xmv_shapes(rows["rrowptr"], rows["rrow_off"], np.array([1])).tolist()  # halves 3 + 0, tile 3, degree 3
-    [[3, 3, 3]]
-    """
-    rp = np.asarray(rrowptr, dtype=np.int64)
-    off = np.asarray(rrow_off, dtype=np.int64)
-    nt = np.asarray(n_tiles_side, dtype=np.int64)
-    side = 8 * nt
-    first = np.cumsum(side) - side
-    rows = np.repeat(off - first, side) + np.arange(int(side.sum()))
-    deg = (rp[rows + 1] - rp[rows]).reshape(-1, 8)
-    halves = deg[:, :4].max(axis=1) + deg[:, 4:].max(axis=1)
-    top = deg.max(axis=1)
-    graph = np.repeat(np.arange(nt.size), nt)
-    out = np.zeros((nt.size, 3), dtype=np.int64)
-    out[:, 0] = np.bincount(graph, weights=halves, minlength=nt.size)
-    out[:, 1] = np.bincount(graph, weights=top, minlength=nt.size)
-    np.maximum.at(out[:, 2], graph, top)
-    return out
-
-
-def pass_cost(shapes: np.ndarray, nt: np.ndarray, g1: np.ndarray, g2: np.ndarray, nwarp: int = 32) -> np.ndarray:
-    """The estimated cost of one XMV pass of each pair (g1, g2) over half tile pairs cut into ``nwarp`` ranges,
-    per product unknown and warp: the busiest warp's load, ``max(total / nwarp, costliest unit)``, times
-    ``nwarp`` over the pair's unknowns, in the products of :func:`unit_costs`. Even rows of ~2 entries
-    (a ring) cost ~0.3, a hub row that no range can share (a tree with hubs) ~1 and more.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> # 96 nodes of degree 2; the same with one row of degree 12 (as unit_costs and warp_loads give them)
-    >>> shapes, nt = np.array([[48, 24, 2], [58, 34, 12]]), np.array([12, 12])
-    >>> np.round(pass_cost(shapes, nt, np.array([0, 1]), np.array([0, 1])), 3).tolist()
-    [0.25, 0.514]
-    """
-    s = np.asarray(shapes, dtype=np.float64)
-    g1, g2 = np.asarray(g1), np.asarray(g2)
-    tiles = nt[g1].astype(np.float64) * nt[g2]
-    total = s[g1, 0] * s[g2, 1] + 2 * UNIT_OVERHEAD * tiles
-    busiest = np.maximum(total / nwarp, s[g1, 2] * s[g2, 2] + UNIT_OVERHEAD)
-    return busiest * nwarp / (64 * tiles)
