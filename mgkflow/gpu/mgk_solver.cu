@@ -60,7 +60,7 @@ ${DEFINES}
 #define NWARP (BLOCK / 32)
 typedef ${A_TYPE} a_t;
 #if GRADIENT && RESIDENT
-// the residuals of the joint resident PCG, in shared memory beside P2, A and A_y (24 bytes an unknown):
+// the residuals of the joint resident PCG, in shared memory beside P, A and A_y (24 bytes an unknown):
 // float32, whose rounding leaves K within ~3e-8 of the float64 solve (NOTES.md, session 29), the level of the
 // float32 edge-kernel coefficients
 typedef float r_t;
@@ -76,7 +76,7 @@ ${COMMON}
 ${PRIMITIVES}
 
 // Two consecutive entries (idx even: every vector starts at a multiple of n_max, a multiple of 64 entries) in
-// one 8- or 16-byte access, as doubles: the PCG's update loops walk unknown pairs (fewer, wider loads in flight)
+// one 8- or 16-byte access, as doubles: the joint resident PCG's update loops walk unknown pairs (S29-C: +5%)
 __device__ __forceinline__ void ld2(const float* p, double& a, double& b)
 {
     const float2 v = *reinterpret_cast<const float2*>(p);
