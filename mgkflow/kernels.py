@@ -2,7 +2,8 @@
 
 Each kernel has one definition that gives both a vectorized numpy evaluation
 (``kernel(x, y)`` on mappings of label arrays, with numpy broadcasting) and a C
-expression for the GPU stage (``kernel.c_expr(lhs, rhs)``). Ranges are checked
+expression for the GPU stage (``kernel.c_expr(lhs, rhs)``; ``mgk_ex2`` in it is 2^x, defined
+in ``mgkflow/gpu/mgk_common.cuh``). Ranges are checked
 when a kernel is built and again when it is used as a node kernel (values must
 lie in (0, 1]) or an edge kernel (values in [0, 1]).
 
@@ -23,11 +24,11 @@ Examples
 >>> k = KroneckerDelta(0.5, "label") * SquareExponential(2.0, "x")
 >>> k({"label": np.array([1, 2]), "x": np.array([0.0, 0.0])}, {"label": np.array([1]), "x": np.array([2.0])})
 array([0.60653066, 0.30326533])
->>> k.c_expr(lambda f: "a_" + f, lambda f: "b_" + f).split(" * exp2f")[0]
+>>> k.c_expr(lambda f: "a_" + f, lambda f: "b_" + f).split(" * mgk_ex2")[0]
 '((a_label == b_label) ? 1.0f : 0.5f)'
 >>> [h.name for h in k.hyperparameters], k.device_values()[0]
 (['0.h', '1.length_scale'], 0.5)
->>> k.c_expr(lambda f: "a_" + f, lambda f: "b_" + f, lambda i: f"P[{i}]").split(" * exp2f")[0]
+>>> k.c_expr(lambda f: "a_" + f, lambda f: "b_" + f, lambda i: f"P[{i}]").split(" * mgk_ex2")[0]
 '((a_label == b_label) ? 1.0f : P[0])'
 """
 
@@ -380,9 +381,9 @@ class SquareExponential(BaseKernel):
 
     def c_expr(self, lhs, rhs, par=None):
         # exp(-d^2 / (2 l^2)) = exp2(g d^2) with g = -log2(e) / (2 l^2) (device value 0): one
-        # MUFU.EX2 instead of expf's range reduction; the float32 rounding of the argument is
-        # the same either way.
-        return f"exp2f({self._par(par)(0)} * {self._diff(lhs, rhs)})"
+        # MUFU.EX2 (mgk_ex2, mgkflow/gpu/mgk_common.cuh) instead of expf's range reduction; the
+        # float32 rounding of the argument is the same either way.
+        return f"mgk_ex2({self._par(par)(0)} * {self._diff(lhs, rhs)})"
 
     def c_grad(self, lhs, rhs, par=None):
         # dk/dl = k d^2 / l^3 (device value 1 = 1 / l^3)
@@ -746,7 +747,7 @@ class VectorSquareExponential(BaseKernel):
 
     def c_expr(self, lhs, rhs, par=None):
         # same device values as SquareExponential: 0 = -log2(e) / (2 l^2), 1 = 1 / l^3
-        return f"exp2f({self._par(par)(0)} * {self._d2_c(lhs, rhs)})"
+        return f"mgk_ex2({self._par(par)(0)} * {self._d2_c(lhs, rhs)})"
 
     def c_grad(self, lhs, rhs, par=None):
         return [f"({self.c_expr(lhs, rhs, par)} * {self._d2_c(lhs, rhs)} * {self._par(par)(1)})"]

@@ -213,7 +213,7 @@ C_KERNELS = [
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not available")
 def test_c_expr_compiles_and_matches_numpy(tmp_path):
     n = len(INT_A)
-    lines = ["#include <math.h>", "#include <stdio.h>", "int main(void) {"]
+    lines = ["#include <math.h>", "#include <stdio.h>", "#define mgk_ex2 exp2f", "int main(void) {"]
     for name, arr in (("label", INT_A), ("charge", INT_A % 2)):
         lines.append(f"  int a_{name}[{n}] = {{{', '.join(map(str, arr))}}};")
     for name, arr in (("label", INT_B), ("charge", INT_B % 2)):
@@ -243,7 +243,7 @@ def test_c_expr_compiles_and_matches_numpy(tmp_path):
 
 def test_c_expr_literals_are_float():
     expr = SquareExponential(2.0, "x").c_expr(lambda f: "a", lambda f: "b")
-    assert expr == "exp2f(-0.18033688011112042f * ((float)(a) - (float)(b)) * ((float)(a) - (float)(b)))"
+    assert expr == "mgk_ex2(-0.18033688011112042f * ((float)(a) - (float)(b)) * ((float)(a) - (float)(b)))"
     assert Constant(1.0).c_expr(str, str) == "1.0f"
     assert Constant(1e-20).c_expr(str, str) == "1e-20f"
 
@@ -280,7 +280,7 @@ def test_structure_is_independent_of_values(k):
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not available")
 def test_c_expr_with_run_time_values_and_c_grad_match_numpy(tmp_path):
     n = len(INT_A)
-    lines = ["#include <math.h>", "#include <stdio.h>", "int main(void) {"]
+    lines = ["#include <math.h>", "#include <stdio.h>", "#define mgk_ex2 exp2f", "int main(void) {"]
     for name, arr in (("label", INT_A), ("charge", INT_A % 2)):
         lines.append(f"  int a_{name}[{n}] = {{{', '.join(map(str, arr))}}};")
     for name, arr in (("label", INT_B), ("charge", INT_B % 2)):
@@ -433,7 +433,7 @@ def _vec_field(prefix):
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not available")
 def test_new_kernels_c_expr_and_c_grad_match_numpy(tmp_path):
     n = len(INT_A)
-    lines = ["#include <math.h>", "#include <stdio.h>", "int main(void) {"]
+    lines = ["#include <math.h>", "#include <stdio.h>", "#define mgk_ex2 exp2f", "int main(void) {"]
     for side, src in (("a", VA), ("b", VB)):
         for name in ("label", "charge"):
             lines.append(f"  int {side}_{name}[{n}] = {{{', '.join(map(str, src[name]))}}};")

@@ -149,6 +149,7 @@ def bench_source(config: KernelConfig, block: int = BENCH_BLOCK, min_blocks: int
     return Template(template_text("primitives_bench.cu")).substitute(
         BLOCK=str(int(block)),
         MIN_BLOCKS=str(int(min_blocks)),
+        COMMON=template_text("mgk_common.cuh"),
         DEFINES=label_macros(config),
         EDGE_KERNEL=config.edge_expr,
         W_TYPE="double" if config.weight_double else "float",

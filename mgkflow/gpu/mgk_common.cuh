@@ -1,5 +1,5 @@
 // mgkflow: device helpers shared by the solvers' CUDA sources (mgk_solver.cu, mgk_wide.cu,
-// mgk_compact.cu), spliced as COMMON by their source generators (mgkflow.gpu.source.kernel_source,
+// mgk_compact.cu, primitives_bench.cu), spliced as COMMON by their source generators (mgkflow.gpu.source.kernel_source,
 // mgkflow.gpu.solvers.wide.wide_source, mgkflow.gpu.solvers.compact.compact_source) after the
 // definition of NWARP (warps per block) and before anything that uses them.
 
@@ -21,6 +21,16 @@
     int* __restrict__ out_iter,                                                                \
     double* __restrict__ out_res,                                                              \
     int* __restrict__ out_conv
+
+// 2^x with one MUFU.EX2: the edge and node kernels' exponentials (mgkflow.kernels c_expr). exp2f compiles to
+// the same instruction plus a range check that keeps results below FLT_MIN (2^-126) as denormals; here they
+// flush to 0, 126 binary orders of magnitude under the coefficient of a product that is 1 at the closest labels.
+// NVVM's builtin rather than inline asm: the compiler merges repeated calls on the same argument (a
+// gradient build's value and derivative expressions), which it does not do for an asm statement.
+__device__ __forceinline__ float mgk_ex2(const float x)
+{
+    return __nvvm_ex2_approx_ftz_f(x);
+}
 
 // x of lane (lane ^ o), every lane of the warp taking part.
 __device__ __forceinline__ double shfl_xor(double x, int o)

@@ -220,14 +220,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK) wide_dot(
 #define STAGED_EDGE_EXPR (${STAGED_EDGE_KERNEL})
 ${STAGED_DEFINES}
 
-// 2^x with one MUFU.EX2 (results below FLT_MIN flush to 0)
-__device__ __forceinline__ float mgk_ex2(const float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 extern "C" __global__ void __launch_bounds__(BLOCK, STAGED_MIN_BLOCKS) wide_xmv_staged(
     const int* __restrict__ rowptr,                 // G1 side: octile arrays of the batch
     const int* __restrict__ tile_col,

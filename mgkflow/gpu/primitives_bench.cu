@@ -1,9 +1,9 @@
 // mgkflow: microbenchmark of the octile-pair primitives (`mgkflow bench primitives`, paper Fig. 8).
 //
 // A template filled by mgkflow.bench.primitives (string.Template): the edge kernel, the label
-// loads, w_t and COEF come from a real KernelConfig through mgkflow.gpu.source, and the
-// primitives are the solver's own (octile_primitives.cuh, spliced verbatim), so the timings
-// are those of the code the solver runs.
+// loads, w_t and COEF come from a real KernelConfig through mgkflow.gpu.source (COMMON:
+// mgk_common.cuh, for mgk_ex2), and the primitives are the solver's own (octile_primitives.cuh,
+// spliced verbatim), so the timings are those of the code the solver runs.
 //
 // Data (uploaded once): pools of random octiles. Pool (side, k) holds n_samples octiles with
 // exactly k nonzeros each: bitmap[o], compact offset toff[o], weights weight[toff[o] ..] and
@@ -20,6 +20,8 @@
 
 #define BENCH_BLOCK ${BLOCK}
 #define BENCH_MIN_BLOCKS ${MIN_BLOCKS}
+#define NWARP (BENCH_BLOCK / 32)
+${COMMON}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 typedef ${W_TYPE} w_t;

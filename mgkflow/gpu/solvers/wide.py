@@ -166,7 +166,7 @@ def wide_source(
         STAGED_LABELS="1" if config.edge_fields else "0",
         SE_LOGW="1" if se_fast_path(config) else "0",
         SE_SIGMA=f"{KPAR}[{config.n_node_par + config.n_edge_par}]",
-        STAGED_EDGE_KERNEL=config.edge_expr.replace("exp2f(", "mgk_ex2("),
+        STAGED_EDGE_KERNEL=config.edge_expr,
         STAGED_DEFINES=staged_macros(config),
     )
 
