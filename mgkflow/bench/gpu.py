@@ -39,6 +39,8 @@ EXTRA_WORKLOADS = [("nws", True, 0.0005), ("ba", True, 0.0005)]
 REAL_WORKLOADS = [("drugs", True, 0.05), ("proteins", True, 0.05)]
 #: Synthetic molecule-like set (``--molecules N``): :func:`mgkflow.datasets.molecules`, drugs' kernels.
 MOLECULE_WORKLOAD = ("molecules", True, 0.05)
+#: Graphs of mixed sizes (``--mixed N``): :func:`mixed_graphs`, the labeled NWS kernels.
+MIXED_WORKLOAD = ("mixed", True, 0.05)
 
 
 def workload_name(name: str, labeled: bool, q: float) -> str:
@@ -136,6 +138,38 @@ def molecule_graphs(n_graphs: int, seed: int = 0) -> list:
     return datasets.molecules(int(n_graphs), seed=seed)
 
 
+def mixed_graphs(n_graphs: int = 48, seed: int = 17) -> list:
+    """Issue 24's mixed set: ``n_graphs`` Newman-Watts-Strogatz graphs (k = 3, p = 0.05) of 20-800 nodes,
+    log-uniform, node labels ``label`` = degree mod 3, edge ``length`` uniform in [1, 2] and edge weights
+    uniform in [0.5, 2]; the labeled NWS kernels apply (KroneckerDelta on ``label``, SquareExponential on
+    ``length``). Pairs of every solver route: small pairs, 96-node-like pairs, pairs of ~600k unknowns.
+
+    Examples
+    --------
+    >>> gs = mixed_graphs(6)
+    >>> [g.n_nodes for g in gs]
+    [451, 36, 156, 77, 44, 83]
+    >>> sorted(gs[1].edge_labels), float(gs[1].adjacency.data.min()) >= 0.5
+    (['length'], True)
+    """
+    import networkx as nx
+
+    from ..graph import Graph
+    from ..io.csr import csr_from_edges
+
+    rng = np.random.default_rng(seed)
+    sizes = np.exp(rng.uniform(np.log(20), np.log(800), int(n_graphs))).astype(int)
+    graphs = []
+    for i, n in enumerate(sizes):
+        G = nx.newman_watts_strogatz_graph(int(n), 3, 0.05, seed=int(rng.integers(1 << 30)))
+        e = np.asarray(sorted((min(u, v), max(u, v)) for u, v in G.edges()), dtype=np.int64).reshape(-1, 2)
+        deg = np.bincount(e.ravel(), minlength=n)
+        values, weights = {"length": rng.uniform(1, 2, len(e))}, rng.uniform(0.5, 2, len(e))
+        indptr, indices, data, el = csr_from_edges(int(n), e[:, 0], e[:, 1], values, weights=weights)
+        graphs.append(Graph.from_csr(indptr, indices, data, int(n), {"label": deg % 3}, el, title=f"mixed-{i}"))
+    return graphs
+
+
 def protein_graphs(n_graphs: int | None = None) -> list:
     """The benchmark's proteins workload: the ``n_graphs`` smallest structures (fewest heavy atoms,
     then title) of :func:`mgkflow.datasets.proteins`, smallest first (GraphDot gives each pair one
@@ -159,6 +193,8 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
         graphs = drug_graphs(n_graphs)
     elif name == "molecules":
         graphs = molecule_graphs(n_graphs)
+    elif name == "mixed":
+        graphs = mixed_graphs(n_graphs)
     elif name == "proteins":
         graphs = protein_graphs(n_graphs)
     else:
@@ -166,7 +202,7 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
         graphs = getattr(datasets, name)(n_graphs=n_graphs, **kw)
     t_load = time.perf_counter() - t0
     graphs, used, t_order = _order(graphs, order, key=(name, n_graphs))
-    nk, ek = datasets.default_kernels("drugs" if name == "molecules" else name, labeled=labeled)
+    nk, ek = datasets.default_kernels({"molecules": "drugs", "mixed": "nws"}.get(name, name), labeled=labeled)
     systems = [prepare_graph(g, i, nk, ek, q=q) for i, g in enumerate(graphs)]
     t0 = time.perf_counter()
     batch = pack_batch(systems, node_fields=list(nk.fields), edge_fields=list(ek.fields))
@@ -313,6 +349,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--drugs", default=None,
                     help="graphs of the drugs set with --real: N first bonded ones (default: all bonded), 'all'")
     ap.add_argument("--molecules", type=int, default=0, help="also a synthetic molecule-like set of N graphs")
+    ap.add_argument("--mixed", type=int, default=0,
+                    help="also the mixed set of N graphs of 20-800 nodes (issue 24's: 48)")
     ap.add_argument("--proteins", type=int, default=8, help="smallest structures of the proteins set with --real")
     ap.add_argument("--only", default=None, help="comma-separated substrings of workload names")
     ap.add_argument(
@@ -413,8 +451,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note: no GraphDot results at {path}", flush=True)
     wl = WORKLOADS + (EXTRA_WORKLOADS if args.extra else []) + (REAL_WORKLOADS if args.real else [])
     wl += [MOLECULE_WORKLOAD] if args.molecules else []
+    wl += [MIXED_WORKLOAD] if args.mixed else []
     drugs = None if args.drugs is None else (args.drugs if args.drugs == "all" else int(args.drugs))
-    n_real = {"drugs": drugs, "proteins": args.proteins, "molecules": args.molecules}
+    n_real = {"drugs": drugs, "proteins": args.proteins, "molecules": args.molecules, "mixed": args.mixed}
     if args.only:
         keys = args.only.split(",")
         wl = [w for w in wl if any(k in workload_name(*w) for k in keys)]
