@@ -18,6 +18,9 @@ NVCC = shutil.which("nvcc")
 #: Spill stores (bytes) tolerated in the 512 x 2 row-pair kernel: the sum-of-kernels node
 #: kernel spilled 4 bytes already at 99c845d (literal values), 8 with run-time values.
 SPILL_ALLOWANCE = {"sum-node": 8}
+#: The same for the 1,024 x 1 build of pairs with every vector in global memory (session 30): nvcc 13.0 spills 8
+#: bytes in the products configuration (two SquareExponentials; 0 at 512 x 2), none elsewhere.
+SPILL_ALLOWANCE_1024 = {"products": 8}
 #: Spill stores (bytes) tolerated in mgk_solve of the gradient configurations (the joint PCG of x and the
 #: adjoint at the 64-register bound; 8-24 measured with nvcc 13.0, 36 in the products configuration, whose
 #: two SquareExponential kernels' exponentials became one MUFU.EX2 each, mgk_ex2, in session 30).
@@ -82,9 +85,9 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
             path = tmp_path / f"{name}-{int(a_double)}{int(w_double)}.cu"
             path.write_text(src)
             jobs.append(path)
-        # the backend's launch configurations: 512 threads x 2 blocks (P in shared memory or not),
-        # and the small pairs' 128 x 8
-        for block, min_blocks, p_smem in ((512, 2, True), (512, 2, False), (128, 8, True)):
+        # the backend's launch configurations: 512 threads x 2 blocks (P in shared memory or not), the small
+        # pairs' 128 x 8, and 1,024 x 1 for the value solves' pairs with every vector in global memory
+        for block, min_blocks, p_smem in ((512, 2, True), (512, 2, False), (128, 8, True), (1024, 1, False)):
             cfg = make_config(nk, ek, nd, ed, block=block, min_blocks=min_blocks, row_ilp=2)
             path = tmp_path / f"{name}-rows-{block}x{min_blocks}-{int(p_smem)}.cu"
             path.write_text(kernel_source(replace(cfg, p_smem=p_smem)))
@@ -158,7 +161,8 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
                 assert spills and max(spills) <= UNIT_WEIGHT_SPILL_LIMIT, f"{path.name}:\n{proc.stderr}"
             if "-rows-" in path.name:  # the production row-pair kernels must not spill
                 spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
-                allowed = SPILL_ALLOWANCE.get(path.name.split("-rows-")[0], 0)  # (name-rows-resident-...: same)
+                name = path.name.split("-rows-")[0]  # (name-rows-resident-...: same)
+                allowed = (SPILL_ALLOWANCE_1024 if "-rows-1024x1-0" in path.name else SPILL_ALLOWANCE).get(name, 0)
                 assert spills and max(spills) <= allowed, f"{path.name}:\n{proc.stderr}"
 
 

@@ -442,6 +442,39 @@ def test_fake_backend_routes_and_launches_in_waves(fake_backend, monkeypatch) ->
         ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
         assert abs(vals[t] - ref) <= 1e-7 * abs(ref)
 
+def test_fake_backend_global_pairs_run_one_block_per_sm(fake_backend) -> None:  # noqa: F811
+    """A value call's pairs whose vectors all stay in global memory (no shared memory allowed here) run in
+    blocks of RESIDENT_BLOCK threads built for one block per SM (their largest pairs finish a launch last:
+    gpu/NOTES.md, session 30); the compact pairs keep their bins."""
+    from mgkflow.gpu.solvers.per_block import RESIDENT_BLOCK
+
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = CASES["labeled"]
+    graphs = [_molecule(n, 60 + s) for s, n in enumerate((7, 80, 90))]
+    current: dict = {}
+    block_log: list = []
+    sources: list = []
+
+    def factory(src: str) -> Any:
+        if compact.KERNEL in src:
+            return CompactModule(src, nk, ek, current["config"], [])
+        sources.append(src)
+        return BlockStub(src, block_log)
+
+    sys.modules["pycuda.compiler"].factory = factory
+    be = backend.GPUBackend(rtol=1e-10, smem_limit=0, wide=False)
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    current["config"] = be._config(systems, nk, ek)
+    pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
+    be.solve(systems, systems, pairs, nk, ek)
+    per_block = [la for la in be.last_extra["launches"] if la.get("kernel") != compact.KERNEL]
+    assert block_log == [RESIDENT_BLOCK] and [la["block"] for la in per_block] == [RESIDENT_BLOCK]
+    assert not per_block[0]["shared"] and per_block[0]["pairs"] == 3  # 80 x 80, 80 x 90, 90 x 90 nodes
+    built = [src for src in sources if f"#define BLOCK {RESIDENT_BLOCK}" in src]
+    assert built and all(re.search(r"#define MIN_BLOCKS 1\b", src) for src in built)
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
 def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
     """The compact solver's launch configurations (64 to 512 threads) compile for sm_90 with the

@@ -57,7 +57,9 @@ class GPUBackend:
     max_iter : int
         CG iteration limit; pairs that reach it are flagged not converged.
     block : int
-        Threads per block.
+        Threads per block of the per-block solver's launches, except those of one block per SM (1,024 threads):
+        pairs resident in more than half an SM's shared memory, and a value call's pairs whose vectors all stay
+        in global memory.
     a_double : bool
         Keep a = M p in float64 between the XMV and the update (more shared memory).
     xmv : {"rows", "octile"}

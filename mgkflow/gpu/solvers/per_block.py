@@ -44,8 +44,11 @@ __all__ = [
 KERNEL = "mgk_solve"
 #: ``use_smem`` of a resident launch (value solves: P, R and A in shared memory, no solution vector).
 RESIDENT = 3
-#: Threads per block of the resident launches that take more than half an SM's shared memory (one
-#: block per SM: as many resident warps as two blocks of the default 512 threads).
+#: Threads per block of the resident launches that take more than half an SM's shared memory, and of the value
+#: solves' launch of pairs whose vectors all stay in global memory (one block per SM: as many resident warps as two
+#: blocks of the default 512 threads). In the latter a pair's time halves, which is what such a launch waits for: its
+#: largest pairs alone can outlast an even share of its work several times (session 30, S30-E: issue 24's mixed set
+#: 0.1199 -> 0.0735 s device time, 40 NWS graphs of 200-400 nodes 0.0864 -> 0.0837 s).
 RESIDENT_BLOCK = 1024
 #: Static shared memory of a resident kernel beyond the default kernel's, kept back from the resident bins'
 #: capacity: the 1,024-thread block's reduction buffers and schedule (448 bytes with nvcc 13.0;
@@ -179,7 +182,11 @@ class PerBlockPath:
             cfg = replace(config, p_smem=True) if be.p_smem else config
             wanted.extend((sel, True, cfg, be.block) for sel in plan.shared)
         if plan.global_.size:
-            wanted.append((plan.global_, False, config, be.block))
+            if config.gradient or config.nodal:
+                wanted.append((plan.global_, False, config, be.block))
+            else:  # one RESIDENT_BLOCK-thread block per SM: the largest pairs, which finish last, get every warp
+                cfg = replace(config, block=RESIDENT_BLOCK, min_blocks=1)
+                wanted.append((plan.global_, False, cfg, RESIDENT_BLOCK))
         if not wanted:
             return []
         configs = list(dict.fromkeys(cfg for _, _, cfg, _ in wanted))
