@@ -1,6 +1,7 @@
 // mgkflow: device helpers shared by the solvers' CUDA sources (mgk_solver.cu, mgk_wide.cu,
-// mgk_compact.cu, primitives_bench.cu), spliced as COMMON by their source generators (mgkflow.gpu.source.kernel_source,
-// mgkflow.gpu.solvers.wide.wide_source, mgkflow.gpu.solvers.compact.compact_source) after the
+// mgk_compact.cu) and the primitive benchmark (primitives_bench.cu), spliced as COMMON by their
+// source generators (mgkflow.gpu.source.kernel_source, mgkflow.gpu.solvers.wide.wide_source,
+// mgkflow.gpu.solvers.compact.compact_source, mgkflow.bench.primitives.bench_source) after the
 // definition of NWARP (warps per block) and before anything that uses them.
 
 // Kernel parameters of the per-pair solvers (mgk_solver.cu, mgk_compact.cu), in the two groups the host
