@@ -183,7 +183,7 @@ def test_c_expr_and_c_grad_match_numpy(tmp_path):
 
         return expr
 
-    lines = ["#include <math.h>", "#include <stdio.h>", "int main(void) {"]
+    lines = ["#include <math.h>", "#include <stdio.h>", "#define mgk_ex2 exp2f", "int main(void) {"]
     for side, nb, el in (("a", A, el_a), ("b", B, el_b)):
         rows = ", ".join("{" + ", ".join(f"{float(v)!r}f" for v in r) + "}" for r in nb)
         lines.append(f"  float {side}_nb[{n}][4] = {{{rows}}};")
