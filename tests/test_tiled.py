@@ -329,3 +329,25 @@ def test_docstring_examples(module):
     mod = importlib.import_module(f"mgkflow.gram.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_device_memory_sampler_samples_at_the_end(tmp_path, monkeypatch):
+    """A run shorter than the sampling period is sampled before and after: the peak includes what the run left
+    allocated (bench gpu measures one untimed call with it)."""
+    from mgkflow.bench.gram import _DeviceMemory
+
+    state = tmp_path / "mib"
+    state.write_text("100")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncat {state}\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    import time
+
+    with _DeviceMemory(period=60.0) as mem:
+        t0 = time.monotonic()
+        while mem.peak_mib is None and time.monotonic() - t0 < 10:  # the first sample, taken as the run starts
+            time.sleep(0.01)
+        assert mem.peak_mib == 100
+        state.write_text("250")  # allocated during the run, before the next periodic sample
+    assert mem.peak_mib == 250

@@ -102,6 +102,9 @@ class _DeviceMemory:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
+            v = self._sample()  # and once at the end: a run shorter than the period is sampled before and after
+            if v is not None:
+                self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
 
 
 def _ordered(args: argparse.Namespace, graphs: list, client: Any = None):
