@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -111,3 +113,49 @@ def test_balance_bench_rejects_bad_warps(capsys) -> None:
     with pytest.raises(SystemExit):
         balance.main(["--warps", "x"])
     assert "--warps" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not available")
+def test_tile_pair_cursor_walks_the_divisions_tiles(tmp_path) -> None:
+    """The passes over half tile pairs track (I, I2) of tile pair tp = I nt2 + I2 with mgk_solver.cu's TP_CURSOR and
+    TP_NEXT instead of dividing every tile pair: compiled with gcc from the kernel's own text, the walk of every
+    range [k0, e) of units (both branches of XMV_PASS_HALVES: whole tile pairs and single halves) gives tp / nt2
+    and tp % nt2 at every unit."""
+    text = template_text("mgk_solver.cu")
+    macros = re.search(r"#define TP_CURSOR\(k0\).*?\n(#define TP_NEXT.*?\n(?:.*\\\n)*.*\n)", text)
+    assert macros is not None
+    cursor = macros.group(0)
+    src = tmp_path / "cursor.c"
+    src.write_text(
+        "#include <stdio.h>\n"
+        + cursor
+        + """
+int main(void) {
+    int bad = 0, walked = 0;
+    for (int nt2 = 1; nt2 <= 9; ++nt2)
+        for (int n_tp = 1; n_tp <= 30; ++n_tp)
+            for (int k0 = 0; k0 < 2 * n_tp; ++k0)
+                for (int e = k0 + 1; e <= 2 * n_tp; ++e) {
+                    TP_CURSOR(k0)
+                    for (int k_ = k0; k_ < e;) {
+                        const int tp = k_ >> 1;
+                        bad += cI_ != tp / nt2 || cI2_ != tp % nt2;
+                        ++walked;
+                        if (!(k_ & 1) && k_ + 1 < e) {
+                            k_ += 2;
+                            TP_NEXT
+                        } else {
+                            k_ += 1;
+                            if (!(k_ & 1)) TP_NEXT
+                        }
+                    }
+                }
+    printf("%d %d\\n", bad, walked);
+    return 0;
+}
+"""
+    )
+    exe = tmp_path / "cursor"
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", "-o", str(exe), str(src)], check=True)
+    bad, walked = map(int, subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split())
+    assert walked > 10_000 and bad == 0

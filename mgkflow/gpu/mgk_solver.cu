@@ -119,11 +119,22 @@ __device__ __forceinline__ GraphHdr load_hdr(const int* __restrict__ hdr, int g)
 
 ${XMV_FRAGMENT}
 
-// The XMV of one tile pair tp for a lane (after XMV_LANE_SETUP): y = (A∘E) P by the strategy's
-// XMV_TILE_PAIR, A_OUT = DG P - y (stored as a_t) and ACC += P . A_OUT (the lane's share). Declares I, I2
-// (the tile pair's tiles) and pa_, pb_ (the lane's two entries of P) in the caller's scope.
+// The tiles (I, I2) of tile pair tp = I nt2 + I2 as a warp walks its range of units in order (the passes over
+// half tile pairs): one division a pass (TP_CURSOR, at the range's first unit k0), then a carry a tile pair
+// (TP_NEXT), where a division by the run-time nt2 took some twenty instructions every tile pair (NWS labeled values:
+// device time -3%, S31-D). The gradient's joint pass keeps the division: there the cursor's two registers cost its
+// weighted builds 12-32 more bytes of spills, and NWS and BA gradients ran no faster (S31-D).
+#define TP_CURSOR(k0) int cI_ = ((k0) >> 1) / nt2, cI2_ = ((k0) >> 1) - cI_ * nt2;
+#define TP_NEXT                                                                                        \
+    if (++cI2_ == nt2) {                                                                               \
+        cI2_ = 0;                                                                                      \
+        ++cI_;                                                                                         \
+    }
+
+// The XMV of one tile pair tp = I nt2 + I2 for a lane (after XMV_LANE_SETUP; I, I2 in the caller's scope): y =
+// (A∘E) P by the strategy's XMV_TILE_PAIR, A_OUT = DG P - y (stored as a_t) and ACC += P . A_OUT (the lane's share).
+// Declares pa_, pb_ (the lane's two entries of P) in the caller's scope.
 #define XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                                \
-    const int I = tp / nt2, I2 = tp - I * nt2;                                                         \
     double acca = 0.0, accb = 0.0;                                                                     \
     XMV_TILE_PAIR(acca, accb)                                                                          \
     const long long ia = ((long long)tp << 6) + oa;                                                    \
@@ -152,6 +163,7 @@ ${XMV_FRAGMENT}
 #else
 #define XMV_PASS(A_OUT, ACC)                                                                           \
     for (int tp = s_start[warp], e_ = XMV_RR ? n_tp : s_start[warp + 1]; tp < e_; tp += XMV_RR ? NWARP : 1) { \
+        const int I = tp / nt2, I2 = tp - I * nt2;                                                     \
         XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                                \
     }
 #endif
@@ -221,15 +233,17 @@ ${XMV_FRAGMENT}
 // range holds both (two independent chains); ON_PAIR / ON_ONE run after a whole tile pair (pa_, pb_, I, I2 in
 // scope) / a single output (p_, o_, I, I2).
 #define XMV_PASS_HALVES(A_OUT, ACC, ON_PAIR, ON_ONE)                                                   \
+    {                                                                                                  \
+    TP_CURSOR(s_start[warp])                                                                           \
     for (int k_ = s_start[warp], e_ = s_start[warp + 1]; k_ < e_;) {                                   \
+        const int tp = k_ >> 1;                                                                        \
+        const int I = cI_, I2 = cI2_;                                                                  \
         if (!(k_ & 1) && k_ + 1 < e_) {                                                                \
-            const int tp = k_ >> 1;                                                                    \
             XMV_TILE_PAIR_A(tp, A_OUT, ACC)                                                            \
             ON_PAIR                                                                                    \
             k_ += 2;                                                                                   \
+            TP_NEXT                                                                                    \
         } else {                                                                                       \
-            const int tp = k_ >> 1;                                                                    \
-            const int I = tp / nt2, I2 = tp - I * nt2;                                                 \
             const int o_ = (k_ & 1) ? ob : oa;                                                         \
             double acc_;                                                                               \
             XMV_UNIT(acc_, o_)                                                                         \
@@ -240,7 +254,9 @@ ${XMV_FRAGMENT}
             ACC += p_ * v_;                                                                            \
             ON_ONE                                                                                     \
             k_ += 1;                                                                                   \
+            if (!(k_ & 1)) TP_NEXT /* past the tile pair's second half */                              \
         }                                                                                              \
+    }                                                                                                  \
     }
 
 // XMV_PASS of a resident launch (XMV_PASS_HALVES); it also adds the lane's share of w^T P (w_u = p_i p'_i2,
