@@ -475,6 +475,39 @@ def test_fake_backend_global_pairs_run_one_block_per_sm(fake_backend) -> None:  
     assert built and all(re.search(r"#define MIN_BLOCKS 1\b", src) for src in built)
 
 
+def test_fake_backend_call_figures_split_the_host_time(fake_backend) -> None:  # noqa: F811
+    """A call's figures split its host time: before the first kernel was queued (``prelaunch_s``, the device idle)
+    and after the device's work (``tail_s``), both within the call's ``host_s``; every call measures its own."""
+    import time
+
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = CASES["labeled"]
+    graphs = [_molecule(n, 70 + s) for s, n in enumerate((7, 80, 90))]
+    current: dict = {}
+
+    def factory(src: str) -> Any:
+        if compact.KERNEL in src:
+            return CompactModule(src, nk, ek, current["config"], [])
+        return BlockStub(src, [])
+
+    sys.modules["pycuda.compiler"].factory = factory
+    be = backend.GPUBackend(rtol=1e-10, smem_limit=0, wide=False)
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    current["config"] = be._config(systems, nk, ek)
+    pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
+    firsts = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        be.solve(systems, systems, pairs, nk, ek)
+        ex = be.last_extra
+        assert 0 < ex["prelaunch_s"] and 0 < ex["tail_s"] and ex["prelaunch_s"] + ex["tail_s"] <= ex["host_s"]
+        first = be.launcher.first_launch_at
+        assert first is not None and abs(first - (t0 + ex["prelaunch_s"])) < 0.05
+        firsts.append(first)
+    assert firsts[1] > firsts[0]
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
 def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
     """The compact solver's launch configurations (64 to 512 threads) compile for sm_90 with the

@@ -215,14 +215,19 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
     t0 = time.perf_counter()
     K = kern(graphs)  # compiles, packs, uploads
     t_first = time.perf_counter() - t0
-    times, dev = [], []
+    times, dev, phases = [], [], []
     from .gram import _DeviceMemory
 
     for _ in range(reps):
         t0 = time.perf_counter()
         K = kern(graphs)
         times.append(time.perf_counter() - t0)
-        dev.append(kern.last_stats.extra.get("device_s", float("nan")))
+        ex = kern.last_stats.extra
+        dev.append(ex.get("device_s", float("nan")))
+        # the host's share by phase: before the first kernel, after the device's work (both in the backend's
+        # solve), and the kernel object's work around the solve (wall minus the backend's solve)
+        phases.append([ex.get("prelaunch_s", float("nan")), ex.get("tail_s", float("nan")),
+                       times[-1] - ex.get("host_s", float("nan"))])  # fmt: skip
     st = kern.last_stats
     # the peak device memory from one more call, untimed: nvidia-smi every 0.2 s beside the timed calls added
     # 1.2 ms to a 41 ms call on an H100 (labeled NWS; gpu/NOTES.md, session 31)
@@ -253,6 +258,9 @@ def run_workload(name, labeled, q, n_graphs, reps, order, n_sample, backend_kw=N
         "pairs_per_s": pairs / med,
         "pairs_per_s_device": pairs / dev_med if dev_med > 0 else float("nan"),
         "host_median_s": med - dev_med,
+        "prelaunch_median_s": float(np.median([p[0] for p in phases])),
+        "solve_tail_median_s": float(np.median([p[1] for p in phases])),
+        "outside_solve_median_s": float(np.median([p[2] for p in phases])),
         "peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
         "peak_device_mib": devmem.peak_mib,
         "cg_iter_median": float(np.median(it)),
@@ -474,7 +482,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['workload']:24s} {row['median_s']:.4f}s {row['pairs_per_s']:>10,.0f} pairs/s "
             f"(device {row['device_median_s']:.4f}s) iters med {row['cg_iter_median']:.0f} "
             f"max {row['cg_iter_max']} err {row['max_rel_err_cpu']:.1e} "
-            f"x{row['ratio_vs_graphdot']:.2f} vs GraphDot; host {row['host_median_s']:.4f}s, "
+            f"x{row['ratio_vs_graphdot']:.2f} vs GraphDot; host {row['host_median_s']:.4f}s (before the first "
+            f"kernel {row['prelaunch_median_s']:.4f}, after the device {row['solve_tail_median_s']:.4f}, outside the "
+            f"solve {row['outside_solve_median_s']:.4f}), "
             f"peak RSS {row['peak_rss_bytes'] / 2**30:.2f} GiB, device memory {row['peak_device_mib']} MiB",
             flush=True,
         )

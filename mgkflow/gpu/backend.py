@@ -255,6 +255,7 @@ class GPUBackend:
         values, iterations, residuals, converged : ndarrays aligned with ``pairs``
         """
         t_start = time.perf_counter()
+        self.launcher.first_launch_at = None
         npairs = len(pairs)
         out = self.launcher.outputs(npairs)
         if npairs == 0:
@@ -314,6 +315,7 @@ class GPUBackend:
                 progress(info["pairs"])
         wide_stats, secs = self.wide_path.run(plan.wide, g1, g2, db, config, values, out, progress)
         dev_seconds += secs
+        t_waited = time.perf_counter()
         values_out, iters, res, conv = out.result()
         if func is not None:
             regs = func.num_regs
@@ -321,6 +323,10 @@ class GPUBackend:
             regs = max((m.function(COMPACT_KERNEL).num_regs for m in compact_mods), default=None)
         self.last_extra = _call_figures(self, db, g1, g2, iters, dev_seconds, t_compile, t_pack, t_start, launches,
                                         wide_stats, regs, config)  # fmt: skip
+        first = self.launcher.first_launch_at
+        # host time before the first kernel (the device idles), and after the device's work (the last wait)
+        self.last_extra["prelaunch_s"] = (first if first is not None else t_waited) - t_start
+        self.last_extra["tail_s"] = time.perf_counter() - t_waited
         return values_out, iters, res, conv
 
     # ------------------------------------------------------------------ derivatives, nodal

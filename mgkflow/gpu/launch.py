@@ -11,6 +11,7 @@ it. Imports without PyCUDA (the driver: :func:`mgkflow.gpu.device.driver`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +46,9 @@ class Launcher:
         self._pinned: tuple | None = None  # page-locked read-back staging reused between calls: (capacity, arrays)
         self._scratch: Any = None
         self._scratch_bytes = 0
+        #: perf_counter() when the first kernel since the caller set it to None was queued (the backend's figures:
+        #: host time before the device has work)
+        self.first_launch_at: float | None = None
 
     def use_stream(self) -> None:
         """Run the launches (job upload, counter reset, kernel, read-back) in a stream of their own (see
@@ -163,6 +167,8 @@ class Launcher:
         start, stop = cuda.Event(), cuda.Event()
         out_k, out_it, out_res, out_conv = o.pointers(len(order))
         record(start, self.stream)
+        if self.first_launch_at is None:
+            self.first_launch_at = time.perf_counter()
         fn(
             grid=(int(grid), 1), block=(blk, 1, 1), shared=smem, **args,
             jobs=d_jobs, n_jobs=len(order), job_counter=o.counter,
