@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from mgkflow.bench import balance
 from mgkflow.gpu.schedule import (
     UNIT_OVERHEAD,
+    optimal_ranges,
     round_robin_loads,
     schedule_ranges,
     unit_costs,
@@ -159,3 +160,23 @@ int main(void) {
     subprocess.run(["gcc", "-std=c99", "-Wall", "-Werror", "-o", str(exe), str(src)], check=True)
     bad, walked = map(int, subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split())
     assert walked > 10_000 and bad == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(costs=st.lists(st.integers(1, 60), min_size=1, max_size=12), nwarp=st.integers(1, 5))
+def test_optimal_ranges_are_the_least_busiest_warp(costs: list[int], nwarp: int) -> None:
+    """optimal_ranges covers every unit once in order, and its busiest warp carries the least of all ways to cut
+    the units into nwarp contiguous ranges (a dynamic program over the cuts), never more than the kernel's
+    midpoint ranges."""
+    c = np.array(costs)
+    starts = optimal_ranges(c, nwarp)
+    assert starts[0] == 0 and starts[-1] == len(c) and np.all(np.diff(starts) >= 0)
+    got = warp_loads(c, starts).max()
+    prefix = np.concatenate([[0], np.cumsum(c)])
+    best = np.full((nwarp + 1, len(c) + 1), np.inf)  # best[w, i]: the least busiest load of units 0..i-1 on w warps
+    best[0, 0] = 0
+    for w in range(1, nwarp + 1):
+        for i in range(len(c) + 1):
+            best[w, i] = min(max(best[w - 1, j], prefix[i] - prefix[j]) for j in range(i + 1))
+    assert got == best[nwarp, len(c)]
+    assert got <= warp_loads(c, schedule_ranges(c, nwarp)).max()

@@ -10,6 +10,9 @@ prints and writes (``balance.csv`` under ``--out``) the efficiency, even share o
 warp's load summed over the pairs, of the schedules the kernel uses:
 
 - ``ranges-halves``: half tile pairs cut into contiguous ranges (resident launches);
+- ``optimal-halves``: the same units in the contiguous ranges of least busiest warp
+  (:func:`~mgkflow.gpu.schedule.optimal_ranges`, a binary search per pair the kernel does not run): the bound
+  of any schedule of contiguous ranges;
 - ``ranges-tiles``: tile pairs cut into contiguous ranges (launches with P in shared memory, the
   gradient's joint pass);
 - ``round-robin``: tile pairs w, w + nwarp, ... (launches with P in global memory).
@@ -30,12 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..gpu.schedule import padded_degrees, round_robin_loads, schedule_ranges, unit_costs, warp_loads
+from ..gpu.schedule import optimal_ranges, padded_degrees, round_robin_loads, schedule_ranges, unit_costs, warp_loads
 from ._csv import write_csv
 
 __all__ = ["main", "workload_degrees", "efficiencies"]
 
-SCHEDULES = ("ranges-halves", "ranges-tiles", "round-robin")
+SCHEDULES = ("ranges-halves", "optimal-halves", "ranges-tiles", "round-robin")
 
 
 def workload_degrees(name: str, n_graphs: int) -> list[np.ndarray]:
@@ -74,6 +77,7 @@ def efficiencies(degrees: list[np.ndarray], n_pairs: int, nwarp: int, seed: int 
         tiles = unit_costs(degrees[i], degrees[j])
         loads = {
             "ranges-halves": warp_loads(halves, schedule_ranges(halves, nwarp)),
+            "optimal-halves": warp_loads(halves, optimal_ranges(halves, nwarp)),
             "ranges-tiles": warp_loads(tiles, schedule_ranges(tiles, nwarp)),
             "round-robin": round_robin_loads(tiles, nwarp),
         }

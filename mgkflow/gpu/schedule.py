@@ -43,6 +43,7 @@ __all__ = [
     "padded_degrees",
     "unit_costs",
     "schedule_ranges",
+    "optimal_ranges",
     "warp_loads",
     "round_robin_loads",
 ]
@@ -133,6 +134,48 @@ def schedule_ranges(costs: np.ndarray, nwarp: int) -> np.ndarray:
     starts[:nwarp] = np.searchsorted(warp, np.arange(nwarp), side="left")
     starts[nwarp] = n
     return starts
+
+
+def optimal_ranges(costs: np.ndarray, nwarp: int) -> np.ndarray:
+    """The contiguous ranges (as :func:`schedule_ranges` returns them) whose busiest warp carries the least:
+    a binary search on that load, each probe filling the warps greedily. A bound for schedules of contiguous
+    ranges in ``python -m mgkflow.bench balance``; the kernel does not use it (a search per pair).
+
+    Examples
+    --------
+    >>> costs = np.array([10, 1, 1, 1, 1, 1, 1, 4])
+    >>> warp_loads(costs, schedule_ranges(costs, 4)).max(), warp_loads(costs, optimal_ranges(costs, 4)).max()
+    (np.int64(10), np.int64(10))
+    >>> optimal_ranges(np.array([3, 3, 2, 2, 2]), 2).tolist()
+    [0, 2, 5]
+    """
+    c = np.asarray(costs, dtype=np.int64)
+    if nwarp < 1:
+        raise ValueError(f"nwarp must be at least 1, got {nwarp}")
+    if c.size and c.min() < 1:
+        raise ValueError("work unit costs must be at least 1")
+    n = c.size
+    if n == 0:
+        return np.zeros(nwarp + 1, dtype=np.int64)
+    prefix = np.concatenate([[0], np.cumsum(c)])
+
+    def fill(limit: int) -> np.ndarray | None:
+        starts = np.full(nwarp + 1, n, dtype=np.int64)
+        at = 0
+        for w in range(nwarp):
+            starts[w] = at
+            if at < n:  # the longest range from unit `at` within the limit (at least one unit: limit >= max)
+                at = int(np.searchsorted(prefix, prefix[at] + limit, side="right")) - 1
+        return starts if at >= n else None
+
+    lo, hi = int(c.max()), int(prefix[-1])
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fill(mid) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    return fill(lo)
 
 
 def warp_loads(costs: np.ndarray, starts: np.ndarray) -> np.ndarray:
