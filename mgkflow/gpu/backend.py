@@ -324,7 +324,8 @@ class GPUBackend:
         self.last_extra = _call_figures(self, db, g1, g2, iters, dev_seconds, t_compile, t_pack, t_start, launches,
                                         wide_stats, regs, config)  # fmt: skip
         first = self.launcher.first_launch_at
-        # host time before the first kernel (the device idles), and after the device's work (the last wait)
+        # host time before the first kernel (the device idles; the whole call up to the last wait where only the wide
+        # path ran, which queues no jobs), and after the device's work (the last wait)
         self.last_extra["prelaunch_s"] = (first if first is not None else t_waited) - t_start
         self.last_extra["tail_s"] = time.perf_counter() - t_waited
         return values_out, iters, res, conv
