@@ -369,13 +369,10 @@ def test_fake_backend_raises_shared_limit_with_static_memory(fake_backend, monke
     assert conv[_routed_compact(graphs, pairs)].all() and log
 
 
-def test_fake_backend_skips_tile_sort_when_all_compact(fake_backend) -> None:  # noqa: F811
-    """A call whose every pair goes to the compact solver packs the graphs in their own order (no tile
-    sort: nothing reads it); with a graph too large for the compact bins the tiles are sorted again.
-    The values do not depend on it."""
-    drv, backend = fake_backend
+def _fake_modules(drv: Any, nk: Any, ek: Any) -> dict:
+    """Install the fake driver's module factory: the compact solver's modules emulated (CompactModule, with the
+    kernel configuration the caller puts under "config" of the returned dict), the per-block ones stubbed."""
     drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
-    nk, ek = CASES["labeled"]
     current: dict = {}
 
     def factory(src: str) -> Any:
@@ -384,6 +381,16 @@ def test_fake_backend_skips_tile_sort_when_all_compact(fake_backend) -> None:  #
         return BlockStub(src, [])
 
     sys.modules["pycuda.compiler"].factory = factory
+    return current
+
+
+def test_fake_backend_skips_tile_sort_when_all_compact(fake_backend) -> None:  # noqa: F811
+    """A call whose every pair goes to the compact solver packs the graphs in their own order (no tile
+    sort: nothing reads it); with a graph too large for the compact bins the tiles are sorted again.
+    The values do not depend on it."""
+    drv, backend = fake_backend
+    nk, ek = CASES["labeled"]
+    current = _fake_modules(drv, nk, ek)
     graphs = [_molecule(n, 20 + s) for s, n in enumerate((7, 15, 30, 90))]
     be = backend.GPUBackend(rtol=1e-10)
     for k, expect_sorted in ((3, False), (4, True)):
@@ -481,17 +488,9 @@ def test_fake_backend_call_figures_split_the_host_time(fake_backend) -> None:  #
     import time
 
     drv, backend = fake_backend
-    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
     nk, ek = CASES["labeled"]
+    current = _fake_modules(drv, nk, ek)
     graphs = [_molecule(n, 70 + s) for s, n in enumerate((7, 80, 90))]
-    current: dict = {}
-
-    def factory(src: str) -> Any:
-        if compact.KERNEL in src:
-            return CompactModule(src, nk, ek, current["config"], [])
-        return BlockStub(src, [])
-
-    sys.modules["pycuda.compiler"].factory = factory
     be = backend.GPUBackend(rtol=1e-10, smem_limit=0, wide=False)
     systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
     current["config"] = be._config(systems, nk, ek)

@@ -107,6 +107,16 @@ def unit_costs(deg1: np.ndarray, deg2: np.ndarray, halves: bool = False) -> np.n
     return (lanes.max(axis=2) + 2 * UNIT_OVERHEAD).ravel()
 
 
+def _checked(costs: np.ndarray, nwarp: int) -> np.ndarray:
+    """``costs`` as int64, after the checks the range schedules share (at least one warp, costs of at least 1)."""
+    c = np.asarray(costs, dtype=np.int64)
+    if nwarp < 1:
+        raise ValueError(f"nwarp must be at least 1, got {nwarp}")
+    if c.size and c.min() < 1:
+        raise ValueError("work unit costs must be at least 1")
+    return c
+
+
 def schedule_ranges(costs: np.ndarray, nwarp: int) -> np.ndarray:
     """The first unit of each warp's range, then the number of units (``nwarp + 1`` integers): warp w
     takes units ``starts[w] .. starts[w + 1] - 1``. Integer arithmetic as in the kernel; a warp whose
@@ -120,11 +130,7 @@ def schedule_ranges(costs: np.ndarray, nwarp: int) -> np.ndarray:
     >>> schedule_ranges(np.array([1, 1, 1, 1]), 2).tolist()
     [0, 2, 4]
     """
-    c = np.asarray(costs, dtype=np.int64)
-    if nwarp < 1:
-        raise ValueError(f"nwarp must be at least 1, got {nwarp}")
-    if c.size and c.min() < 1:
-        raise ValueError("work unit costs must be at least 1")
+    c = _checked(costs, nwarp)
     n = c.size
     if n == 0:
         return np.zeros(nwarp + 1, dtype=np.int64)
@@ -149,11 +155,7 @@ def optimal_ranges(costs: np.ndarray, nwarp: int) -> np.ndarray:
     >>> optimal_ranges(np.array([3, 3, 2, 2, 2]), 2).tolist()
     [0, 2, 5]
     """
-    c = np.asarray(costs, dtype=np.int64)
-    if nwarp < 1:
-        raise ValueError(f"nwarp must be at least 1, got {nwarp}")
-    if c.size and c.min() < 1:
-        raise ValueError("work unit costs must be at least 1")
+    c = _checked(costs, nwarp)
     n = c.size
     if n == 0:
         return np.zeros(nwarp + 1, dtype=np.int64)
