@@ -283,6 +283,33 @@ def test_hyperparameter_values_reuse_the_compiled_modules() -> None:
     assert device.compile_count() == compiles
 
 
+def test_repeated_calls_keep_the_plan_and_the_values() -> None:
+    """A value call that repeats the pairs of the call before (a hyperparameter search, repeated calls) reuses the
+    backend's kept launch plan and job orders and gets the first call's values; the pairs in another order are
+    planned anew, each pair with its own value, and the float64 CPU solve agrees."""
+    from mgkflow.backends.exact import solve_pair
+    from mgkflow.gpu import GPUBackend
+    from mgkflow.system import prepare_graph
+
+    graphs = _reordered(datasets.nws(n_graphs=3, labeled=True) + datasets.ba(n_graphs=3, labeled=True))
+    nk, ek = datasets.default_kernels("nws", labeled=True)
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    be = GPUBackend()
+    pairs = np.array([(i, j) for i in range(6) for j in range(i, 6)])
+    first = be.solve(systems, systems, pairs, nk, ek)[0]
+    kept = be._value_kept
+    for again in (pairs, pairs.copy()):
+        np.testing.assert_array_equal(be.solve(systems, systems, again, nk, ek)[0], first)
+        assert be._value_kept is kept
+    rev = pairs[::-1].copy()
+    for _ in range(2):
+        np.testing.assert_allclose(be.solve(systems, systems, rev, nk, ek)[0], first[::-1], rtol=1e-12)
+    assert be._value_kept is not kept
+    for t in (0, 5, 8, 20):  # nws x nws, nws x ba, ba x ba
+        ref = solve_pair(systems[pairs[t, 0]], systems[pairs[t, 1]], nk, ek, rtol=1e-12).value
+        assert abs(first[t] - ref) <= 1e-5 * abs(ref)
+
+
 def test_pipeline_solve_uploads_the_packed_batch() -> None:
     from mgkflow.pipeline import Load, Pack, Pipeline, Solve
 

@@ -507,6 +507,36 @@ def test_fake_backend_call_figures_split_the_host_time(fake_backend) -> None:  #
     assert firsts[1] > firsts[0]
 
 
+def test_fake_backend_keeps_the_value_plan_of_a_repeated_call(fake_backend) -> None:  # noqa: F811
+    """A value call that repeats the pairs of the call before on the same batch (the steps of a hyperparameter
+    search, repeated calls) reuses its per-block plan, the pairs' sizes and costs and the launches' job orders,
+    whether the pairs come as the same array or an equal one; other pairs are planned anew, with their own sizes."""
+    drv, backend = fake_backend
+    nk, ek = CASES["labeled"]
+    current = _fake_modules(drv, nk, ek)
+    graphs = [_molecule(n, 80 + s) for s, n in enumerate((7, 80, 90))]
+    be = backend.GPUBackend(rtol=1e-10, smem_limit=0, wide=False)
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    current["config"] = be._config(systems, nk, ek)
+    pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
+    be.solve(systems, systems, pairs, nk, ek)
+    first = be._value_kept
+    plan, orders = first[4], first[8]
+    assert len(orders) == 1 and plan.global_.size == 3  # the three pairs of 80- and 90-node graphs
+    for again in (pairs, pairs.copy()):
+        be.solve(systems, systems, again, nk, ek)
+        assert be._value_kept is first and len(orders) == 1 and next(iter(orders.values()))[0] is not None
+    swapped = pairs[::-1].copy()
+    be.solve(systems, systems, swapped, nk, ek)
+    second = be._value_kept
+    assert second is not first and second[4] is not plan
+    db = second[1]
+    N = db.nt[swapped[:, 0]] * db.nt[swapped[:, 1]] * 64
+    rest = second[3]
+    assert np.array_equal(second[6][rest], N[rest]) and not second[6][np.setdiff1d(np.arange(6), rest)].any()
+    assert sorted(rest.tolist()) == sorted(np.flatnonzero((swapped > 0).all(axis=1)).tolist())
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
 def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
     """The compact solver's launch configurations (64 to 512 threads) compile for sm_90 with the

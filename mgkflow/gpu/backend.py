@@ -34,6 +34,7 @@ from .core import (
 )  # fmt: skip
 from .launch import Launcher
 from .pack import HostBatch, pack_host
+from .plan import LaunchPlan
 from .primitive_map import PRIMITIVES, DeviceMaps
 from .solvers.compact import KERNEL as COMPACT_KERNEL
 from .solvers.compact import CompactLaunch, CompactPath, compact_request
@@ -175,6 +176,8 @@ class GPUBackend:
         self.a_in_shared = bool(a_in_shared)
         self.sort_jobs = bool(sort_jobs)
         self.last_extra: dict = {}
+        #: the per-block plan of the last value call, kept for its repetition (:meth:`_value_plan`)
+        self._value_kept: tuple | None = None
         self.limits = device.device_limits()
         self.device_name = self.limits.name
         self.n_sm = self.limits.n_sm
@@ -291,15 +294,9 @@ class GPUBackend:
         solver, _ = call_modules(config, [], per_block=bool(rest.size))
         func = None if solver is None else solver.function(SOLVER_KERNEL)
         t_compile += time.perf_counter() - t0
-        plan, budget = self.per_block_path.plan_subset(db, g1, g2, func, rest)
+        plan, budget = self._value_plan(db, pr, g1, g2, func, rest, config, shared)
         if len(plan.wide) < npairs:
             self.wide_path.workspace.clear()  # per-block launches: their scratch comes first
-        if rest.size:  # product sizes and job costs of the pairs left to the per-block launches
-            shared.N = np.zeros(npairs, dtype=np.int64)
-            shared.N[rest] = db.nt[g1[rest]] * db.nt[g2[rest]] * 64
-            if self.sort_jobs:
-                shared.cost = np.zeros(npairs)
-                shared.cost[rest] = self.per_block_path.cost(db, g1[rest], g2[rest])
         t0 = time.perf_counter()
         classes = self.per_block_path.launch_classes(plan, config, values)  # builds the plan's kernel variants
         t_compile += time.perf_counter() - t0
@@ -329,6 +326,35 @@ class GPUBackend:
         self.last_extra["prelaunch_s"] = (first if first is not None else t_waited) - t_start
         self.last_extra["tail_s"] = time.perf_counter() - t_waited
         return values_out, iters, res, conv
+
+    def _value_plan(
+        self, db: DeviceBatch, pairs: np.ndarray, g1: np.ndarray, g2: np.ndarray, func: Any, rest: np.ndarray,
+        config: KernelConfig, shared: SharedArgs,
+    ) -> tuple[LaunchPlan, int]:  # fmt: skip
+        """The per-block launch plan and scratch budget of a value call's pairs ``rest`` (those the compact solver
+        left: :meth:`PerBlockPath.plan_subset`), with their product sizes, job costs and the launches' job orders
+        and lists in ``shared``. Kept while the same pairs of the same batch come back with the same routing and
+        kernel structure (the steps of a hyperparameter search, repeated calls): the host work before the
+        first kernel is then that of the call's arguments only. As the gradient's kept plan, the budget is that
+        of the first call."""
+        key = (id(db), config, len(g1))
+        kept = self._value_kept
+        if (kept is not None and kept[0] == key and kept[1] is db and gradient._same_pairs(kept[2], pairs)
+                and np.array_equal(kept[3], rest)):  # fmt: skip
+            plan, budget, shared.N, shared.cost, shared.orders = kept[4:]
+            return plan, budget
+        self._value_kept = None  # (a failing plan leaves nothing kept)
+        plan, budget = self.per_block_path.plan_subset(db, g1, g2, func, rest)
+        if rest.size:  # product sizes and job costs of the pairs left to the per-block launches
+            shared.N = np.zeros(len(g1), dtype=np.int64)
+            shared.N[rest] = db.nt[g1[rest]] * db.nt[g2[rest]] * 64
+            if self.sort_jobs:
+                shared.cost = np.zeros(len(g1))
+                shared.cost[rest] = self.per_block_path.cost(db, g1[rest], g2[rest])
+        shared.orders = {}  # each launch's job order and list, by id of the plan's pair selections
+        self._value_kept = (key, db, gradient._kept_pairs(pairs), rest.copy(), plan, budget, shared.N, shared.cost,
+                            shared.orders)  # fmt: skip
+        return plan, budget
 
     # ------------------------------------------------------------------ derivatives, nodal
     def solve_gradient(
