@@ -179,7 +179,7 @@ def gram_with_gradient(
     I = np.empty((n, n), dtype=np.int64)
     R = np.empty((n, n))
     C = np.empty((n, n), dtype=bool)
-    with host_threads(items=len(pairs) * (1 + len(cols))):
+    with host_threads():
         bad = _kernel()[0](
             pairs,
             np.ascontiguousarray(vals, dtype=np.float64),

@@ -68,7 +68,7 @@ def scatter_results(order: np.ndarray, dst: tuple, src: tuple) -> None:
         for d, s in zip(dst, src, strict=True):
             d[order] = s
         return
-    with host_threads(items=len(order)):
+    with host_threads():
         _kernels()[0](np.asarray(order, dtype=np.int64), *dst, *src)
 
 
@@ -77,5 +77,5 @@ def scatter_rows(order: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
     if len(order) < PARALLEL_MIN:
         out[order] = rows
         return
-    with host_threads(items=rows.size):
+    with host_threads():
         _kernels()[1](np.asarray(order, dtype=np.int64), rows, out)
