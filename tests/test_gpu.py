@@ -308,6 +308,11 @@ def test_repeated_calls_keep_the_plan_and_the_values() -> None:
     for t in (0, 5, 8, 20):  # nws x nws, nws x ba, ba x ba
         ref = solve_pair(systems[pairs[t, 0]], systems[pairs[t, 1]], nk, ek, rtol=1e-12).value
         assert abs(first[t] - ref) <= 1e-5 * abs(ref)
+    # (0, 0) of the same batch split otherwise is another pair: (nws 0, ba 5), then (nws 0, nws 1)
+    one = np.array([[0, 0]])
+    for xs, ys, j in ((systems[:5], systems[5:], 5), (systems[:1], systems[1:], 1)):
+        ref = solve_pair(systems[0], systems[j], nk, ek, rtol=1e-12).value
+        assert abs(be.solve(xs, ys, one, nk, ek)[0][0] - ref) <= 1e-5 * abs(ref)
 
 
 def test_pipeline_solve_uploads_the_packed_batch() -> None:

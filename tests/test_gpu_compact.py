@@ -537,6 +537,28 @@ def test_fake_backend_keeps_the_value_plan_of_a_repeated_call(fake_backend) -> N
     assert sorted(rest.tolist()) == sorted(np.flatnonzero((swapped > 0).all(axis=1)).tolist())
 
 
+def test_fake_backend_plans_anew_where_the_batch_is_split_otherwise(fake_backend) -> None:  # noqa: F811
+    """The same pairs of the same three graphs are other pairs where ``xs`` and ``ys`` split them otherwise:
+    (0, 0) of xs = [A, B], ys = [C] is (A, C), of xs = [A], ys = [B, C] it is (A, B). The second call is
+    planned with its own sizes and job list, not the kept ones of the first."""
+    drv, backend = fake_backend
+    nk, ek = CASES["labeled"]
+    current = _fake_modules(drv, nk, ek)
+    graphs = [_molecule(n, 90 + s) for s, n in enumerate((80, 90, 130))]
+    be = backend.GPUBackend(rtol=1e-10, smem_limit=0, wide=False)
+    a, b, c = (prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs))
+    current["config"] = be._config([a, b, c], nk, ek)
+    pairs = np.array([[0, 0]])
+    sizes = []
+    for xs, ys in (([a, b], [c]), ([a], [b, c])):
+        be.solve(xs, ys, pairs, nk, ek)
+        kept = be._value_kept
+        sizes.append((kept[1], int(kept[6][0])))
+    (db1, n1), (db2, n2) = sizes
+    assert db1 is db2  # one batch of A, B, C
+    assert n1 == db1.nt[0] * db1.nt[2] * 64 and n2 == db1.nt[0] * db1.nt[1] * 64 and n1 != n2
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
 def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
     """The compact solver's launch configurations (64 to 512 threads) compile for sm_90 with the

@@ -458,6 +458,22 @@ def test_fake_theta_sweep_compiles_once(fake_backend) -> None:  # noqa: F811
     assert counts[0] >= 1 and len(set(counts)) == 1, counts
 
 
+def test_fake_kept_plan_is_not_reused_where_the_batch_is_split_otherwise(fake_backend) -> None:  # noqa: F811
+    """(0, 0) of xs = [A, B], ys = [C] is (A, C); of xs = [A], ys = [B, C], on the same batch of A, B, C, it is
+    (A, B): the second call does not reuse the first's kept plan and job list, and both agree with the CPU."""
+    _drv, backend = fake_backend
+    nk, ek, sizes = FAKE_CASES["kd-se"]
+    graphs = [_graph(n, min(1.0, 4.0 / n), 40 + k) for k, n in enumerate(sizes)]
+    a, b, c = (prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs))
+    be = backend.GPUBackend(wide=False, rtol=1e-12)
+    _install(nk, ek, [a, b, c], be)
+    pairs = np.array([(0, 0)])
+    for xs, ys in (([a, b], [c]), ([a], [b, c]), ([a, b], [c])):
+        vals, grads, *_ = be.solve_gradient(xs, ys, pairs, nk, ek, wrt_q=True)
+        rv, rg, *_ = ExactBackend().solve_gradient(xs, ys, pairs, nk, ek, wrt_q=True)
+        assert np.allclose(vals, rv, rtol=1e-6, atol=0) and _normwise(grads, rg) <= 1e-6, (len(xs), vals, rv)
+
+
 def test_fake_solve_nodal_matches_cpu(fake_backend) -> None:  # noqa: F811
     _drv, backend = fake_backend
     nk, ek, sizes = FAKE_CASES["kd-se"]

@@ -294,7 +294,7 @@ class GPUBackend:
         solver, _ = call_modules(config, [], per_block=bool(rest.size))
         func = None if solver is None else solver.function(SOLVER_KERNEL)
         t_compile += time.perf_counter() - t0
-        plan, budget = self._value_plan(db, pr, g1, g2, func, rest, config, shared)
+        plan, budget = self._value_plan(db, pr, g1, g2, yoff, func, rest, config, shared)
         if len(plan.wide) < npairs:
             self.wide_path.workspace.clear()  # per-block launches: their scratch comes first
         t0 = time.perf_counter()
@@ -328,16 +328,17 @@ class GPUBackend:
         return values_out, iters, res, conv
 
     def _value_plan(
-        self, db: DeviceBatch, pairs: np.ndarray, g1: np.ndarray, g2: np.ndarray, func: Any, rest: np.ndarray,
-        config: KernelConfig, shared: SharedArgs,
+        self, db: DeviceBatch, pairs: np.ndarray, g1: np.ndarray, g2: np.ndarray, yoff: int, func: Any,
+        rest: np.ndarray, config: KernelConfig, shared: SharedArgs,
     ) -> tuple[LaunchPlan, int]:  # fmt: skip
         """The per-block launch plan and scratch budget of a value call's pairs ``rest`` (those the compact solver
         left: :meth:`PerBlockPath.plan_subset`), with their product sizes, job costs and the launches' job orders
         and lists in ``shared``. Kept while the same pairs of the same batch come back with the same routing and
         kernel structure (the steps of a hyperparameter search, repeated calls): the host work before the
         first kernel is then that of the call's arguments only. As the gradient's kept plan, the budget is that
-        of the first call."""
-        key = (id(db), config, len(g1))
+        of the first call. ``yoff``: where the call's ``ys`` start in the batch (the same pairs of the same batch
+        are other pairs where the batch is split otherwise)."""
+        key = (id(db), config, len(g1), yoff)
         kept = self._value_kept
         if (kept is not None and kept[0] == key and kept[1] is db and gradient._same_pairs(kept[2], pairs)
                 and np.array_equal(kept[3], rest)):  # fmt: skip

@@ -344,7 +344,7 @@ def _per_pair(
     g2 = pairs[:, 1] + yoff
     # A hyperparameter search asks for the same pairs of the same batch at every step: the plan, the
     # pairs' sizes and costs are kept (``_plan_kept``) and only θ (``mgk_kpar``) and p, q, d change.
-    plan_key = (id(db), kind, config, npairs)
+    plan_key = (id(db), kind, config, npairs, yoff)  # (yoff: the batch split otherwise, other pairs)
     kept = getattr(backend, "_plan_kept", None)
     repeat = kept is not None and kept[0] == plan_key and kept[1] is db and _same_pairs(kept[2], pairs)
     if repeat:
