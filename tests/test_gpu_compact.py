@@ -384,6 +384,18 @@ def _fake_modules(drv: Any, nk: Any, ek: Any) -> dict:
     return current
 
 
+def _global_backend(drv: Any, backend: Any, sizes: tuple, seed: int) -> tuple:
+    """(fake backend, prepared systems, node kernel, edge kernel): molecules of ``sizes`` nodes under the labeled
+    case's kernels, on a backend whose per-block pairs keep their vectors in global memory (no shared memory)."""
+    nk, ek = CASES["labeled"]
+    current = _fake_modules(drv, nk, ek)
+    graphs = [_molecule(n, seed + s) for s, n in enumerate(sizes)]
+    be = backend.GPUBackend(rtol=1e-10, smem_limit=0, wide=False)
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    current["config"] = be._config(systems, nk, ek)
+    return be, systems, nk, ek
+
+
 def test_fake_backend_skips_tile_sort_when_all_compact(fake_backend) -> None:  # noqa: F811
     """A call whose every pair goes to the compact solver packs the graphs in their own order (no tile
     sort: nothing reads it); with a graph too large for the compact bins the tiles are sorted again.
@@ -488,12 +500,7 @@ def test_fake_backend_call_figures_split_the_host_time(fake_backend) -> None:  #
     import time
 
     drv, backend = fake_backend
-    nk, ek = CASES["labeled"]
-    current = _fake_modules(drv, nk, ek)
-    graphs = [_molecule(n, 70 + s) for s, n in enumerate((7, 80, 90))]
-    be = backend.GPUBackend(rtol=1e-10, smem_limit=0, wide=False)
-    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
-    current["config"] = be._config(systems, nk, ek)
+    be, systems, nk, ek = _global_backend(drv, backend, (7, 80, 90), 70)
     pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
     firsts = []
     for _ in range(2):
@@ -512,12 +519,7 @@ def test_fake_backend_keeps_the_value_plan_of_a_repeated_call(fake_backend) -> N
     search, repeated calls) reuses its per-block plan, the pairs' sizes and costs and the launches' job orders,
     whether the pairs come as the same array or an equal one; other pairs are planned anew, with their own sizes."""
     drv, backend = fake_backend
-    nk, ek = CASES["labeled"]
-    current = _fake_modules(drv, nk, ek)
-    graphs = [_molecule(n, 80 + s) for s, n in enumerate((7, 80, 90))]
-    be = backend.GPUBackend(rtol=1e-10, smem_limit=0, wide=False)
-    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
-    current["config"] = be._config(systems, nk, ek)
+    be, systems, nk, ek = _global_backend(drv, backend, (7, 80, 90), 80)
     pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
     be.solve(systems, systems, pairs, nk, ek)
     first = be._value_kept
@@ -542,12 +544,7 @@ def test_fake_backend_plans_anew_where_the_batch_is_split_otherwise(fake_backend
     (0, 0) of xs = [A, B], ys = [C] is (A, C), of xs = [A], ys = [B, C] it is (A, B). The second call is
     planned with its own sizes and job list, not the kept ones of the first."""
     drv, backend = fake_backend
-    nk, ek = CASES["labeled"]
-    current = _fake_modules(drv, nk, ek)
-    graphs = [_molecule(n, 90 + s) for s, n in enumerate((80, 90, 130))]
-    be = backend.GPUBackend(rtol=1e-10, smem_limit=0, wide=False)
-    a, b, c = (prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs))
-    current["config"] = be._config([a, b, c], nk, ek)
+    be, (a, b, c), nk, ek = _global_backend(drv, backend, (80, 90, 130), 90)
     pairs = np.array([[0, 0]])
     sizes = []
     for xs, ys in (([a, b], [c]), ([a], [b, c])):
