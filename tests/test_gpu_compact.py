@@ -516,26 +516,35 @@ def test_fake_backend_call_figures_split_the_host_time(fake_backend) -> None:  #
 
 def test_fake_backend_keeps_the_value_plan_of_a_repeated_call(fake_backend) -> None:  # noqa: F811
     """A value call that repeats the pairs of the call before on the same batch (the steps of a hyperparameter
-    search, repeated calls) reuses its per-block plan, the pairs' sizes and costs and the launches' job orders,
-    whether the pairs come as the same array or an equal one; other pairs are planned anew, with their own sizes."""
+    search, repeated calls) reuses its compact routing with the launches' job lists, its per-block plan, the pairs'
+    sizes and costs and the per-block launches' job orders, whether the pairs come as the same array or an equal
+    one, and gets the same values (the compact solver's, emulated); other pairs are planned anew, with their own
+    sizes."""
     drv, backend = fake_backend
     be, systems, nk, ek = _global_backend(drv, backend, (7, 80, 90), 80)
+    splits = []
+    split = be.compact_path.split
+    be.compact_path.split = lambda *a: splits.append(1) or split(*a)
     pairs = np.array([(i, j) for i in range(3) for j in range(i, 3)])
-    be.solve(systems, systems, pairs, nk, ek)
+    vals = be.solve(systems, systems, pairs, nk, ek)[0]
     first = be._value_kept
-    plan, orders = first[4], first[8]
+    plan, orders = first.data.plan, first.data.orders
     assert len(orders) == 1 and plan.global_.size == 3  # the three pairs of 80- and 90-node graphs
+    compact_jobs = [jobs for _, wave in first.data.routed[0] for _, jobs in wave]
+    assert splits == [1] and len(compact_jobs) >= 1 and all(j is not None for j in compact_jobs)
+    small = np.flatnonzero((pairs == 0).any(axis=1))  # the 7-node molecule's pairs: the compact solver's
     for again in (pairs, pairs.copy()):
-        be.solve(systems, systems, again, nk, ek)
+        np.testing.assert_array_equal(be.solve(systems, systems, again, nk, ek)[0][small], vals[small])
         assert be._value_kept is first and len(orders) == 1 and next(iter(orders.values()))[0] is not None
+        assert splits == [1] and [j for _, w in first.data.routed[0] for _, j in w] == compact_jobs
     swapped = pairs[::-1].copy()
     be.solve(systems, systems, swapped, nk, ek)
     second = be._value_kept
-    assert second is not first and second[4] is not plan
-    db = second[1]
+    assert second is not first and second.data.plan is not plan
+    db = second.db
     N = db.nt[swapped[:, 0]] * db.nt[swapped[:, 1]] * 64
-    rest = second[3]
-    assert np.array_equal(second[6][rest], N[rest]) and not second[6][np.setdiff1d(np.arange(6), rest)].any()
+    rest = second.data.routed[1]
+    assert np.array_equal(second.data.N[rest], N[rest]) and not second.data.N[np.setdiff1d(np.arange(6), rest)].any()
     assert sorted(rest.tolist()) == sorted(np.flatnonzero((swapped > 0).all(axis=1)).tolist())
 
 
@@ -550,7 +559,7 @@ def test_fake_backend_plans_anew_where_the_batch_is_split_otherwise(fake_backend
     for xs, ys in (([a, b], [c]), ([a], [b, c])):
         be.solve(xs, ys, pairs, nk, ek)
         kept = be._value_kept
-        sizes.append((kept[1], int(kept[6][0])))
+        sizes.append((kept.db, int(kept.data.N[0])))
     (db1, n1), (db2, n2) = sizes
     assert db1 is db2  # one batch of A, B, C
     assert n1 == db1.nt[0] * db1.nt[2] * 64 and n2 == db1.nt[0] * db1.nt[1] * 64 and n1 != n2

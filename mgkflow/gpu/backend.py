@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,13 +29,14 @@ from .core import (
     SORT_EXACT_MAX,
     WIDE_MIN_PRODUCTS,
     DeviceBatch,
+    KeptCall,
     SharedArgs,
     compile_module,
     solver_request,
 )  # fmt: skip
 from .launch import Launcher
 from .pack import HostBatch, pack_host
-from .plan import LaunchPlan
+from .plan import LaunchPlan, waves
 from .primitive_map import PRIMITIVES, DeviceMaps
 from .solvers.compact import KERNEL as COMPACT_KERNEL
 from .solvers.compact import CompactLaunch, CompactPath, compact_request
@@ -46,6 +48,22 @@ from .source import DEFAULT_BLOCK, KernelConfig, kernel_values, make_config
 __all__ = ["GPUBackend", "DEFAULT_RTOL", "compile_module"]
 #: (re-exported from :mod:`mgkflow.gpu.core`)
 __all__ += ["WIDE_MIN_PRODUCTS", "SMALL_PAIR_UNKNOWNS", "SORT_EXACT_MAX", "DEFAULT_MIN_BLOCKS"]
+
+
+@dataclass
+class _ValueCall:
+    """What a value call keeps for its repetition (:meth:`GPUBackend.solve`): the compact solver's routing
+    (:meth:`~mgkflow.gpu.solvers.compact.CompactPath.run_waves`), the per-block plan and scratch budget, the
+    pairs' product sizes and job costs, the per-block launches' job orders by id of the plan's pair selections,
+    and 2 nnz1 nnz2 of each pair for the GFLOP/s figure (None beyond ``SORT_EXACT_MAX`` pairs)."""
+
+    routed: tuple
+    plan: LaunchPlan
+    budget: int
+    N: np.ndarray
+    cost: np.ndarray | None
+    orders: dict
+    products: np.ndarray | None
 
 
 class GPUBackend:
@@ -176,8 +194,8 @@ class GPUBackend:
         self.a_in_shared = bool(a_in_shared)
         self.sort_jobs = bool(sort_jobs)
         self.last_extra: dict = {}
-        #: the per-block plan of the last value call, kept for its repetition (:meth:`_value_plan`)
-        self._value_kept: tuple | None = None
+        #: what the last value call keeps for its repetition (:class:`_ValueCall`)
+        self._value_kept: KeptCall | None = None
         self.limits = device.device_limits()
         self.device_name = self.limits.name
         self.n_sm = self.limits.n_sm
@@ -283,10 +301,18 @@ class GPUBackend:
         g2 = pr[:, 1] + yoff if yoff else pr[:, 1]
         shared = SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
         self.launcher.reserve_jobs(2 * npairs)
+        # a call that repeats the one before (the steps of a hyperparameter search, repeated calls) reuses its
+        # routing, plan and job lists (``yoff``: the same pairs of the same batch split otherwise are other pairs;
+        # the waves the routing went by)
+        key = ("value", config, npairs, yoff, tuple(waves(npairs)))
+        held = self._value_kept
+        repeat = held is not None and held.matches(key, db, pr)
+        kept = held.data if repeat else None
+        self._value_kept = None  # (a failing call leaves nothing kept)
         # rank 0, the compact solver: its launches queued wave by wave (every launch goes into the stream
         # before the first wait: no gaps between them)
-        queued, compact_mods, rest, t_compile = self.compact_path.run_waves(
-            db, g1, g2, config, values, shared, all_compact, call_modules)
+        queued, compact_mods, rest, t_compile, routed = self.compact_path.run_waves(
+            db, g1, g2, config, values, shared, all_compact, call_modules, None if kept is None else kept.routed)
         # ranks 1 and 2: the launch plan of the pairs left sends some wide, the others to per-block launches
         # (last: growing their scratch waits for the kernels queued before, which at the end of the call
         # costs no overlap)
@@ -294,7 +320,10 @@ class GPUBackend:
         solver, _ = call_modules(config, [], per_block=bool(rest.size))
         func = None if solver is None else solver.function(SOLVER_KERNEL)
         t_compile += time.perf_counter() - t0
-        plan, budget = self._value_plan(db, pr, g1, g2, yoff, func, rest, config, shared)
+        if kept is None:
+            kept = self._value_plan(db, g1, g2, func, rest, routed)
+        plan, budget = kept.plan, kept.budget
+        shared.N, shared.cost, shared.orders = kept.N, kept.cost, kept.orders
         if len(plan.wide) < npairs:
             self.wide_path.workspace.clear()  # per-block launches: their scratch comes first
         t0 = time.perf_counter()
@@ -318,8 +347,9 @@ class GPUBackend:
             regs = func.num_regs
         else:  # every pair went to the compact solver
             regs = max((m.function(COMPACT_KERNEL).num_regs for m in compact_mods), default=None)
-        self.last_extra = _call_figures(self, db, g1, g2, iters, dev_seconds, t_compile, t_pack, t_start, launches,
-                                        wide_stats, regs, config)  # fmt: skip
+        self.last_extra = _call_figures(self, kept.products, iters, dev_seconds, t_compile, t_pack, t_start,
+                                        launches, wide_stats, regs, config)  # fmt: skip
+        self._value_kept = held if repeat else KeptCall.of(key, db, pr, kept)
         first = self.launcher.first_launch_at
         # host time before the first kernel (the device idles; the whole call up to the last wait where only the wide
         # path ran, which queues no jobs), and after the device's work (the last wait)
@@ -328,34 +358,28 @@ class GPUBackend:
         return values_out, iters, res, conv
 
     def _value_plan(
-        self, db: DeviceBatch, pairs: np.ndarray, g1: np.ndarray, g2: np.ndarray, yoff: int, func: Any,
-        rest: np.ndarray, config: KernelConfig, shared: SharedArgs,
-    ) -> tuple[LaunchPlan, int]:  # fmt: skip
-        """The per-block launch plan and scratch budget of a value call's pairs ``rest`` (those the compact solver
-        left: :meth:`PerBlockPath.plan_subset`), with their product sizes, job costs and the launches' job orders
-        and lists in ``shared``. Kept while the same pairs of the same batch come back with the same routing and
-        kernel structure (the steps of a hyperparameter search, repeated calls): the host work before the
-        first kernel is then that of the call's arguments only. As the gradient's kept plan, the budget is that
-        of the first call. ``yoff``: where the call's ``ys`` start in the batch (the same pairs of the same batch
-        are other pairs where the batch is split otherwise)."""
-        key = (id(db), config, len(g1), yoff)
-        kept = self._value_kept
-        if (kept is not None and kept[0] == key and kept[1] is db and gradient._same_pairs(kept[2], pairs)
-                and np.array_equal(kept[3], rest)):  # fmt: skip
-            plan, budget, shared.N, shared.cost, shared.orders = kept[4:]
-            return plan, budget
-        self._value_kept = None  # (a failing plan leaves nothing kept)
+        self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: Any, rest: np.ndarray, routed: tuple
+    ) -> _ValueCall:
+        """What a value call keeps for its repetition beside the compact solver's ``routed`` launches: the
+        per-block launch plan and scratch budget of the pairs ``rest`` the compact solver left
+        (:meth:`PerBlockPath.plan_subset`; as the gradient's kept plan, the budget is that of the first call),
+        their product sizes and job costs, the per-block launches' job orders (filled by their first run) and the
+        products per pair of the call's figures."""
         plan, budget = self.per_block_path.plan_subset(db, g1, g2, func, rest)
+        N = np.zeros(0, dtype=np.int64)
+        cost = None
         if rest.size:  # product sizes and job costs of the pairs left to the per-block launches
-            shared.N = np.zeros(len(g1), dtype=np.int64)
-            shared.N[rest] = db.nt[g1[rest]] * db.nt[g2[rest]] * 64
+            N = np.zeros(len(g1), dtype=np.int64)
+            N[rest] = db.nt[g1[rest]] * db.nt[g2[rest]] * 64
             if self.sort_jobs:
-                shared.cost = np.zeros(len(g1))
-                shared.cost[rest] = self.per_block_path.cost(db, g1[rest], g2[rest])
-        shared.orders = {}  # each launch's job order and list, by id of the plan's pair selections
-        self._value_kept = (key, db, gradient._kept_pairs(pairs), rest.copy(), plan, budget, shared.N, shared.cost,
-                            shared.orders)  # fmt: skip
-        return plan, budget
+                cost = np.zeros(len(g1))
+                cost[rest] = self.per_block_path.cost(db, g1[rest], g2[rest])
+        # the GFLOP/s figure's products, counted for calls of up to SORT_EXACT_MAX pairs (beyond, the count
+        # itself would cost host time the device then waits for: none)
+        products = None
+        if len(g1) <= SORT_EXACT_MAX:
+            products = 2.0 * db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2]
+        return _ValueCall(routed, plan, budget, N, cost, {}, products)
 
     # ------------------------------------------------------------------ derivatives, nodal
     def solve_gradient(
@@ -457,18 +481,13 @@ def call_modules(
 
 
 def _call_figures(
-    be: GPUBackend, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, iters: np.ndarray, dev_seconds: float,
-    t_compile: float, t_pack: float, t_start: float, launches: list, wide_stats: list, regs: int | None,
-    config: KernelConfig,
+    be: GPUBackend, products: np.ndarray | None, iters: np.ndarray, dev_seconds: float, t_compile: float,
+    t_pack: float, t_start: float, launches: list, wide_stats: list, regs: int | None, config: KernelConfig,
 ) -> dict:  # fmt: skip
-    """The call's figures (``last_extra``). ``regs``: registers per thread of the per-block solver's
+    """The call's figures (``last_extra``). ``products``: 2 nnz1 nnz2 of each pair (None: not counted, the
+    GFLOP/s figure is then 0); ``regs``: registers per thread of the per-block solver's
     kernel, or of the compact solver's (the most of its launches) when no pair went to the former."""
-    # GFLOP/s of the products, counted for calls of up to SORT_EXACT_MAX pairs (beyond, the count
-    # itself would cost host time the device then waits for: 0)
-    if len(g1) <= SORT_EXACT_MAX:
-        products = 2.0 * float(np.sum(db.nnz_per_graph[g1].astype(np.float64) * db.nnz_per_graph[g2] * iters))
-    else:
-        products = 0.0
+    flops = 0.0 if products is None else float(np.dot(products, iters))
     return {
         "device": be.device_name,
         "device_s": dev_seconds,
@@ -476,7 +495,7 @@ def _call_figures(
         "pack_s": t_pack,
         "pack": be.pack_source,
         "host_s": time.perf_counter() - t_start,
-        "gflops": products / dev_seconds / 1e9 if dev_seconds > 0 else 0.0,
+        "gflops": flops / dev_seconds / 1e9 if dev_seconds > 0 else 0.0,
         "launches": launches,
         "wide": wide_stats,
         "regs": regs,

@@ -41,7 +41,7 @@ from .source import KernelConfig, kernel_source
 __all__ = [
     "DEFAULT_RTOL", "WIDE_MIN_PRODUCTS", "SMALL_PAIR_UNKNOWNS", "SORT_EXACT_MAX", "DEFAULT_MIN_BLOCKS",
     "SMEM_PER_ENTRY", "config_key", "compile_module", "solver_request", "DeviceBatch", "Outputs", "SharedArgs",
-    "alloc_outputs", "alloc_staging", "record", "wait", "job_list",
+    "alloc_outputs", "alloc_staging", "record", "wait", "job_list", "KeptCall",
 ]  # fmt: skip
 
 #: Default relative residual tolerance: K lands within ~1e-8 of float64 at rtol 1e-6
@@ -152,6 +152,41 @@ class DeviceBatch:
                 start += s.n
             self._vector_source = src
         return src
+
+
+@dataclass
+class KeptCall:
+    """Host work of a call kept for its repetition (the steps of a hyperparameter search, repeated calls): valid
+    while the same pairs of the same uploaded batch come back under the same ``key`` (the kernel structure and
+    whatever else the work depends on). ``pairs`` holds the call's pair array itself when it is read-only (the
+    kept Gram pair lists of :func:`mgkflow.evaluation.systems.gram_pairs`), else a copy.
+
+    Examples
+    --------
+    >>> pairs = np.array([[0, 0], [0, 1]])
+    >>> kept = KeptCall.of(("value",), None, pairs, data="plan")
+    >>> kept.matches(("value",), None, pairs.copy()), kept.matches(("value",), None, pairs[::-1])
+    (True, False)
+    """
+
+    key: tuple
+    db: Any
+    pairs: np.ndarray
+    data: Any = None
+
+    @classmethod
+    def of(cls, key: tuple, db: Any, pairs: np.ndarray, data: Any = None) -> KeptCall:
+        """What a call keeps of ``pairs`` (see the class) with its ``data``."""
+        return cls(key, db, pairs if not pairs.flags.writeable else pairs.copy(), data)
+
+    def matches(self, key: tuple, db: Any, pairs: np.ndarray) -> bool:
+        """Whether a call of ``pairs`` on ``db`` under ``key`` repeats the kept one: the same key and batch, and
+        the same read-only array (no other view can change it) or one equal element by element."""
+        if self.key != key or self.db is not db:
+            return False
+        if self.pairs is pairs and not pairs.flags.writeable:
+            return True
+        return self.pairs.shape == pairs.shape and bool(np.array_equal(self.pairs, pairs))
 
 
 def job_list(g1: np.ndarray, g2: np.ndarray) -> np.ndarray:

@@ -41,7 +41,7 @@ import numpy as np
 from ..kernels import BaseKernel, Constant
 from ..system import GraphSystem, stop_vectors
 from . import device, strategies
-from .core import SMEM_PER_ENTRY, SharedArgs, compile_module, record, wait
+from .core import SMEM_PER_ENTRY, KeptCall, SharedArgs, compile_module, record, wait
 from .moves import scatter_rows
 from .solvers.per_block import KERNEL, RESIDENT
 from .source import KPAR, kernel_values
@@ -304,20 +304,6 @@ def _full_smem_classes(
     return out
 
 
-def _kept_pairs(pairs: np.ndarray) -> np.ndarray:
-    """What the plan cache keeps of a call's pair list: the array itself when it is read-only (the
-    kept Gram pair lists of :func:`mgkflow.evaluation.systems.gram_pairs`), else a copy."""
-    return pairs if not pairs.flags.writeable else pairs.copy()
-
-
-def _same_pairs(kept: np.ndarray, pairs: np.ndarray) -> bool:
-    """Whether ``pairs`` are the pairs of the kept plan: the same read-only array (no other view can
-    change it), else equal element by element (a copy was kept)."""
-    if kept is pairs and not pairs.flags.writeable:
-        return True
-    return kept.shape == pairs.shape and bool(np.array_equal(kept, pairs))
-
-
 def _per_pair(
     backend: Any, xs: Sequence[GraphSystem], ys: Sequence[GraphSystem], pairs: np.ndarray, node_kernel: BaseKernel,
     edge_kernel: BaseKernel, kind: str, progress: Callable[[int], Any] | None, assembly: Any = None,
@@ -344,11 +330,11 @@ def _per_pair(
     g2 = pairs[:, 1] + yoff
     # A hyperparameter search asks for the same pairs of the same batch at every step: the plan, the
     # pairs' sizes and costs are kept (``_plan_kept``) and only θ (``mgk_kpar``) and p, q, d change.
-    plan_key = (id(db), kind, config, npairs, yoff)  # (yoff: the batch split otherwise, other pairs)
+    plan_key = (kind, config, npairs, yoff)  # (yoff: the batch split otherwise, other pairs)
     kept = getattr(backend, "_plan_kept", None)
-    repeat = kept is not None and kept[0] == plan_key and kept[1] is db and _same_pairs(kept[2], pairs)
+    repeat = kept is not None and kept.matches(plan_key, db, pairs)
     if repeat:
-        plan, budget, N, cost, orders = kept[3:]
+        plan, budget, N, cost, orders = kept.data
     else:
         # every pair whose one-block scratch fits runs per block (no whole-device "wide" solves); the others
         # are returned for the CPU oracle
@@ -361,7 +347,7 @@ def _per_pair(
         N = db.nt[g1] * db.nt[g2] * 64
         cost = path.cost(db, g1, g2) if backend.sort_jobs else None
         orders = {}  # the launches' job orders, by id of the plan's pair selections (kept with the plan)
-        backend._plan_kept = (plan_key, db, _kept_pairs(pairs), plan, budget, N, cost, orders)
+        backend._plan_kept = KeptCall.of(plan_key, db, pairs, (plan, budget, N, cost, orders))
     keep = assembly is not None and repeat and kind == "gradient" and plan.wide.size == 0
     out = backend.launcher.outputs(npairs, keep=keep)  # the backend's kept device buffers and page-locked staging
     if kind == "gradient":

@@ -491,60 +491,88 @@ class CompactPath:
 
     def run_waves(
         self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, config: KernelConfig, values: np.ndarray,
-        shared: SharedArgs, all_compact: bool, build: Callable[..., tuple],
-    ) -> tuple[list, list[device.Module], np.ndarray, float]:  # fmt: skip
+        shared: SharedArgs, all_compact: bool, build: Callable[..., tuple], kept: tuple | None = None,
+    ) -> tuple[list, list[device.Module], np.ndarray, float, tuple]:  # fmt: skip
         """Route a call's pairs to the compact solver and queue its launches, wave by wave
         (:func:`mgkflow.gpu.plan.waves`): the device starts on the first wave's pairs while the host routes
         the next (routing is a few gathers per pair: ~0.1 s for 3.4M pairs). ``build(config, launches,
         per_block)`` builds the modules of a wave's launches in one round, with the per-block solver's
         beside the first wave's (:func:`mgkflow.gpu.backend.call_modules`). Returns the queued launches,
-        the compact modules used, the indices of the pairs left to the other solvers and the seconds
-        spent building modules."""
+        the compact modules used, the indices of the pairs left to the other solvers, the seconds
+        spent building modules and the routing (by wave, each launch with its job order and list, and the pairs
+        left) for the call's repetition: given back as ``kept``, it is queued as it was, without routing or
+        sorting again."""
         npairs = len(g1)
-        queued, compact_mods, rest_parts, t_compile = [], [], [], 0.0
-        for lo, hi in waves(npairs) if self.on(config) else [(0, npairs)]:
-            wave, rest_w = self.split(db, g1[lo:hi], g2[lo:hi], config)
-            if lo:
-                wave = [CompactLaunch(cl.pairs + lo, cl.block, cl.smem) for cl in wave]
-            t0 = time.perf_counter()  # (the per-block module, likely needed, compiles beside the first bins)
-            _, mods = build(config, wave, per_block=not lo and not all_compact)
-            t_compile += time.perf_counter() - t0
-            for cl, mod in zip(wave, mods, strict=True):
-                queued.append(self.run(cl, mod, values, g1, g2, shared))
-            compact_mods += mods
-            rest_parts.append(rest_w + lo if lo else rest_w)
-        rest = np.concatenate(rest_parts) if len(rest_parts) > 1 else rest_parts[0]
-        return queued, compact_mods, rest, t_compile
+        queued, compact_mods, t_compile = [], [], 0.0
+        if kept is None:
+            routed, rest_parts = [], []
+            for lo, hi in waves(npairs) if self.on(config) else [(0, npairs)]:
+                wave, rest_w = self.split(db, g1[lo:hi], g2[lo:hi], config)
+                if lo:
+                    wave = [CompactLaunch(cl.pairs + lo, cl.block, cl.smem) for cl in wave]
+                routed.append((lo, [(cl, None) for cl in wave]))
+                rest_parts.append(rest_w + lo if lo else rest_w)
+                t_compile += self._queue_wave(routed[-1], config, values, g1, g2, shared, all_compact, build,
+                                              queued, compact_mods)  # fmt: skip
+            rest = np.concatenate(rest_parts) if len(rest_parts) > 1 else rest_parts[0]
+            kept = (routed, rest)
+        else:
+            for wave in kept[0]:
+                t_compile += self._queue_wave(wave, config, values, g1, g2, shared, all_compact, build, queued,
+                                              compact_mods)  # fmt: skip
+        return queued, compact_mods, kept[1], t_compile, kept
+
+    def _queue_wave(
+        self, wave: tuple, config: KernelConfig, values: np.ndarray, g1: np.ndarray, g2: np.ndarray,
+        shared: SharedArgs, all_compact: bool, build: Callable[..., tuple], queued: list, compact_mods: list,
+    ) -> float:  # fmt: skip
+        """Build the modules of one routed wave ``(lo, [(launch, (order, jobs) or None), ...])`` and queue its
+        launches (into ``queued``, their modules into ``compact_mods``); a launch's job order and list, made by
+        its first run, are put into the wave for the next. Returns the seconds spent building modules."""
+        lo, launches = wave
+        t0 = time.perf_counter()  # (the per-block module, likely needed, compiles beside the first bins)
+        _, mods = build(config, [cl for cl, _ in launches], per_block=not lo and not all_compact)
+        t_build = time.perf_counter() - t0
+        for k, ((cl, jobs), mod) in enumerate(zip(launches, mods, strict=True)):
+            events, info, jobs = self.run(cl, mod, values, g1, g2, shared, jobs)
+            launches[k] = (cl, jobs)
+            queued.append((events, info))
+        compact_mods += mods
+        return t_build
 
     def run(
         self, cl: CompactLaunch, mod: device.Module, values: np.ndarray, g1: np.ndarray, g2: np.ndarray,
-        shared: SharedArgs,
-    ) -> tuple[tuple[Any, Any], dict]:  # fmt: skip
+        shared: SharedArgs, jobs: tuple | None = None,
+    ) -> tuple[tuple[Any, Any], dict, tuple]:  # fmt: skip
         """Queue one persistent-grid launch of the compact solver (``mgk_compact.cu``, compiled for ``cl.block``
         threads in ``mod``: :func:`compact_request`) over the pairs of ``cl``: largest first up to
         ``SORT_EXACT_MAX`` pairs; beyond, in the call's order (the tail of a launch of that many small pairs
-        balances whatever their order). Its (start, stop) events and figures."""
+        balances whatever their order). Its (start, stop) events, figures and (job order, job list): ``jobs``,
+        those of a call it repeats, are used as they are."""
         be, launcher = self.be, self.be.launcher
         blk = cl.block
         mod.set_constant(KPAR, values)
         fn = mod.function(KERNEL)
-        order = cl.pairs
-        a, b = g1[order], g2[order]
-        if be.sort_jobs and order.size <= SORT_EXACT_MAX:
-            # cost n1 n2 * 4 + nnz1 nnz2, descending, as a 16-bit key: numpy's stable sort of 16-bit keys is a
-            # radix sort (0.5 ms for 65,536 pairs against 4 ms for int64 keys; the larger costs, rare, tie)
-            cost = job_order_key(shared.db.batch.n_nodes.astype(np.int64), shared.db.nnz_per_graph, a, b)
-            by = np.argsort(np.uint16(0xFFFF) - cost, kind="stable")
-            order, a, b = order[by], a[by], b[by]
+        if jobs is None:
+            order = cl.pairs
+            a, b = g1[order], g2[order]
+            if be.sort_jobs and order.size <= SORT_EXACT_MAX:
+                # cost n1 n2 * 4 + nnz1 nnz2, descending, as a 16-bit key: numpy's stable sort of 16-bit keys is a
+                # radix sort (0.5 ms for 65,536 pairs against 4 ms for int64 keys; the larger costs, rare, tie)
+                cost = job_order_key(shared.db.batch.n_nodes.astype(np.int64), shared.db.nnz_per_graph, a, b)
+                by = np.argsort(np.uint16(0xFFFF) - cost, kind="stable")
+                order, a, b = order[by], a[by], b[by]
+            jobs = (order, job_list(a, b))
+        order = jobs[0]
         smem = cl.smem
         bps = launcher.blocks_per_sm(fn, blk, smem)
         grid = max(1, min(len(order), bps * be.n_sm))
         args = {k: v for k, v in shared.args.items() if k in COMPACT_SHARED}
         args["dord"], args["dcls"] = shared.db.arrays["dord"], shared.db.arrays["dcls"]  # thread-slot order
-        events = launcher.launch_jobs(fn, order, job_list(a, b), grid, blk, smem, shared.out, args)
+        events = launcher.launch_jobs(fn, order, jobs[1], grid, blk, smem, shared.out, args)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
                 "shared": True, "kernel": KERNEL}  # fmt: skip
-        return events, info
+        return events, info, jobs
 
 
 class CompactSolver(Solver):
