@@ -321,7 +321,7 @@ class GPUBackend:
         func = None if solver is None else solver.function(SOLVER_KERNEL)
         t_compile += time.perf_counter() - t0
         if kept is None:
-            kept = self._value_plan(db, g1, g2, func, rest, routed)
+            kept = self._value_call(db, g1, g2, func, rest, routed)
         plan, budget = kept.plan, kept.budget
         shared.N, shared.cost, shared.orders = kept.N, kept.cost, kept.orders
         if len(plan.wide) < npairs:
@@ -357,7 +357,7 @@ class GPUBackend:
         self.last_extra["tail_s"] = time.perf_counter() - t_waited
         return values_out, iters, res, conv
 
-    def _value_plan(
+    def _value_call(
         self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: Any, rest: np.ndarray, routed: tuple
     ) -> _ValueCall:
         """What a value call keeps for its repetition beside the compact solver's ``routed`` launches: the
