@@ -487,7 +487,9 @@ def _call_figures(
     """The call's figures (``last_extra``). ``products``: 2 nnz1 nnz2 of each pair (None: not counted, the
     GFLOP/s figure is then 0); ``regs``: registers per thread of the per-block solver's
     kernel, or of the compact solver's (the most of its launches) when no pair went to the former."""
-    flops = 0.0 if products is None else float(np.dot(products, iters))
+    # (an elementwise sum, not np.dot: a BLAS call here woke the BLAS library's threads, whose spinning slowed
+    # the numba passes after it, the result scatter and the Gram assembly, 40-fold on the H100 host: S33-A, -B)
+    flops = 0.0 if products is None else float(np.sum(products * iters))
     return {
         "device": be.device_name,
         "device_s": dev_seconds,
