@@ -78,9 +78,10 @@ class CompactModule(device.Module):
                 assert np.array_equal(mod.kpar.view(np.float32), kernel_values(mod.nk, mod.ek)), "values not set"
                 kw = {}
                 for p, v in zip(params, args, strict=True):
-                    if p.kind == "P":
-                        assert isinstance(v, FakeAlloc), p
-                        kw[p.name] = v.buf[: v.nbytes].view(p.dtype)
+                    if p.kind == "P":  # an allocation, or a pointer into one (results kept on the device)
+                        assert isinstance(v, FakeAlloc | np.uintp), p
+                        kw[p.name] = v.buf[: v.nbytes].view(p.dtype) if isinstance(v, FakeAlloc) else FakeAlloc.at(
+                            v, p.dtype)
                     else:
                         assert type(v) is p.dtype.type, (p, type(v))
                         kw[p.name] = v.item()
@@ -563,6 +564,66 @@ def test_fake_backend_plans_anew_where_the_batch_is_split_otherwise(fake_backend
     (db1, n1), (db2, n2) = sizes
     assert db1 is db2  # one batch of A, B, C
     assert n1 == db1.nt[0] * db1.nt[2] * 64 and n2 == db1.nt[0] * db1.nt[1] * 64 and n1 != n2
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_fake_value_gram_assembled_on_the_device(fake_backend, normalize: bool) -> None:  # noqa: F811
+    """A value Gram call that repeats the call before (a θ loop's steps) keeps its results on the (fake) device
+    and assembles K there (``mgk_assemble.cu`` without derivative columns, emulated): bit for bit the host
+    assembly of a fresh backend at the same hyperparameters; the first call assembles on the host."""
+    from test_gpu_gradient import _AssembleModule
+
+    from mgkflow.mgk import MarginalizedGraphKernel
+
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = CASES["labeled"]
+    graphs = [_molecule(n, 110 + s) for s, n in enumerate((7, 9, 12, 15, 11))]
+    current: dict = {}
+    made: list = []  # the compact modules (kept between calls: each takes the current node kernel)
+
+    def factory(src: str) -> Any:
+        if "gram_assemble" in src:
+            return _AssembleModule(src)
+        if compact.KERNEL in src:
+            made.append(CompactModule(src, current["nk"], current["ek"], current["config"], []))
+            return made[-1]
+        return BlockStub(src, [])
+
+    def node_kernel(h: float) -> KroneckerDelta:
+        current["nk"] = KroneckerDelta(h, "label")
+        for m in made:
+            m.nk = current["nk"]
+        return current["nk"]
+
+    sys.modules["pycuda.compiler"].factory = factory
+
+    def kernel(be: Any, h: float) -> MarginalizedGraphKernel:
+        kn = KroneckerDelta(h, "label")
+        kern = MarginalizedGraphKernel(kn, ek, q=0.05, normalize=normalize)
+        kern._backend_obj = be
+        systems = [prepare_graph(g, k, kn, ek, q=0.05) for k, g in enumerate(graphs)]
+        current.update(nk=kn, ek=ek, config=be._config(systems, kn, ek))
+        return kern
+
+    be = backend.GPUBackend(rtol=1e-10)
+    kg = kernel(be, 0.5)
+    first = kg(graphs)
+    assert "assembly_s" not in kg.last_stats.extra and np.isfinite(first).all()
+    for h in (0.5, 0.3):
+        kg.node_kernel = node_kernel(h)  # the same kernel object: its systems are kept
+        _AssembleModule.log.clear()
+        K = kg(graphs)
+        assert _AssembleModule.log == ["gram_diagonal", "gram_assemble"] and "assembly_s" in kg.last_stats.extra
+        ref = kernel(backend.GPUBackend(rtol=1e-10), h)
+        node_kernel(h)
+        K0 = ref(graphs)
+        assert "assembly_s" not in ref.last_stats.extra
+        np.testing.assert_array_equal(K, K0)
+        np.testing.assert_array_equal(kg.last_stats.iterations, ref.last_stats.iterations)
+        assert kg.last_stats.converged.all()
+    kg.node_kernel = node_kernel(0.5)
+    np.testing.assert_array_equal(kg(graphs), first)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")

@@ -109,6 +109,18 @@ def _gram(
             return _assembled(kern, xs, pairs, assembled, normalize, free, log_values, t0)
         vals, grads, its, res, conv = solved
         vals, grads = np.asarray(vals, dtype=np.float64), np.asarray(grads, dtype=np.float64)
+    elif not gradient and _device_assembly(kern, xs, pairs, normalize, "gram_values"):
+        assembled, solved = get_backend(kern).gram_values(xs, pairs, kern.node_kernel, kern.edge_kernel, normalize)
+        if assembled is not None and not assembled[6][1]:  # (a non-finite value: the host path names its pair)
+            K, _, I, R, C, kd, _ = assembled
+            if normalize:
+                check_diagonal(kern, kd, xs, "X")
+            record(kern, K.shape, len(pairs), I, R, C, t0)
+            return K, None, C, R
+        if solved is None:
+            solved = get_backend(kern).solve(xs, xs, pairs, kern.node_kernel, kern.edge_kernel)
+        vals, its, res, conv = solved
+        vals, grads = np.asarray(vals, dtype=np.float64), None
     else:
         vals, grads, its, res, conv = solve(kern, xs, xs, pairs, gradient=gradient, raw=not normalize)
     if grads is not None:
@@ -122,11 +134,14 @@ def _gram(
     return K, None, C, R
 
 
-def _device_assembly(kern: KernelSpec, xs: list[GraphSystem], pairs: np.ndarray, normalize: bool) -> bool:
-    """Whether the backend may assemble a gradient Gram call itself (``gram_gradient``): it offers to, and
-    the backend's pair results need none of :func:`~mgkflow.evaluation.solve.solve`'s corrections (no
-    lmin = 1 term, no start-probability scale) and no progress bar."""
-    if getattr(get_backend(kern), "gram_gradient", None) is None or kern.lmin == 1 or kern.progress:
+def _device_assembly(
+    kern: KernelSpec, xs: list[GraphSystem], pairs: np.ndarray, normalize: bool, method: str = "gram_gradient"
+) -> bool:
+    """Whether the backend may assemble a Gram call itself (``method``: ``gram_gradient``, or ``gram_values`` for
+    a value call): it offers to, and the backend's pair results need none of
+    :func:`~mgkflow.evaluation.solve.solve`'s corrections (no lmin = 1 term, no start-probability scale) and no
+    progress bar."""
+    if getattr(get_backend(kern), method, None) is None or kern.lmin == 1 or kern.progress:
         return False
     scale, ex = p_factor(kern, xs, xs, pairs, not normalize)
     return scale == 1.0 and ex is None

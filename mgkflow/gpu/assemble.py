@@ -133,13 +133,18 @@ class GramAssembly:
     ) -> None:
         self.backend, self.n, self.pairs, self.normalize = backend, int(n), pairs, bool(normalize)
         self.h_out = int(len(cols))
-        pad = max(self.h_out, 1) - self.h_out  # (no empty allocation where no column is free)
-        self.cols = device.upload(np.concatenate([np.asarray(cols, dtype=np.int32), np.zeros(pad, np.int32)]))
-        self.scale = device.upload(np.concatenate([np.asarray(scale, dtype=np.float64), np.zeros(pad)]))
-        self.mod = module()
-        self.dev = self._buffers()
+        self._cols, self._scale = cols, scale
         self.host: tuple | None = None
         self.seconds = 0.0
+
+    def _device(self) -> None:
+        """The module, the device's columns and factors and the output buffers: made when the assembly is
+        queued (a call that does not queue it, its solver's first, compiles and allocates nothing)."""
+        pad = max(self.h_out, 1) - self.h_out  # (no empty allocation where no column is free)
+        self.cols = device.upload(np.concatenate([np.asarray(self._cols, dtype=np.int32), np.zeros(pad, np.int32)]))
+        self.scale = device.upload(np.concatenate([np.asarray(self._scale, dtype=np.float64), np.zeros(pad)]))
+        self.mod = module()
+        self.dev = self._buffers()
 
     def _buffers(self) -> dict:
         """The device arrays of an n-graph, h_out-column assembly, kept by the backend between calls."""
@@ -178,6 +183,7 @@ class GramAssembly:
         its launches' job orders in ``out.slots``) and the copies of the finished arrays into page-locked
         host arrays; ``out.done`` is the event behind them."""
         cuda = device.driver()
+        self._device()
         n, h, d = self.n, self.h_out, self.dev
         slot_i, slot_j, dslot = self._slots(out.slots, kept)
         k, it, res, conv, _ = out._buffers()

@@ -261,7 +261,8 @@ class GPUBackend:
         node_kernel: BaseKernel,
         edge_kernel: BaseKernel,
         progress: Callable[[int], Any] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        assembly: Any = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """Solve ``pairs`` [(i, j), ...] between ``xs[i]`` and ``ys[j]`` on the GPU.
 
         Steps: configuration (structure only) -> pack and upload (cached while the same graphs
@@ -271,6 +272,10 @@ class GPUBackend:
         launch plan and per-block launches -> wide pairs.
         The kernels' values travel in ``mgk_kpar`` (no recompilation).
 
+        ``assembly`` (:meth:`gram_values`' :class:`~mgkflow.gpu.assemble.GramAssembly`): a call that repeats the
+        call before (its kept routing and plan) and sends no pair wide keeps its results on the device, the
+        assembly queued behind its launches, and returns None.
+
         Returns
         -------
         values, iterations, residuals, converged : ndarrays aligned with ``pairs``
@@ -278,10 +283,9 @@ class GPUBackend:
         t_start = time.perf_counter()
         self.launcher.first_launch_at = None
         npairs = len(pairs)
-        out = self.launcher.outputs(npairs)
         if npairs == 0:
             self.last_extra = {}
-            return out.result()
+            return self.launcher.outputs(0).result()
         same = xs is ys
         systems = xs if same else [*xs, *ys]  # (a Restopped xs stays one: its systems are not made)
         yoff = 0 if same else len(xs)
@@ -299,8 +303,6 @@ class GPUBackend:
         pr = pr.reshape(-1, 2)
         g1 = pr[:, 0]  # views: a copy of 3.4M pairs' columns took 30 ms before the first launch
         g2 = pr[:, 1] + yoff if yoff else pr[:, 1]
-        shared = SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
-        self.launcher.reserve_jobs(2 * npairs)
         # a call that repeats the one before (the steps of a hyperparameter search, repeated calls) reuses its
         # routing, plan and job lists (``yoff``: the same pairs of the same batch split otherwise are other pairs;
         # the waves the routing went by)
@@ -309,6 +311,10 @@ class GPUBackend:
         repeat = held is not None and held.matches(key, db, pr)
         kept = held.data if repeat else None
         self._value_kept = None  # (a failing call leaves nothing kept)
+        keep = assembly is not None and kept is not None and kept.plan.wide.size == 0
+        out = self.launcher.outputs(npairs, keep=keep)
+        shared = SharedArgs(db, strategies.get(config.xmv).args(db, prim_map), out, self.rtol, self.max_iter)
+        self.launcher.reserve_jobs(2 * npairs)
         # rank 0, the compact solver: its launches queued wave by wave (every launch goes into the stream
         # before the first wait: no gaps between them)
         queued, compact_mods, rest, t_compile, routed = self.compact_path.run_waves(
@@ -331,6 +337,8 @@ class GPUBackend:
         t_compile += time.perf_counter() - t0
         for sel, use_smem, fn, blk in classes:
             queued.append(self.per_block_path.run_class(sel, use_smem, fn, blk, g1, g2, db, shared, budget, pairs))
+        if keep:  # K, iterations, residuals and flags written on the device behind the launches (no derivatives)
+            assembly.queue(out, out.d_k, 0, self.launcher.stream, kept.orders)
         self.launcher.complete(out, queued)
         launches = []
         dev_seconds = 0.0
@@ -343,6 +351,8 @@ class GPUBackend:
         dev_seconds += secs
         t_waited = time.perf_counter()
         values_out, iters, res, conv = out.result()
+        if keep:  # the iterations of the figures, from the assembled matrix
+            iters = assembly.result()[2][pr[:, 0], pr[:, 1] + yoff]
         if func is not None:
             regs = func.num_regs
         else:  # every pair went to the compact solver
@@ -355,7 +365,7 @@ class GPUBackend:
         # path ran, which queues no jobs), and after the device's work (the last wait)
         self.last_extra["prelaunch_s"] = (first if first is not None else t_waited) - t_start
         self.last_extra["tail_s"] = time.perf_counter() - t_waited
-        return values_out, iters, res, conv
+        return None if keep else (values_out, iters, res, conv)
 
     def _value_call(
         self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, func: Any, rest: np.ndarray, routed: tuple
@@ -410,6 +420,29 @@ class GPUBackend:
         """A gradient Gram call, K and dK assembled on the device where it can be (see
         :func:`mgkflow.gpu.gradient.gram_gradient` and :mod:`mgkflow.gpu.assemble`)."""
         return gradient.gram_gradient(self, xs, pairs, node_kernel, edge_kernel, wrt_q, cols, scale, normalize)
+
+    def gram_values(
+        self, xs: Sequence[GraphSystem], pairs: np.ndarray, node_kernel: BaseKernel, edge_kernel: BaseKernel,
+        normalize: bool,
+    ) -> tuple[tuple | None, tuple | None]:  # fmt: skip
+        """A value Gram call over ``pairs`` (the upper triangle of ``xs``, self pairs included), K assembled on
+        the device where it can be (:mod:`mgkflow.gpu.assemble`, no derivative columns): a call that repeats
+        the call before (a θ loop's steps, repeated calls; :meth:`solve` keeps its routing and plan) and sends
+        no pair wide. Returns (assembled, solved) as :meth:`gram_gradient` does, assembled = (K, an empty dK,
+        iterations, residuals, flags, K(G, G), counts of non-finite derivatives and values)."""
+        from .assemble import MAX_BYTES, GramAssembly, output_bytes
+
+        if output_bytes(len(xs), 0) > MAX_BYTES:
+            return None, self.solve(xs, xs, pairs, node_kernel, edge_kernel)
+        none = np.zeros(0)
+        asm = GramAssembly(self, len(xs), pairs, none.astype(np.int64), none, normalize)
+        solved = self.solve(xs, xs, pairs, node_kernel, edge_kernel, assembly=asm)
+        if solved is not None:
+            return None, solved
+        assembled = asm.result()
+        self.last_extra["assembly_s"] = asm.seconds
+        self.last_extra["device_s"] = self.last_extra.get("device_s", 0.0) + asm.seconds
+        return assembled, None
 
     def solve_nodal(
         self,
