@@ -28,10 +28,11 @@
 //
 // RESIDENT (value-only builds; use_smem 3): the search direction P, the residual R and a = M p live in
 // shared memory and no solution vector is kept: K = p^T x with x = sum_k alpha_k p_k is accumulated as
-// sum_k alpha_k (w^T p_k), w_u = p_i p'_i2, w^T p reduced with p^T a. Only DG and DI stay in global
-// memory (read only: a launch's working set stays in L2). Pairs of up to ~11,000 product unknowns
+// sum_k alpha_k (w^T p_k), w_u = p_i p'_i2, w^T p summed by the direction update (over P as stored) and
+// reduced with the XMV's p^T a. Only DG, DI and W stay in global memory (read only: a launch's working set
+// stays in L2). Pairs of up to ~11,000 product unknowns
 // (96-node graphs: 9,216) fit one SM this way; the launch then runs one 1,024-thread block per SM. The
-// block's warps take contiguous ranges of half tile pairs of about equal cost (XMV_PASS_W); row-pair XMV only.
+// block's warps take contiguous ranges of half tile pairs of about equal cost (XMV_PASS_HALVES); row-pair XMV only.
 // RESIDENT with GRADIENT: the joint PCG of x and the adjoint y with both search directions (float2), both
 // products A, AY and both residuals (float32) in shared memory, 24 bytes an unknown; X, XY, DG and DI in global
 // memory (4 vectors a pair: a launch's stay in L2); then dK/dh (pairs over half an SM's shared memory:
@@ -52,6 +53,7 @@
 #define GRADIENT ${GRADIENT}
 #define NODAL ${NODAL}
 #define RESIDENT ${RESIDENT}
+#define F32_SUMS ${F32_SUMS}
 // a work unit's fixed cost per output in products (the schedule's estimate: addressing, the diagonal, the store)
 #define UNIT_OVERHEAD 4
 ${DEFINES}
@@ -68,6 +70,11 @@ typedef float r_t;
 typedef double r_t;
 #endif
 typedef ${W_TYPE} w_t;
+#if F32_SUMS
+typedef float p_t;
+#else
+typedef double p_t;
+#endif
 // coefficient A_ij A'_i'j' ke of one product, in double
 #define COEF(w1, w2, ke) ${COEF}
 
@@ -259,14 +266,6 @@ ${XMV_FRAGMENT}
     }                                                                                                  \
     }
 
-// XMV_PASS of a resident launch (XMV_PASS_HALVES); it also adds the lane's share of w^T P (w_u = p_i p'_i2,
-// zero on padding) to WACC.
-#define XMV_PASS_W(A_OUT, ACC, WACC)                                                                   \
-    XMV_PASS_HALVES(A_OUT, ACC,                                                                        \
-        const double* const p1_ = pvec + h1.node_off + I * 8;                                          \
-        const double* const p2_ = pvec + h2.node_off + I2 * 8;                                         \
-        WACC += p1_[oa >> 3] * p2_[oa & 7] * pa_ + p1_[ob >> 3] * p2_[ob & 7] * pb_;,                  \
-        WACC += pvec[h1.node_off + I * 8 + (o_ >> 3)] * pvec[h2.node_off + I2 * 8 + (o_ & 7)] * p_;)
 
 // The joint PCG's two search directions at entry i (doubles): P and PY, or in resident builds one float2 array P
 // (P[i] = (p_i, py_i): one 8-byte shared load a product for both in the XMV, xmv_row_pair.cuh)
@@ -386,6 +385,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     // joint PCG): the solutions X and XY after DI, and P (float2: p, py), A, AY, R, RY (r_t) in shared memory
     double* const DG = blk;
     double* const DI = DG + n_max;
+#if !GRADIENT
+    double* const W = DI + n_max;  // w_u = p_i p'_i2 (zero on padding): w^T p summed in the direction update
+#endif
 #if GRADIENT
     double* const X = DI + n_max;
     double* const XY = X + n_max;
@@ -395,8 +397,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     r_t* const R = (r_t*)(AY + n_max);
     r_t* const RY = R + n_max;
 #else
-    double* const P = smem;
-    double* const R = P + n_max;
+    p_t* const P = (p_t*)smem;  // F32_SUMS: a float32 search direction in its float64 slot
+    double* const R = smem + n_max;
     a_t* const A = (a_t*)(R + n_max);
 #endif
 #else
@@ -451,7 +453,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         const int n_tp = h1.nt * nt2;
         const long long N = (long long)n_tp * 64;
 #if UNIT_HALVES
-        SCHEDULE_RANGES(2 * n_tp, XMV_HALF_COST)  // half tile pairs (XMV_PASS_W, XMV_PASS_HALVES)
+        SCHEDULE_RANGES(2 * n_tp, XMV_HALF_COST)  // half tile pairs (XMV_PASS_HALVES)
 #else
         if (XMV_RR) {  // round robin (XMV_PASS)
             if (tid < NWARP) s_start[tid] = tid;
@@ -718,6 +720,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 #else
         // ---------------------------------------------------------------- init
         double rz = 0.0, bb = 0.0;
+#if RESIDENT
+        double wp = 0.0;  // this thread's share of w^T p of the current direction (as stored)
+#endif
         for (long long idx = tid; idx < N; idx += BLOCK) {
             double dg, b;
             system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
@@ -730,6 +735,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
 #endif
             R[idx] = b;
             P[idx] = z;
+#if RESIDENT
+            {
+                const int tp_ = (int)(idx >> 6), e_ = (int)(idx & 63);
+                const int I_ = tp_ / nt2, I2_ = tp_ - I_ * nt2;
+                const int i_ = I_ * 8 + (e_ >> 3), i2_ = I2_ * 8 + (e_ & 7);
+                const double w_ = (i_ < h1.n && i2_ < h2.n) ? pvec[h1.node_off + i_] * pvec[h2.node_off + i2_] : 0.0;
+                W[idx] = w_;
+                wp += w_ * (double)P[idx];
+            }
+#endif
             rz += b * z;
             bb += b * b;
         }
@@ -746,16 +761,15 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         // ---------------------------------------------------------------- PCG
         while (!conv && it < max_iter) {
             // XMV: y = (A∘E) p on the fly, a = DG p - y, pa = p.a
-            double pa = 0.0, wp = 0.0;  // wp: w^T p (RESIDENT)
+            double pa = 0.0;
+#if !RESIDENT
+            double wp = 0.0;  // unused
+#endif
             {
                 XMV_LANE_SETUP
-#if RESIDENT
-                XMV_PASS_W(A, pa, wp)
-#else
                 XMV_PASS(A, pa)
-#endif
             }
-            block_sum2(pa, wp, red);
+            block_sum2(pa, wp, red);  // and w^T p (RESIDENT: summed by the direction update)
             if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
                 broke = true;
                 break;
@@ -788,7 +802,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             }
             const double beta = rz_new / rz;
             rz = rz_new;
+#if RESIDENT
+            wp = 0.0;
+            for (long long idx = tid; idx < N; idx += BLOCK) {
+                const p_t p_ = (p_t)(R[idx] * DI[idx] + beta * P[idx]);
+                P[idx] = p_;
+                wp += W[idx] * (double)p_;
+            }
+#else
             for (long long idx = tid; idx < N; idx += BLOCK) P[idx] = R[idx] * DI[idx] + beta * P[idx];
+#endif
             __syncthreads();
         }
         // ---------------------------------------------------------------- K = p^T x

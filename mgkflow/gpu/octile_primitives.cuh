@@ -242,3 +242,31 @@ __device__ __forceinline__ double row_pair(
 #endif
     return acc;
 }
+
+// row_pair over a float32 search direction (F32_SUMS builds: resident pairs whose edge kernel is a
+// SquareExponential): each G1 nonzero's products summed in float32 (one FFMA a product, no float64
+// conversion), the row's sum added to the float64 total. The products' coefficients are float32 already.
+__device__ __forceinline__ double row_pair(
+    const int a0, const int a1, const int b0, const int b1,
+    const float* __restrict__ P, const int nt2,
+    const int* __restrict__ coff,
+    const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride)
+{
+    double acc = 0.0;
+    for (int ka = a0; ka < a1; ++ka) {
+        const int ca = coff[ka];
+        const float* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+        const w_t w1 = LOAD_W(weight, ka);
+        LOAD_E1(ka);
+        float s = 0.0f;
+#pragma unroll 2
+        for (int kb = b0; kb < b1; ++kb) {
+            const int cb_ = coff[kb];
+            const w_t w2 = LOAD_W(weight, kb);
+            LOAD_E2(kb);
+            s = fmaf((float)(w2) * (EDGE_KERNEL_EXPR), Pr[cb_], s);
+        }
+        acc += (double)((float)(w1) * s);
+    }
+    return acc;
+}

@@ -379,5 +379,6 @@ def kernel_source(config: KernelConfig) -> str:
         ROW_ILP=str(config.row_ilp),
         P_SMEM="1" if config.p_smem else "0",
         RESIDENT="1" if config.resident else "0",
+        F32_SUMS="1" if config.resident and config.se_edge and not config.weight_double else "0",
         **common_placeholders(config),
     )

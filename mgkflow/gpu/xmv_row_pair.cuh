@@ -117,7 +117,24 @@ __device__ __forceinline__ void row_pair2(
         const p2_t* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
         const w_t w1 = LOAD_W(weight, ka);
         LOAD_E1(ka);
+#if F32_SUMS
+        // each G1 nonzero's products summed in float32 against both directions (float2), added in float64
+        float s_ = 0.0f, s2_ = 0.0f;
+#pragma unroll 2
+        for (int kb = b0; kb < b1; ++kb) {
+            const int cb_ = coff[kb];
+            const w_t w2 = LOAD_W(weight, kb);
+            LOAD_E2(kb);
+            const float c_ = (float)(w2) * (EDGE_KERNEL_EXPR);
+            const float2 t_ = Pr[cb_];
+            s_ = fmaf(c_, t_.x, s_);
+            s2_ = fmaf(c_, t_.y, s2_);
+        }
+        acc += (double)((float)(w1) * s_);
+        acc2 += (double)((float)(w1) * s2_);
+#else
         for (int kb = b0; kb < b1; ++kb) ROW_PRODUCT2(acc, acc2, kb)
+#endif
     }
 }
 

@@ -226,7 +226,8 @@ class PerBlockPath:
         if use_smem == RESIDENT:  # P, R, A in shared memory, DG and DI (a gradient's X, XY too) in global memory
             entry = resident_entry_bytes(a_bytes, gradient=extra is not None and extra.smem_vectors == 2)
             smem = (int(n_max * entry) + 15) // 16 * 16
-            per_block, mode = 2 * n_max, RESIDENT
+            # DG and DI; a value solve's W too (w^T p summed in the direction update)
+            per_block, mode = (2 if extra is not None else 3) * n_max, RESIDENT
             if extra is not None:
                 per_block += extra.extra_doubles(n_max)
         else:
