@@ -21,6 +21,10 @@ SPILL_ALLOWANCE = {"sum-node": 8}
 #: The same for the 1,024 x 1 build of pairs with every vector in global memory (session 30): nvcc 13.0 spills 8
 #: bytes in the products configuration (two SquareExponentials; 0 at 512 x 2), none elsewhere.
 SPILL_ALLOWANCE_1024 = {"products": 8}
+# the resident value builds of one 1,024-thread block per SM: since w^T p is summed in the direction update (session
+# 33) ptxas keeps a 64-bit address from the kernel's start in local memory, loaded once per entry of the residual
+# update (SASS of the unit-weight labeled build, S33-B: two stores before the job loop, two loads per PCG step)
+RESIDENT_1024_SPILL_LIMIT = 12
 #: Spill stores (bytes) tolerated in mgk_solve of the gradient configurations (the joint PCG of x and the
 #: adjoint at the 64-register bound; 8-24 measured with nvcc 13.0, 36 in the products configuration, whose
 #: two SquareExponential kernels' exponentials became one MUFU.EX2 each, mgk_ex2, in session 30).
@@ -163,6 +167,8 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
                 spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
                 name = path.name.split("-rows-")[0]  # (name-rows-resident-...: same)
                 allowed = (SPILL_ALLOWANCE_1024 if "-rows-1024x1-0" in path.name else SPILL_ALLOWANCE).get(name, 0)
+                if "-rows-resident-1024x1" in path.name:
+                    allowed = max(allowed, RESIDENT_1024_SPILL_LIMIT)
                 assert spills and max(spills) <= allowed, f"{path.name}:\n{proc.stderr}"
 
 

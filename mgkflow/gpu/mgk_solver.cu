@@ -33,6 +33,13 @@
 // stays in L2). Pairs of up to ~11,000 product unknowns
 // (96-node graphs: 9,216) fit one SM this way; the launch then runs one 1,024-thread block per SM. The
 // block's warps take contiguous ranges of half tile pairs of about equal cost (XMV_PASS_HALVES); row-pair XMV only.
+// F32_SUMS (resident builds whose edge kernel is one SquareExponential and whose weights are stored as float32;
+// mgkflow.gpu.source.kernel_source): the search direction is float32 (value builds: in its float64 slot, so the
+// resident bins are those of the float64 layout; gradient builds: the float2 P below) and the row-pair XMV sums each
+// G1 nonzero's products in float32, one FFMA a product without a float64 conversion (row_pair in
+// octile_primitives.cuh, row_pair2 in xmv_row_pair.cuh), the sums added in float64. The products' coefficients are
+// float32 already (the exponential), and K stays at their level (NOTES.md, session 33); kernels with exact
+// coefficients (constants, Kronecker deltas) keep the float64 sums and their ~1e-15 agreement with the CPU.
 // RESIDENT with GRADIENT: the joint PCG of x and the adjoint y with both search directions (float2), both
 // products A, AY and both residuals (float32) in shared memory, 24 bytes an unknown; X, XY, DG and DI in global
 // memory (4 vectors a pair: a launch's stay in L2); then dK/dh (pairs over half an SM's shared memory:
@@ -70,6 +77,7 @@ typedef float r_t;
 typedef double r_t;
 #endif
 typedef ${W_TYPE} w_t;
+// the resident value PCG's search direction (F32_SUMS: float32)
 #if F32_SUMS
 typedef float p_t;
 #else
@@ -265,7 +273,6 @@ ${XMV_FRAGMENT}
         }                                                                                              \
     }                                                                                                  \
     }
-
 
 // The joint PCG's two search directions at entry i (doubles): P and PY, or in resident builds one float2 array P
 // (P[i] = (p_i, py_i): one 8-byte shared load a product for both in the XMV, xmv_row_pair.cuh)
@@ -763,13 +770,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             // XMV: y = (A∘E) p on the fly, a = DG p - y, pa = p.a
             double pa = 0.0;
 #if !RESIDENT
-            double wp = 0.0;  // unused
+            double wp = 0.0;  // (K from X after the loop)
 #endif
             {
                 XMV_LANE_SETUP
                 XMV_PASS(A, pa)
             }
-            block_sum2(pa, wp, red);  // and w^T p (RESIDENT: summed by the direction update)
+            block_sum2(pa, wp, red);  // and w^T p (RESIDENT: summed by the direction update or the init)
             if (!(pa > 0.0) || !isfinite(pa)) {  // breakdown: not SPD in finite precision
                 broke = true;
                 break;
@@ -803,6 +810,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             const double beta = rz_new / rz;
             rz = rz_new;
 #if RESIDENT
+            // w^T p over the direction as stored, beside its update: the XMV then loads no start probabilities
+            // (NWS labeled values -2% device time, S33-B)
             wp = 0.0;
             for (long long idx = tid; idx < N; idx += BLOCK) {
                 const p_t p_ = (p_t)(R[idx] * DI[idx] + beta * P[idx]);

@@ -24,7 +24,7 @@ from ..kernels import BaseKernel, SquareExponential
 
 __all__ = [
     "KernelConfig", "kernel_source", "make_config", "label_macros", "coef_expr", "kernel_values", "se_scale",
-    "DEFAULT_BLOCK", "XMV_MODES", "KPAR", "gradient_fragment", "common_placeholders",
+    "DEFAULT_BLOCK", "XMV_MODES", "KPAR", "gradient_fragment", "common_placeholders", "f32_sums",
 ]  # fmt: skip
 
 #: Name of the ``__constant__`` float array of the kernels' run-time hyperparameters.
@@ -340,6 +340,24 @@ def gradient_fragment(config: KernelConfig) -> str:
     return Template(template_text("mgk_gradient.cuh")).substitute(GRAD_DEFINES="\n".join(lines))
 
 
+def f32_sums(config: KernelConfig) -> bool:
+    """Whether the build sums the resident XMV's products in float32 (``F32_SUMS`` of ``mgk_solver.cu``): a
+    resident build whose edge kernel is one SquareExponential (its coefficients are float32 roundings of an
+    exponential already) and whose weights are stored as float32.
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
+    >>> cfg = make_config(KroneckerDelta(0.5, "a"), SquareExponential(1.0, "d"), {"a": "int64"}, {"d": "float64"})
+    >>> f32_sums(cfg), f32_sums(replace(cfg, p_smem=True, resident=True))
+    (False, True)
+    >>> f32_sums(replace(make_config(Constant(1.0), Constant(1.0)), p_smem=True, resident=True))
+    False
+    """
+    return config.resident and config.se_edge and not config.weight_double
+
+
 def kernel_source(config: KernelConfig) -> str:
     """The complete CUDA source of the solver for ``config``.
 
@@ -379,6 +397,8 @@ def kernel_source(config: KernelConfig) -> str:
         ROW_ILP=str(config.row_ilp),
         P_SMEM="1" if config.p_smem else "0",
         RESIDENT="1" if config.resident else "0",
-        F32_SUMS="1" if config.resident and config.se_edge and not config.weight_double else "0",
+        # float32 sums of the resident XMV where the products' coefficients are float32 roundings anyway (one
+        # SquareExponential edge kernel, float32 weights): mgk_solver.cu's header
+        F32_SUMS="1" if f32_sums(config) else "0",
         **common_placeholders(config),
     )

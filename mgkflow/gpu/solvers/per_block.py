@@ -57,9 +57,9 @@ RESIDENT_STATIC = 1024
 
 
 def resident_entry_bytes(a_bytes: int, gradient: bool = False) -> int:
-    """Shared-memory bytes per product unknown of a resident launch: the value PCG's P, R (double) and A
-    (``a_bytes``), or the gradient's joint PCG: both search directions as a float2, A and A_y, and both residuals
-    as float32 (``mgk_solver.cu``).
+    """Shared-memory bytes per product unknown of a resident launch: the value PCG's P, R (double; a float32
+    P of an F32_SUMS build keeps the double's slot) and A (``a_bytes``), or the gradient's joint PCG: both search
+    directions as a float2, A and A_y, and both residuals as float32 (``mgk_solver.cu``).
 
     Examples
     --------
