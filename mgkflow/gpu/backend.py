@@ -350,9 +350,12 @@ class GPUBackend:
         wide_stats, secs = self.wide_path.run(plan.wide, g1, g2, db, config, values, out, progress)
         dev_seconds += secs
         t_waited = time.perf_counter()
-        values_out, iters, res, conv = out.result()
-        if keep:  # the iterations of the figures, from the assembled matrix
-            iters = assembly.result()[2][pr[:, 0], pr[:, 1] + yoff]
+        if keep:  # the results are the assembly's; the figures' iterations from its matrix where they are counted
+            # (gathering them for 3.4M drug pairs took 30-40 ms: S33-C)
+            values_out = res = conv = None
+            iters = None if kept.products is None else assembly.result()[2][pr[:, 0], pr[:, 1] + yoff]
+        else:
+            values_out, iters, res, conv = out.result()
         if func is not None:
             regs = func.num_regs
         else:  # every pair went to the compact solver
@@ -514,12 +517,13 @@ def call_modules(
 
 
 def _call_figures(
-    be: GPUBackend, products: np.ndarray | None, iters: np.ndarray, dev_seconds: float, t_compile: float,
+    be: GPUBackend, products: np.ndarray | None, iters: np.ndarray | None, dev_seconds: float, t_compile: float,
     t_pack: float, t_start: float, launches: list, wide_stats: list, regs: int | None, config: KernelConfig,
 ) -> dict:  # fmt: skip
     """The call's figures (``last_extra``). ``products``: 2 nnz1 nnz2 of each pair (None: not counted, the
-    GFLOP/s figure is then 0); ``regs``: registers per thread of the per-block solver's
-    kernel, or of the compact solver's (the most of its launches) when no pair went to the former."""
+    GFLOP/s figure is then 0), ``iters`` their iterations (None where ``products`` is); ``regs``: registers per
+    thread of the per-block solver's kernel, or of the compact solver's (the most of its launches) when no pair went
+    to the former."""
     # (an elementwise sum, not np.dot: a BLAS call here woke the BLAS library's threads, whose spinning slowed
     # the numba passes after it, the result scatter and the Gram assembly, 40-fold on the H100 host: S33-A, -B)
     flops = 0.0 if products is None else float(np.sum(products * iters))
