@@ -232,6 +232,14 @@ class GramAssembly:
         K, dK, I, R, C, kd, counts = self.host
         return K, dK, I, R, C.view(np.bool_), kd, counts
 
+    def finished(self, figures: dict) -> tuple:
+        """:meth:`result`, with the assembly's device seconds put into the call's ``figures`` (a backend's
+        ``last_extra``: ``assembly_s``, and added to ``device_s``)."""
+        out = self.result()
+        figures["assembly_s"] = self.seconds
+        figures["device_s"] = figures.get("device_s", 0.0) + self.seconds
+        return out
+
 
 def _pool(backend: Any) -> PinnedPool:
     pool = getattr(backend, "_pinned_pool", None)

@@ -442,10 +442,7 @@ class GPUBackend:
         solved = self.solve(xs, xs, pairs, node_kernel, edge_kernel, assembly=asm)
         if solved is not None:
             return None, solved
-        assembled = asm.result()
-        self.last_extra["assembly_s"] = asm.seconds
-        self.last_extra["device_s"] = self.last_extra.get("device_s", 0.0) + asm.seconds
-        return assembled, None
+        return asm.finished(self.last_extra), None
 
     def solve_nodal(
         self,

@@ -418,10 +418,7 @@ def gram_gradient(
     solved = solve_gradient(backend, xs, xs, pairs, node_kernel, edge_kernel, wrt_q, assembly=asm)
     if solved is not None:
         return None, solved
-    assembled = asm.result()
-    backend.last_extra["assembly_s"] = asm.seconds
-    backend.last_extra["device_s"] = backend.last_extra.get("device_s", 0.0) + asm.seconds
-    return assembled, None
+    return asm.finished(backend.last_extra), None
 
 
 def solve_gradient(
