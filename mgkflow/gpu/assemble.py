@@ -141,8 +141,16 @@ class GramAssembly:
         """The module, the device's columns and factors and the output buffers: made when the assembly is
         queued (a call that does not queue it, its solver's first, compiles and allocates nothing)."""
         pad = max(self.h_out, 1) - self.h_out  # (no empty allocation where no column is free)
-        self.cols = device.upload(np.concatenate([np.asarray(self._cols, dtype=np.int32), np.zeros(pad, np.int32)]))
-        self.scale = device.upload(np.concatenate([np.asarray(self._scale, dtype=np.float64), np.zeros(pad)]))
+        cols = np.concatenate([np.asarray(self._cols, dtype=np.int32), np.zeros(pad, np.int32)])
+        scale = np.concatenate([np.asarray(self._scale, dtype=np.float64), np.zeros(pad)])
+        # kept by the backend while they repeat (a value call's, always): an upload is a synchronous copy, which
+        # would wait here for the launches queued before the assembly
+        key = (cols.tobytes(), scale.tobytes())
+        held = getattr(self.backend, "_assembly_cols", None)
+        if held is None or held[0] != key:
+            held = (key, device.upload(cols), device.upload(scale))
+            self.backend._assembly_cols = held
+        self.cols, self.scale = held[1], held[2]
         self.mod = module()
         self.dev = self._buffers()
 
