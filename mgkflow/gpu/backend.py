@@ -521,8 +521,9 @@ def _call_figures(
     GFLOP/s figure is then 0), ``iters`` their iterations (None where ``products`` is); ``regs``: registers per
     thread of the per-block solver's kernel, or of the compact solver's (the most of its launches) when no pair went
     to the former."""
-    # (an elementwise sum, not np.dot: a BLAS call here woke the BLAS library's threads, whose spinning slowed
-    # the numba passes after it, the result scatter and the Gram assembly, 40-fold on the H100 host: S33-A, -B)
+    # (an elementwise sum, not np.dot: with np.dot here the numba passes after it, the result scatter and the Gram
+    # assembly, ran 20-40 times slower on the H100 host, S33-A against S33-B; most likely the BLAS library's threads
+    # spinning beside them)
     flops = 0.0 if products is None else float(np.sum(products * iters))
     return {
         "device": be.device_name,
