@@ -232,7 +232,7 @@ def system_blocked(
     hdr: np.ndarray, g1: int, g2: int, node_labels: dict, node_kernel: Callable[[dict, dict], np.ndarray] | None,
     d: np.ndarray, p: np.ndarray, q: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """(DG, b, p_x, v) of a pair in the blocked layout, like ``system_entry`` and ``adjoint_rhs``:
+    """(DG, b, p_x, v) of a pair in the blocked layout, like ``system_entry`` and ``start_weight``:
     DG = d d' / v (v floored at 1e-30), b = d d' q q', p_x = p p'; padding DG = 1, v = 1, b = p_x = 0.
     ``node_labels`` by field over the batch's nodes, ``hdr`` the (G, 5) graph headers."""
     n1, nt1, o1 = (int(v) for v in hdr[g1, :3])

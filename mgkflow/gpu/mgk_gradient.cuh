@@ -2,7 +2,7 @@
 //
 // Spliced into mgk_solver.cu (as GRADIENT_FRAGMENT, only when KernelConfig.gradient) after
 // block_sum2. The solver's GRADIENT section runs one PCG loop with two recurrences, M x = b and the
-// adjoint M y = p_x (right-hand side adjoint_rhs), sharing each XMV pass (XMV_TILE_PAIR2 of the
+// adjoint M y = p_x (right-hand side start_weight, octile_primitives.cuh), sharing each XMV pass (XMV_TILE_PAIR2 of the
 // strategy fragment); then every derivative is one sum over the product graph (grad_contraction):
 //   node hyperparameter h:  sum_ii'  y x d d' (dv/dh) / v^2
 //   edge hyperparameter h:  sum over edge pairs (i->j, i'->j') of w w' (dke/dh) y_ii' x_jj'
@@ -67,17 +67,6 @@ __device__ __forceinline__ void block_sum4(double& a, double& b, double& c, doub
     }
     __syncthreads();
 #endif
-}
-
-// Right-hand side of the adjoint system at entry idx of the blocked layout: p_i p'_i' (0 on padding).
-__device__ __forceinline__ double adjoint_rhs(
-    const long long idx, const int nt2, const int n1, const int n2, const int node_off1, const int node_off2,
-    const double* __restrict__ pvec)
-{
-    const int tp = (int)(idx >> 6), e = (int)(idx & 63);
-    const int I = tp / nt2, I2 = tp - I * nt2;
-    const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
-    return (i < n1 && i2 < n2) ? pvec[node_off1 + i] * pvec[node_off2 + i2] : 0.0;
 }
 
 // sum over the row pair (rows a0..a1 of G1, b0..b1 of G2) of w w' (dke/dh) X[col], for every h

@@ -487,7 +487,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         for (long long idx = tid; idx < N; idx += BLOCK) {
             double dg, b;
             system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
-            const double c = adjoint_rhs(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
+            const double c = start_weight(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
             const double di = 1.0 / dg;
             // the residuals as stored (r_t), the norms of the exact right-hand sides
             const double rb = (double)(r_t)b, rc = (double)(r_t)c;
@@ -744,10 +744,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             P[idx] = z;
 #if RESIDENT
             {
-                const int tp_ = (int)(idx >> 6), e_ = (int)(idx & 63);
-                const int I_ = tp_ / nt2, I2_ = tp_ - I_ * nt2;
-                const int i_ = I_ * 8 + (e_ >> 3), i2_ = I2_ * 8 + (e_ & 7);
-                const double w_ = (i_ < h1.n && i2_ < h2.n) ? pvec[h1.node_off + i_] * pvec[h2.node_off + i2_] : 0.0;
+                const double w_ = start_weight(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
                 W[idx] = w_;
                 wp += w_ * (double)P[idx];
             }

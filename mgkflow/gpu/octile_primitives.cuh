@@ -21,6 +21,18 @@
 //   PRIM_SD  sparse G1 row x dense G2 rows.
 // Dense loops have a fixed trip count (no divergence between lanes); sparse loops skip zeros.
 
+// Start weight w = p_i p'_i' at entry idx of the blocked product layout (0 on padding): K = w^T x, the
+// right-hand side of the gradient's adjoint system and the resident value PCG's W.
+__device__ __forceinline__ double start_weight(
+    const long long idx, const int nt2, const int n1, const int n2, const int node_off1, const int node_off2,
+    const double* __restrict__ pvec)
+{
+    const int tp = (int)(idx >> 6), e = (int)(idx & 63);
+    const int I = tp / nt2, I2 = tp - I * nt2;
+    const int i = I * 8 + (e >> 3), i2 = I2 * 8 + (e & 7);
+    return (i < n1 && i2 < n2) ? pvec[node_off1 + i] * pvec[node_off2 + i2] : 0.0;
+}
+
 #ifdef NODE_KERNEL_EXPR
 // Entry idx of the blocked product layout: diagonal DG = d1 d2 / kv (kv the node kernel,
 // floored at 1e-30) and right-hand side b = d1 d2 q1 q2; padding entries get DG = 1, b = 0.
