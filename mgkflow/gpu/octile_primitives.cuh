@@ -223,9 +223,14 @@ __device__ __forceinline__ void octile_pair_select(
         acc += COEF(w1, w2, (EDGE_KERNEL_EXPR)) * Pr[cb_];                                    \
     }
 
+// One output's sum over row a0..a1 of G1 against row b0..b1 of G2. Over a float64 search direction, in float64
+// (ROW_ILP 2: two independent chains); over a float32 one (F32_SUMS builds: resident pairs whose edge kernel is a
+// SquareExponential), each G1 nonzero's products summed in float32 (one FFMA a product, no float64 conversion), the
+// row's sum added to the float64 total: the products' coefficients are float32 already.
+template <typename PT>
 __device__ __forceinline__ double row_pair(
     const int a0, const int a1, const int b0, const int b1,
-    const double* __restrict__ P, const int nt2,
+    const PT* __restrict__ P, const int nt2,
     const int* __restrict__ coff,
     const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride)
 {
@@ -235,50 +240,34 @@ __device__ __forceinline__ double row_pair(
 #endif
     for (int ka = a0; ka < a1; ++ka) {
         const int ca = coff[ka];
-        const double* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+        const PT* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
         const w_t w1 = LOAD_W(weight, ka);
         LOAD_E1(ka);
-#if ROW_ILP == 2
-        int kb = b0;
-        for (; kb + 1 < b1; kb += 2) {
-            ROW_PRODUCT(acc, kb)
-            ROW_PRODUCT(acc1, kb + 1)
-        }
-        if (kb < b1) ROW_PRODUCT(acc, kb)
-#else
-        for (int kb = b0; kb < b1; ++kb) ROW_PRODUCT(acc, kb)
-#endif
-    }
-#if ROW_ILP == 2
-    acc += acc1;
-#endif
-    return acc;
-}
-
-// row_pair over a float32 search direction (F32_SUMS builds: resident pairs whose edge kernel is a
-// SquareExponential): each G1 nonzero's products summed in float32 (one FFMA a product, no float64
-// conversion), the row's sum added to the float64 total. The products' coefficients are float32 already.
-__device__ __forceinline__ double row_pair(
-    const int a0, const int a1, const int b0, const int b1,
-    const float* __restrict__ P, const int nt2,
-    const int* __restrict__ coff,
-    const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride)
-{
-    double acc = 0.0;
-    for (int ka = a0; ka < a1; ++ka) {
-        const int ca = coff[ka];
-        const float* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
-        const w_t w1 = LOAD_W(weight, ka);
-        LOAD_E1(ka);
-        float s = 0.0f;
+        if constexpr (sizeof(PT) == 4) {
+            float s = 0.0f;
 #pragma unroll 2
-        for (int kb = b0; kb < b1; ++kb) {
-            const int cb_ = coff[kb];
-            const w_t w2 = LOAD_W(weight, kb);
-            LOAD_E2(kb);
-            s = fmaf((float)(w2) * (EDGE_KERNEL_EXPR), Pr[cb_], s);
+            for (int kb = b0; kb < b1; ++kb) {
+                const int cb_ = coff[kb];
+                const w_t w2 = LOAD_W(weight, kb);
+                LOAD_E2(kb);
+                s = fmaf((float)(w2) * (EDGE_KERNEL_EXPR), Pr[cb_], s);
+            }
+            acc += (double)((float)(w1) * s);
+        } else {
+#if ROW_ILP == 2
+            int kb = b0;
+            for (; kb + 1 < b1; kb += 2) {
+                ROW_PRODUCT(acc, kb)
+                ROW_PRODUCT(acc1, kb + 1)
+            }
+            if (kb < b1) ROW_PRODUCT(acc, kb)
+#else
+            for (int kb = b0; kb < b1; ++kb) ROW_PRODUCT(acc, kb)
+#endif
         }
-        acc += (double)((float)(w1) * s);
     }
+#if ROW_ILP == 2
+    if constexpr (sizeof(PT) != 4) acc += acc1;
+#endif
     return acc;
 }
