@@ -270,3 +270,42 @@ def test_cpu_backend_threads_follow_the_dask_worker():
         assert c.submit(lambda: NumbaCPUBackend().threads, pure=False).result() == 1
     with client_from_spec("local:1", processes=False, threads_per_worker=3) as c:
         assert c.submit(default_threads, pure=False).result() == 3
+
+
+def test_scale_bench_runs_several_clusters_without_the_in_process_run(tmp_path, monkeypatch):
+    """``bench gram --no-inprocess --dask A --dask B``: each cluster's run is checked against the first's,
+    with its workers' blocks and the speedup over the first (the multi-GPU scaling run's form)."""
+    from mgkflow.bench.gram import main as bench_main
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: no GPU load samples
+    out = tmp_path / "rec.json"
+    args = ["--n-graphs", "24", "--max-atoms", "10", "--mean-atoms", "9", "--backend", "cpu", "--q", "0.2",
+            "--block-size", "6", "--dtype", "float64", "--reorder-workers", "1", "--no-inprocess", "--digest",
+            "--dask", "local:1", "--dask", "local:2", "--spot-check", "3", "--json", out]  # fmt: skip
+    assert bench_main(args) == 0
+    rec = json.loads(out.read_text())
+    assert "inprocess" not in rec
+    one, two = rec["dask"]
+    assert [one["spec"], two["spec"]] == ["local:1", "local:2"]
+    assert one["bit_identical"] and two["bit_identical"] and one["digest"] == two["digest"]
+    assert one["speedup_vs_first"] == 1.0 and two["speedup_vs_first"] == pytest.approx(one["seconds"] / two["seconds"])
+    assert len(one["workers"]) == 1 and len(two["workers"]) == 2
+    assert sum(w["blocks"] for w in two["workers"].values()) == 10  # 4 x 4 tiles, upper triangle
+    assert all(w["device_s"] == 0.0 and w["gpu"] == "" for w in two["workers"].values())  # CPU workers
+    assert one["pairs"] == two["pairs"] == 24 * 25 // 2 and one["gpu_util_mean_pct"] == {}
+    assert rec["spot_check"]["max_rel_err"] < 1e-12
+
+
+def test_scale_bench_no_inprocess_needs_a_cluster(capsys):
+    from mgkflow.bench.gram import main as bench_main
+
+    with pytest.raises(SystemExit) as exc:
+        bench_main(["--n-graphs", "4", "--no-inprocess"])
+    assert exc.value.code == 2 and "--no-inprocess needs --dask" in capsys.readouterr().err
+
+
+def test_worker_device_seconds_add_up_by_worker(client, kern):
+    gs = molecules(12, seed=5, max_atoms=9, mean_atoms=8)
+    res = tiled_gram(gs, kernel=kern, block_size=4, client=client)
+    assert set(res.worker_device_seconds) == set(res.workers)
+    assert sum(res.worker_device_seconds.values()) == res.device_seconds == 0.0  # the CPU backend has no device

@@ -3,7 +3,10 @@
 On a synthetic molecule-like set (:func:`mgkflow.datasets.molecules`) it times, in one call:
 
 1. reordering (process pool, permutation cache) and an in-process tiled run into a Zarr store;
-2. optionally (``--dask SPEC``) the same run on a Dask cluster, checked bit for bit against 1;
+2. optionally (``--dask SPEC``, which may be given several times) the same run on each Dask cluster in
+   turn, checked bit for bit against 1 (or, with ``--no-inprocess``, against the first cluster's run):
+   blocks, device seconds and GPU of each worker, each GPU's mean utilization (``nvidia-smi``), and the
+   speedup over the first cluster (``--dask cuda:1 --dask cuda:2 --dask cuda:4`` measures multi-GPU scaling);
 3. optionally (``--kill-at F``) the same run in a child process killed with SIGKILL once a
    fraction F of the blocks is done, then resumed here: blocks recomputed, bits checked;
 4. optionally (``--spot-check K``) K random entries against the CPU backend.
@@ -15,6 +18,8 @@ Examples
     python -m mgkflow.bench gram --n-graphs 2000 --backend cpu --block-size 200 --dask local:2
     python -m mgkflow.bench gram --n-graphs 50000 --backend gpu --kill-at 0.4 --spot-check 1000 --dask cuda
     python -m mgkflow.bench gram --n-graphs 20000 --backend gpu --gpu-options '{"rtol": 1e-8}' --overlap off
+    python -m mgkflow.bench gram --n-graphs 40000 --backend gpu --no-inprocess --digest \
+        --dask cuda:1 --dask cuda:2 --dask cuda:4
 
 The record has the solve's device seconds (sum over blocks), the host time not overlapped
 with them, end-to-end pairs/s (reordering included), peak host RSS and peak device memory
@@ -105,6 +110,67 @@ class _DeviceMemory:
             v = self._sample()  # and once at the end: a run shorter than the period is sampled before and after
             if v is not None:
                 self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
+
+
+class _GPULoad:
+    """Each GPU's utilization (``nvidia-smi``'s ``utilization.gpu``: the share of its last sample period in which
+    a kernel ran), sampled every ``period`` seconds in a thread; :attr:`mean` by GPU index after the run (empty
+    without nvidia-smi)."""
+
+    def __init__(self, period: float = 0.5) -> None:
+        self.period = period
+        self.samples: dict[str, list[float]] = {}
+        self._stop = None
+        self._thread = None
+
+    def _sample(self) -> None:
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=10)  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return
+        if out.returncode != 0:
+            return
+        for line in out.stdout.splitlines():
+            idx, _, util = line.partition(",")
+            try:
+                self.samples.setdefault(idx.strip(), []).append(float(util))
+            except ValueError:
+                continue
+
+    @property
+    def mean(self) -> dict[str, float]:
+        return {k: float(np.mean(v)) for k, v in sorted(self.samples.items()) if v}
+
+    def __enter__(self) -> _GPULoad:
+        import threading
+
+        if shutil.which("nvidia-smi") is None:
+            return self
+        self._stop = threading.Event()
+
+        def loop() -> None:
+            while not self._stop.wait(self.period):
+                self._sample()
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+
+
+def _worker_gpus(client: Any) -> dict[str, str]:
+    """The GPU of each worker (the first of its ``CUDA_VISIBLE_DEVICES``; "" where unset), keyed as the
+    Gram's reports name workers (``host:pid``)."""
+
+    def where() -> tuple[str, str]:
+        return f"{os.uname().nodename}:{os.getpid()}", os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]
+
+    return dict(client.run(where).values())
 
 
 def _ordered(args: argparse.Namespace, graphs: list, client: Any = None):
@@ -203,6 +269,57 @@ def _kill_resume(
     }
 
 
+def _dask_runs(args: argparse.Namespace, graphs: list, work: Path, ref: Path | None, rec: dict) -> list[dict]:
+    """The Gram on each ``--dask`` cluster in turn (stores ``dask0.zarr``, ``dask1.zarr``, ...), each checked bit
+    for bit against ``ref`` (the in-process store) or, without one, against the first cluster's store."""
+    from ..gram.cluster import client_from_spec
+
+    runs: list[dict] = []
+    rec["dask"] = runs
+    for k, spec in enumerate(args.dask):
+        dst = work / f"dask{k}.zarr"
+        if dst.exists():
+            shutil.rmtree(dst)
+        t0 = time.perf_counter()
+        with client_from_spec(spec) as client:
+            gpus = _worker_gpus(client)
+            t1 = time.perf_counter()
+            with _GPULoad() as load:
+                dres = _run(args, graphs, dst, client=client, progress=args.progress)
+            t2 = time.perf_counter()
+        wall = t2 - t1
+        run = {
+            "spec": spec,
+            "cluster_start_s": t1 - t0,
+            "seconds": wall,
+            "pairs": dres.pairs,
+            "pairs_per_s": dres.pairs_per_second,
+            "device_s": dres.device_seconds,
+            "block_s": dres.block_seconds,
+            "startup_s": dres.startup_seconds,
+            "tail_s": dres.tail_seconds,
+            "workers": {
+                name: {"gpu": gpus.get(name, ""), "blocks": n, "device_s": dres.worker_device_seconds.get(name, 0.0),
+                       "device_s_per_wall": dres.worker_device_seconds.get(name, 0.0) / wall if wall > 0 else 0.0}
+                for name, n in sorted(dres.workers.items())
+            },  # fmt: skip
+            "gpu_util_mean_pct": load.mean,
+        }
+        if ref is not None:
+            run["overhead_vs_inprocess"] = wall / rec["inprocess"]["seconds"] - 1
+            run["bit_identical"] = _same_chunks(dst, ref)
+        else:
+            run["speedup_vs_first"] = runs[0]["seconds"] / wall if runs else 1.0
+            run["bit_identical"] = True if k == 0 else _same_chunks(dst, work / "dask0.zarr")
+        if args.digest:
+            run["digest"] = _store_digest(dst)
+        runs.append(run)
+        _save(args, rec)
+        if k > 0:
+            shutil.rmtree(dst, ignore_errors=True)  # the first cluster's store stays: the others compare with it
+    return runs
+
+
 def _spot_check(args: argparse.Namespace, graphs: list, store: Path, count: int) -> dict:
     from ..gram.load import load_gram
 
@@ -239,7 +356,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-options", default=None, help="GPUBackend options as JSON, e.g. '{\"rtol\": 1e-8}'")
     p.add_argument("--reorder-workers", type=int, default=os.cpu_count())
     p.add_argument("--perm-cache", default=None, help="directory of the permutation cache")
-    p.add_argument("--dask", default=None, help="also run on this cluster (local:N, cuda, tcp://...)")
+    p.add_argument(
+        "--dask",
+        action="append",
+        default=None,
+        help="also run on this cluster (local:N, cuda[:N], tcp://...); repeat it for several clusters in turn",
+    )
+    p.add_argument(
+        "--no-inprocess",
+        action="store_true",
+        help="with --dask: no in-process run (the clusters' runs are checked against the first one's)",
+    )
     p.add_argument("--kill-at", type=float, default=None, help="SIGKILL a run at this fraction of blocks, resume")
     p.add_argument(
         "--kill-only",
@@ -274,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         return _child(args)
     if args.kill_only and (args.kill_at is None or args.dask):
         p.error("--kill-only needs --kill-at and takes no --dask")
+    if args.no_inprocess and not args.dask:
+        p.error("--no-inprocess needs --dask")
 
     from ..gram.blocks import plan_blocks
 
@@ -294,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     if ref.exists():
         shutil.rmtree(ref)
     n_blocks = None
-    if not args.kill_only:
+    if not (args.kill_only or args.no_inprocess):
         t0 = time.perf_counter()
         with _DeviceMemory() as devmem:
             res = _run(args, graphs, ref, progress=args.progress)
@@ -320,35 +449,13 @@ def main(argv: list[str] | None = None) -> int:
         n_blocks = len(plan_blocks(len(graphs), None, rec["inprocess"]["block_size"]))
         _save(args, rec)
     if args.dask:
-        from ..gram.cluster import client_from_spec
-
-        dst = work / "dask.zarr"
-        if dst.exists():
-            shutil.rmtree(dst)
-        t0 = time.perf_counter()
-        with client_from_spec(args.dask) as client:
-            t1 = time.perf_counter()
-            dres = _run(args, graphs, dst, client=client, progress=args.progress)
-            t2 = time.perf_counter()
-        rec["dask"] = {
-            "spec": args.dask,
-            "cluster_start_s": t1 - t0,
-            "seconds": t2 - t1,
-            "pairs_per_s": dres.pairs_per_second,
-            "device_s": dres.device_seconds,
-            "block_s": dres.block_seconds,
-            "startup_s": dres.startup_seconds,
-            "tail_s": dres.tail_seconds,
-            "workers": dres.workers,
-            "overhead_vs_inprocess": (t2 - t1) / rec["inprocess"]["seconds"] - 1,
-            "bit_identical": _same_chunks(dst, ref),
-        }
-        _save(args, rec)
+        rec["dask"] = _dask_runs(args, graphs, work, None if args.no_inprocess else ref, rec)
     if args.kill_at is not None:
-        rec["kill_resume"] = _kill_resume(args, graphs, work, None if args.kill_only else ref, n_blocks)
+        rec["kill_resume"] = _kill_resume(args, graphs, work, None if args.kill_only or args.no_inprocess else ref,
+                                           n_blocks)  # fmt: skip
     if args.spot_check:
-        rec["spot_check"] = _spot_check(args, graphs, work / "killed.zarr" if args.kill_only else ref,
-                                        args.spot_check)  # fmt: skip
+        checked = work / "killed.zarr" if args.kill_only else work / "dask0.zarr" if args.no_inprocess else ref
+        rec["spot_check"] = _spot_check(args, graphs, checked, args.spot_check)
     if not args.keep and args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     print(_save(args, rec))

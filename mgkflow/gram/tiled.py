@@ -321,6 +321,8 @@ class GramResult:
         The memory estimate made before the run.
     workers : dict
         Blocks computed per worker (``"host:pid"``).
+    worker_device_seconds : dict
+        Sum of the device seconds of each worker's blocks (GPU backend), by the names of ``workers``.
     device_seconds : float
         Sum of the blocks' device seconds (GPU backend; 0 on the CPU).
     block_seconds : float
@@ -347,6 +349,7 @@ class GramResult:
     block_seconds: float = 0.0
     startup_seconds: float = 0.0
     tail_seconds: float = 0.0
+    worker_device_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def pairs_per_second(self) -> float:
@@ -639,6 +642,7 @@ class _Collector:
         self.by_key = {b.key: b for b in plan.blocks}
         self.computed: list[str] = []
         self.workers: dict[str, int] = {}
+        self.worker_device_seconds: dict[str, float] = {}
         self.pairs = 0
         self.device_seconds = 0.0
         self.block_seconds = 0.0
@@ -654,6 +658,7 @@ class _Collector:
         self.device_seconds += rep.device_s
         self.block_seconds += rep.seconds
         self.workers[rep.worker] = self.workers.get(rep.worker, 0) + 1
+        self.worker_device_seconds[rep.worker] = self.worker_device_seconds.get(rep.worker, 0.0) + rep.device_s
         self.pairs += rep.pairs
         if self.K is not None:
             b = self.by_key[rep.key]
@@ -705,6 +710,7 @@ def _finish(plan: _Plan, out: Any, store: GramStore | None, todo: Sequence[Block
         blocks=len(plan.blocks), computed=collect.computed, skipped=len(plan.blocks) - len(todo), pairs=collect.pairs,
         seconds=seconds, estimate=plan.estimate, workers=collect.workers, device_seconds=collect.device_seconds,
         block_seconds=collect.block_seconds, startup_seconds=startup, tail_seconds=tail,
+        worker_device_seconds=collect.worker_device_seconds,
     )  # fmt: skip
 
 
