@@ -281,12 +281,13 @@ def test_scale_bench_runs_several_clusters_without_the_in_process_run(tmp_path, 
     out = tmp_path / "rec.json"
     args = ["--n-graphs", "24", "--max-atoms", "10", "--mean-atoms", "9", "--backend", "cpu", "--q", "0.2",
             "--block-size", "6", "--dtype", "float64", "--reorder-workers", "1", "--no-inprocess", "--digest",
-            "--dask", "local:1", "--dask", "local:2", "--spot-check", "3", "--json", out]  # fmt: skip
+            "--dask", "local:1", "--dask", "local:2", "--dask-threads", "1", "--spot-check", "3",
+            "--json", out]  # fmt: skip
     assert bench_main(args) == 0
     rec = json.loads(out.read_text())
     assert "inprocess" not in rec
     one, two = rec["dask"]
-    assert [one["spec"], two["spec"]] == ["local:1", "local:2"]
+    assert [one["spec"], two["spec"]] == ["local:1", "local:2"] and one["threads_per_worker"] == 1
     assert one["bit_identical"] and two["bit_identical"] and one["digest"] == two["digest"]
     assert one["speedup_vs_first"] == 1.0 and two["speedup_vs_first"] == pytest.approx(one["seconds"] / two["seconds"])
     assert len(one["workers"]) == 1 and len(two["workers"]) == 2

@@ -82,6 +82,7 @@ def _driver() -> types.ModuleType:
     drv.memset_d32_async = lambda d, v, c, stream=None: None
     drv.mem_get_info = lambda: (8 << 30, 16 << 30)
     drv.Event = _Event
+    drv.Stream = lambda *a, **kw: types.SimpleNamespace(synchronize=lambda: None, handle=0)
     drv.device_attribute = _Attrs()
     drv.function_attribute = _Attrs()
     attrs = {"MULTIPROCESSOR_COUNT": 132, "MAX_THREADS_PER_MULTIPROCESSOR": 2048,

@@ -281,7 +281,8 @@ def _dask_runs(args: argparse.Namespace, graphs: list, work: Path, ref: Path | N
         if dst.exists():
             shutil.rmtree(dst)
         t0 = time.perf_counter()
-        with client_from_spec(spec) as client:
+        opts = {} if args.dask_threads is None else {"threads_per_worker": args.dask_threads}
+        with client_from_spec(spec, **opts) as client:
             gpus = _worker_gpus(client)
             t1 = time.perf_counter()
             with _GPULoad() as load:
@@ -290,6 +291,7 @@ def _dask_runs(args: argparse.Namespace, graphs: list, work: Path, ref: Path | N
         wall = t2 - t1
         run = {
             "spec": spec,
+            "threads_per_worker": args.dask_threads,
             "cluster_start_s": t1 - t0,
             "seconds": wall,
             "pairs": dres.pairs,
@@ -361,6 +363,12 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=None,
         help="also run on this cluster (local:N, cuda[:N], tcp://...); repeat it for several clusters in turn",
+    )
+    p.add_argument(
+        "--dask-threads",
+        type=int,
+        default=None,
+        help="task threads per worker of the local:N / cuda clusters (default: 1 on local, 2 on cuda)",
     )
     p.add_argument(
         "--no-inprocess",
