@@ -292,7 +292,7 @@ def test_scale_bench_runs_several_clusters_without_the_in_process_run(tmp_path, 
     assert one["speedup_vs_first"] == 1.0 and two["speedup_vs_first"] == pytest.approx(one["seconds"] / two["seconds"])
     assert len(one["workers"]) == 1 and len(two["workers"]) == 2
     assert sum(w["blocks"] for w in two["workers"].values()) == 10  # 4 x 4 tiles, upper triangle
-    assert all(w["device_s"] == 0.0 and w["gpu"] == "" for w in two["workers"].values())  # CPU workers
+    assert all(w["device_s"] == 0.0 and w["gpu"] == "" and w["block_s"] > 0 for w in two["workers"].values())
     assert one["pairs"] == two["pairs"] == 24 * 25 // 2 and one["gpu_util_mean_pct"] == {}
     assert rec["spot_check"]["max_rel_err"] < 1e-12
 
@@ -305,8 +305,11 @@ def test_scale_bench_no_inprocess_needs_a_cluster(capsys):
     assert exc.value.code == 2 and "--no-inprocess needs --dask" in capsys.readouterr().err
 
 
-def test_worker_device_seconds_add_up_by_worker(client, kern):
+def test_worker_seconds_add_up_by_worker(client, kern):
     gs = molecules(12, seed=5, max_atoms=9, mean_atoms=8)
     res = tiled_gram(gs, kernel=kern, block_size=4, client=client)
-    assert set(res.worker_device_seconds) == set(res.workers)
-    assert sum(res.worker_device_seconds.values()) == res.device_seconds == 0.0  # the CPU backend has no device
+    assert set(res.worker_seconds) == set(res.workers)
+    sums = list(res.worker_seconds.values())
+    assert sum(w["block_s"] for w in sums) == pytest.approx(res.block_seconds) and res.block_seconds > 0
+    # the CPU backend has no device and no GPU host phases
+    assert all(w["device_s"] == w["host_before_s"] == w["host_after_s"] == 0.0 for w in sums) and not res.device_seconds

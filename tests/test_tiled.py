@@ -351,3 +351,28 @@ def test_device_memory_sampler_samples_at_the_end(tmp_path, monkeypatch):
         assert mem.peak_mib == 100
         state.write_text("250")  # allocated during the run, before the next periodic sample
     assert mem.peak_mib == 250
+
+
+def test_gpu_tiled_run_reports_host_seconds_on_the_fake_driver():
+    """A GPU tiled run (two solver threads, each with its own stream) on the fake driver of ``bench.gpu_host``, in
+    a process of its own: the workers' figures carry the GPU solves' host time before the first kernel."""
+    import subprocess
+    import sys
+
+    script = (
+        "from mgkflow.bench.gpu_host import install_fake_driver\n"
+        "install_fake_driver()\n"
+        "from mgkflow.datasets import molecules, default_kernels\n"
+        "from mgkflow.mgk import MarginalizedGraphKernel\n"
+        "from mgkflow.gram.tiled import tiled_gram\n"
+        "kern = MarginalizedGraphKernel(*default_kernels('drugs'), q=0.05, backend='gpu')\n"
+        "r = tiled_gram(molecules(40, seed=1, max_atoms=12, mean_atoms=10), kernel=kern, block_size=10, overlap=True)\n"
+        "[w] = r.worker_seconds.values()\n"
+        "assert r.blocks == 10 and w['host_before_s'] > 0 and w['block_s'] >= w['host_before_s'], w\n"
+        "assert abs(w['block_s'] - r.block_seconds) < 1e-9 and float(r.matrix.min()) == 1.0, w\n"  # fake K = 1
+        "print('ok')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(mgkflow.__file__).parents[1]),
+                                                                     os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

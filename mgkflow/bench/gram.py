@@ -5,7 +5,8 @@ On a synthetic molecule-like set (:func:`mgkflow.datasets.molecules`) it times, 
 1. reordering (process pool, permutation cache) and an in-process tiled run into a Zarr store;
 2. optionally (``--dask SPEC``, which may be given several times) the same run on each Dask cluster in
    turn, checked bit for bit against 1 (or, with ``--no-inprocess``, against the first cluster's run):
-   blocks, device seconds and GPU of each worker, each GPU's mean utilization (``nvidia-smi``), and the
+   blocks, GPU and seconds of each worker (its blocks' solves, device time, host time before the first kernel
+   and after the device's), each GPU's mean utilization (``nvidia-smi``), and the
    speedup over the first cluster (``--dask cuda:1 --dask cuda:2 --dask cuda:4`` measures multi-GPU scaling);
 3. optionally (``--kill-at F``) the same run in a child process killed with SIGKILL once a
    fraction F of the blocks is done, then resumed here: blocks recomputed, bits checked;
@@ -269,6 +270,14 @@ def _kill_resume(
     }
 
 
+def _worker_record(gpu: str, blocks: int, seconds: dict, wall: float) -> dict:
+    """One worker's figures in a cluster run's record: its GPU and blocks, its sums of block, device and GPU host
+    seconds (:attr:`mgkflow.gram.GramResult.worker_seconds`), and its device seconds per second of the run (two
+    task threads' streams overlap, so this can pass 1; nvidia-smi's utilization is the busy share)."""
+    return {"gpu": gpu, "blocks": blocks, **seconds,
+            "device_s_per_wall": seconds.get("device_s", 0.0) / wall if wall > 0 else 0.0}  # fmt: skip
+
+
 def _dask_runs(args: argparse.Namespace, graphs: list, work: Path, ref: Path | None, rec: dict) -> list[dict]:
     """The Gram on each ``--dask`` cluster in turn (stores ``dask0.zarr``, ``dask1.zarr``, ...), each checked bit
     for bit against ``ref`` (the in-process store) or, without one, against the first cluster's store."""
@@ -300,11 +309,8 @@ def _dask_runs(args: argparse.Namespace, graphs: list, work: Path, ref: Path | N
             "block_s": dres.block_seconds,
             "startup_s": dres.startup_seconds,
             "tail_s": dres.tail_seconds,
-            "workers": {
-                name: {"gpu": gpus.get(name, ""), "blocks": n, "device_s": dres.worker_device_seconds.get(name, 0.0),
-                       "device_s_per_wall": dres.worker_device_seconds.get(name, 0.0) / wall if wall > 0 else 0.0}
-                for name, n in sorted(dres.workers.items())
-            },  # fmt: skip
+            "workers": {name: _worker_record(gpus.get(name, ""), n, dres.worker_seconds.get(name, {}), wall)
+                        for name, n in sorted(dres.workers.items())},  # fmt: skip
             "gpu_util_mean_pct": load.mean,
         }
         if ref is not None:

@@ -90,6 +90,10 @@ class BlockReport:
     values: np.ndarray | None = None
     #: device seconds of the block's solve (GPU backend; 0 on the CPU)
     device_s: float = 0.0
+    #: host seconds of the GPU solve before its first kernel and after the device's work (0 on the CPU): the parts
+    #: of ``seconds`` that the block's thread spends on the host alone (a block's other host work overlaps its kernels)
+    host_before_s: float = 0.0
+    host_after_s: float = 0.0
     #: when the block's solve started (``time.time()`` of the worker: one host's clock for local clusters)
     started: float = 0.0
 
@@ -237,6 +241,8 @@ def compute_block(job: GramJob, block: Block) -> tuple[np.ndarray, dict]:
         "not_converged": int((~st.converged).sum()),
         "run": job.run,
         "device_s": float((st.extra or {}).get("device_s", 0.0)),
+        "host_before_s": float((st.extra or {}).get("prelaunch_s", 0.0)),
+        "host_after_s": float((st.extra or {}).get("tail_s", 0.0)),
         "started": started,
     }
     return values, info
@@ -282,6 +288,8 @@ def _report(block: Block, info: dict, worker: str, values: np.ndarray | None = N
         not_converged=info["not_converged"],
         values=values,
         device_s=info.get("device_s", 0.0),
+        host_before_s=info.get("host_before_s", 0.0),
+        host_after_s=info.get("host_after_s", 0.0),
         started=info.get("started", 0.0),
     )
 
@@ -321,8 +329,11 @@ class GramResult:
         The memory estimate made before the run.
     workers : dict
         Blocks computed per worker (``"host:pid"``).
-    worker_device_seconds : dict
-        Sum of the device seconds of each worker's blocks (GPU backend), by the names of ``workers``.
+    worker_seconds : dict
+        Per worker (the names of ``workers``), the sums over its blocks of ``block_s`` (their solves' wall time in
+        its threads), ``device_s`` (their device time), ``host_before_s`` and ``host_after_s`` (the GPU solves'
+        host time before their first kernel and after the device's work): a worker whose blocks take longer
+        than their device time is host-bound.
     device_seconds : float
         Sum of the blocks' device seconds (GPU backend; 0 on the CPU).
     block_seconds : float
@@ -349,7 +360,7 @@ class GramResult:
     block_seconds: float = 0.0
     startup_seconds: float = 0.0
     tail_seconds: float = 0.0
-    worker_device_seconds: dict[str, float] = field(default_factory=dict)
+    worker_seconds: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def pairs_per_second(self) -> float:
@@ -632,6 +643,10 @@ def _open_store(
     return store, todo
 
 
+#: The sums of :attr:`GramResult.worker_seconds`, in the order :class:`_Collector` adds them.
+_WORKER_SECONDS = ("block_s", "device_s", "host_before_s", "host_after_s")
+
+
 class _Collector:
     """Takes the blocks' reports as they come (``collect(report)``): fills the in-memory matrix,
     adds up the figures, advances the progress bar. Its clocks start when it is made."""
@@ -642,7 +657,7 @@ class _Collector:
         self.by_key = {b.key: b for b in plan.blocks}
         self.computed: list[str] = []
         self.workers: dict[str, int] = {}
-        self.worker_device_seconds: dict[str, float] = {}
+        self.worker_seconds: dict[str, dict[str, float]] = {}
         self.pairs = 0
         self.device_seconds = 0.0
         self.block_seconds = 0.0
@@ -658,7 +673,9 @@ class _Collector:
         self.device_seconds += rep.device_s
         self.block_seconds += rep.seconds
         self.workers[rep.worker] = self.workers.get(rep.worker, 0) + 1
-        self.worker_device_seconds[rep.worker] = self.worker_device_seconds.get(rep.worker, 0.0) + rep.device_s
+        sums = self.worker_seconds.setdefault(rep.worker, dict.fromkeys(_WORKER_SECONDS, 0.0))
+        for name, value in zip(_WORKER_SECONDS, (rep.seconds, rep.device_s, rep.host_before_s, rep.host_after_s)):
+            sums[name] += value
         self.pairs += rep.pairs
         if self.K is not None:
             b = self.by_key[rep.key]
@@ -710,7 +727,7 @@ def _finish(plan: _Plan, out: Any, store: GramStore | None, todo: Sequence[Block
         blocks=len(plan.blocks), computed=collect.computed, skipped=len(plan.blocks) - len(todo), pairs=collect.pairs,
         seconds=seconds, estimate=plan.estimate, workers=collect.workers, device_seconds=collect.device_seconds,
         block_seconds=collect.block_seconds, startup_seconds=startup, tail_seconds=tail,
-        worker_device_seconds=collect.worker_device_seconds,
+        worker_seconds=collect.worker_seconds,
     )  # fmt: skip
 
 
