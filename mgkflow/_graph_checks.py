@@ -20,7 +20,8 @@ from .errors import GraphError, ParameterTypeError, describe_graph
 
 def _frozen(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a)
-    a.setflags(write=False)
+    if a.flags.writeable:
+        a.setflags(write=False)
     return a
 
 
@@ -129,7 +130,8 @@ def _as_weights(values: Any, what: str, who: str) -> np.ndarray:
 def frozen_csr(adj: sp.csr_array) -> sp.csr_array:
     """``adj`` with its data, indices and indptr arrays made read-only (in place)."""
     for a in (adj.data, adj.indices, adj.indptr):
-        a.setflags(write=False)
+        if a.flags.writeable:
+            a.setflags(write=False)
     return adj
 
 

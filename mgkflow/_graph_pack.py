@@ -89,19 +89,29 @@ def pack_many(graphs: Sequence[Any]) -> dict | None:
 
 def unpack_many(packed: dict, cls: type) -> tuple[Any, ...]:
     """The graphs (instances of ``cls``, restored with ``__setstate__``) of :func:`pack_many` (a pack
-    made before graphs had features has no ``"features"`` array: the graphs have none)."""
+    made before graphs had features has no ``"features"`` array: the graphs have none). The packed arrays are
+    made read-only, and each graph's arrays are views of them."""
     arrays, lengths = packed["arrays"], packed["lengths"]
-    splits = {name: np.split(a, np.cumsum(lengths[name])[:-1]) for name, a in arrays.items()}
+    pieces = {}
+    for name, a in arrays.items():
+        a.setflags(write=False)  # once here: the views below are read-only, and the graphs need not freeze each
+        ends = np.cumsum(lengths[name]).tolist()
+        pieces[name] = [a[lo:hi] for lo, hi in zip([0, *ends[:-1]], ends, strict=True)]
+    node_keys, edge_keys = packed["node_keys"], packed["edge_keys"]
+    nodes = [pieces["n:" + k] for k in node_keys]
+    edges = [pieces["e:" + k] for k in edge_keys]
+    coords, features = pieces.get("coords"), pieces.get("features")
+    indptr, indices, data = pieces["indptr"], pieces["indices"], pieces["data"]
     out = []
-    for t, n in enumerate(packed["n"].tolist()):
+    for t, (n, title) in enumerate(zip(packed["n"].tolist(), packed["titles"], strict=True)):
         g = cls.__new__(cls)
         g.__setstate__({
-            "indptr": splits["indptr"][t], "indices": splits["indices"][t], "data": splits["data"][t], "n": n,
-            "node_labels": {k: splits["n:" + k][t] for k in packed["node_keys"]},
-            "edge_labels": {k: splits["e:" + k][t] for k in packed["edge_keys"]},
-            "coords": splits["coords"][t] if "coords" in splits else None,
-            "title": packed["titles"][t],
-            "features": splits["features"][t] if "features" in splits else None,
+            "indptr": indptr[t], "indices": indices[t], "data": data[t], "n": n,
+            "node_labels": {k: v[t] for k, v in zip(node_keys, nodes, strict=True)},
+            "edge_labels": {k: v[t] for k, v in zip(edge_keys, edges, strict=True)},
+            "coords": None if coords is None else coords[t],
+            "title": title,
+            "features": None if features is None else features[t],
         })  # fmt: skip
         out.append(g)
     return tuple(out)
