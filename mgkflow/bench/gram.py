@@ -174,6 +174,24 @@ def _worker_gpus(client: Any) -> dict[str, str]:
     return dict(client.run(where).values())
 
 
+def _worker_hosts(client: Any) -> dict[str, dict]:
+    """What each worker's host passes ran on, read after a run: numba's threading layer (the one its parallel
+    passes loaded; "none" before any ran), numba's thread count and the CPUs the worker may use."""
+
+    def host() -> tuple[str, dict]:
+        import numba
+
+        try:
+            layer = numba.threading_layer()
+        except ValueError:  # no parallel region has run in this process
+            layer = "none"
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return f"{os.uname().nodename}:{os.getpid()}", {"numba_layer": layer,
+                                                        "numba_threads": numba.config.NUMBA_NUM_THREADS, "cpus": cpus}
+
+    return dict(client.run(host).values())
+
+
 def _ordered(args: argparse.Namespace, graphs: list, client: Any = None):
     """The graphs in ``--ordering`` (identity orderings, e.g. ``auto`` on molecules, cost nothing:
     :func:`mgkflow.gram.reorder_graphs` returns those graphs as they are)."""
@@ -297,6 +315,7 @@ def _dask_runs(args: argparse.Namespace, graphs: list, work: Path, ref: Path | N
             with _GPULoad() as load:
                 dres = _run(args, graphs, dst, client=client, progress=args.progress)
             t2 = time.perf_counter()
+            hosts = _worker_hosts(client)
         wall = t2 - t1
         run = {
             "spec": spec,
@@ -309,8 +328,8 @@ def _dask_runs(args: argparse.Namespace, graphs: list, work: Path, ref: Path | N
             "block_s": dres.block_seconds,
             "startup_s": dres.startup_seconds,
             "tail_s": dres.tail_seconds,
-            "workers": {name: _worker_record(gpus.get(name, ""), n, dres.worker_seconds.get(name, {}), wall)
-                        for name, n in sorted(dres.workers.items())},  # fmt: skip
+            "workers": {name: {**_worker_record(gpus.get(name, ""), n, dres.worker_seconds.get(name, {}), wall),
+                               "host": hosts.get(name, {})} for name, n in sorted(dres.workers.items())},  # fmt: skip
             "gpu_util_mean_pct": load.mean,
         }
         if ref is not None:
