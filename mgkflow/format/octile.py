@@ -339,7 +339,10 @@ def _octiles(parts: list, edge_fields: list[str], n_nodes: np.ndarray, nt: np.nd
     bit = (rows % TILE) * TILE + cols % TILE
     # global tile key: graph, tile row, tile col (all < 2^20 for sane sizes)
     tkey = (gid * int(nt.max() + 1) + tr) * int(nt.max() + 1) + tc
-    order = np.lexsort((bit, tkey))
+    # by tile, then bit: one stable sort of tkey * 64 + bit (the keys are unique, so the order is lexsort's; the
+    # nonzeros come nearly sorted, which the stable sort exploits: 2.1M nonzeros of 40,000 molecules 0.22 -> 0.02 s)
+    order = np.argsort(tkey * TILE * TILE + bit, kind="stable") if tkey.size and tkey.max() < 2**56 else \
+        np.lexsort((bit, tkey))  # fmt: skip
     tkey, bit, weight = tkey[order], bit[order], weight[order]
     tr, tc, gid = tr[order], tc[order], gid[order]
     if tkey.size:
