@@ -283,6 +283,8 @@ def test_slot_order_covers_every_product_by_degree_class() -> None:
         c1, c2 = dcls[: ncls + 1], dcls[ncls + 1 :]
         o1, o2 = dord[: 8 * nt[0]], dord[8 * nt[0] :]
         assert c1[-1] == n[0] and c2[-1] == n[1]
+        for c, o in ((c1, o1), (c2, o2)):  # input order within a class (the slots' order, hence the sums', rests on it)
+            assert all(np.all(np.diff(o[c[k] : c[k + 1]]) > 0) for k in range(ncls))
         got = [_slot_product(s, int(n[0]), int(n[1]), c1, c2, o1, o2) for s in range(int(n[0] * n[1]))]
         assert sorted(got) == [(i, j) for i in range(n[0]) for j in range(n[1])]
         cls = [(ncls - 1 - min(deg[0][i], ncls - 1), ncls - 1 - min(deg[1][j], ncls - 1)) for i, j in got]

@@ -328,7 +328,8 @@ def _octiles(parts: list, edge_fields: list[str], n_nodes: np.ndarray, nt: np.nd
                 raise ValueError(f"graph {k}: edge label field '{f}' missing")
             lab_l[f].append(np.asarray(g.edge_labels[f]))
     nnz_g = np.array([a.indices.size for a in adjs], dtype=np.int64)
-    deg = np.concatenate([np.diff(a.indptr) for a in adjs]).astype(np.int64)
+    ptrs = np.concatenate([a.indptr for a in adjs]).astype(np.int64)  # n + 1 pointers a graph
+    deg = np.delete(np.diff(ptrs), np.cumsum(n_nodes + 1)[:-1] - 1)  # (the differences across two graphs dropped)
     real_start = np.cumsum(n_nodes) - n_nodes
     local = np.arange(int(n_nodes.sum()), dtype=np.int64) - np.repeat(real_start, n_nodes)
     rows = np.repeat(local, deg)
