@@ -294,6 +294,7 @@ def test_scale_bench_runs_several_clusters_without_the_in_process_run(tmp_path, 
     assert sum(w["blocks"] for w in two["workers"].values()) == 10  # 4 x 4 tiles, upper triangle
     assert all(w["device_s"] == 0.0 and w["gpu"] == "" and w["block_s"] > 0 for w in two["workers"].values())
     assert all(w["host"]["cpus"] >= 1 and w["host"]["numba_threads"] >= 1 for w in two["workers"].values())
+    assert all(0 <= w["write_wait_s"] < one["seconds"] for w in one["workers"].values())  # a store's Dask tasks
     assert one["pairs"] == two["pairs"] == 24 * 25 // 2 and one["gpu_util_mean_pct"] == {}
     assert rec["spot_check"]["max_rel_err"] < 1e-12
 

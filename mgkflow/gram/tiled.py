@@ -94,6 +94,8 @@ class BlockReport:
     #: of ``seconds`` that the block's thread spends on the host alone (a block's other host work overlaps its kernels)
     host_before_s: float = 0.0
     host_after_s: float = 0.0
+    #: seconds the block's Dask task waited, after its solve, for this worker's earlier block writes
+    write_wait_s: float = 0.0
     #: when the block's solve started (``time.time()`` of the worker: one host's clock for local clusters)
     started: float = 0.0
 
@@ -290,6 +292,7 @@ def _report(block: Block, info: dict, worker: str, values: np.ndarray | None = N
         device_s=info.get("device_s", 0.0),
         host_before_s=info.get("host_before_s", 0.0),
         host_after_s=info.get("host_after_s", 0.0),
+        write_wait_s=info.get("write_wait_s", 0.0),
         started=info.get("started", 0.0),
     )
 
@@ -332,8 +335,9 @@ class GramResult:
     worker_seconds : dict
         Per worker (the names of ``workers``), the sums over its blocks of ``block_s`` (their solves' wall time in
         its threads), ``device_s`` (their device time), ``host_before_s`` and ``host_after_s`` (the GPU solves'
-        host time before their first kernel and after the device's work): a worker whose blocks take longer
-        than their device time is host-bound.
+        host time before their first kernel and after the device's work) and ``write_wait_s`` (a Dask task's
+        wait for the worker's earlier block writes): a worker whose blocks take longer than their device time
+        is host-bound.
     device_seconds : float
         Sum of the blocks' device seconds (GPU backend; 0 on the CPU).
     block_seconds : float
@@ -502,7 +506,9 @@ def run_block_overlapped(job: GramJob, block: Block) -> BlockReport:
     if job.store is None:
         return run_block(job, block)
     values, info = compute_block(job, block)
+    t0 = time.perf_counter()
     _wait_writes(keep=1)  # the older blocks were written while this one was solved
+    info["write_wait_s"] = time.perf_counter() - t0
     fut = _writer().submit(_store_and_report, job, block, values, info)
     with _WRITES_LOCK:
         _PENDING.append(fut)
@@ -644,7 +650,7 @@ def _open_store(
 
 
 #: The sums of :attr:`GramResult.worker_seconds`, in the order :class:`_Collector` adds them.
-_WORKER_SECONDS = ("block_s", "device_s", "host_before_s", "host_after_s")
+_WORKER_SECONDS = ("block_s", "device_s", "host_before_s", "host_after_s", "write_wait_s")
 
 
 class _Collector:
@@ -674,7 +680,8 @@ class _Collector:
         self.block_seconds += rep.seconds
         self.workers[rep.worker] = self.workers.get(rep.worker, 0) + 1
         sums = self.worker_seconds.setdefault(rep.worker, dict.fromkeys(_WORKER_SECONDS, 0.0))
-        for name, value in zip(_WORKER_SECONDS, (rep.seconds, rep.device_s, rep.host_before_s, rep.host_after_s)):
+        figures = (rep.seconds, rep.device_s, rep.host_before_s, rep.host_after_s, rep.write_wait_s)
+        for name, value in zip(_WORKER_SECONDS, figures, strict=True):
             sums[name] += value
         self.pairs += rep.pairs
         if self.K is not None:
