@@ -282,7 +282,7 @@ def test_scale_bench_runs_several_clusters_without_the_in_process_run(tmp_path, 
     args = ["--n-graphs", "24", "--max-atoms", "10", "--mean-atoms", "9", "--backend", "cpu", "--q", "0.2",
             "--block-size", "6", "--dtype", "float64", "--reorder-workers", "1", "--no-inprocess", "--digest",
             "--dask", "local:1", "--dask", "local:2", "--dask-threads", "1", "--spot-check", "3",
-            "--json", out]  # fmt: skip
+            "--worker-env", "MGKFLOW_BENCH_PROBE=7", "--json", out]  # fmt: skip
     assert bench_main(args) == 0
     rec = json.loads(out.read_text())
     assert "inprocess" not in rec
@@ -295,6 +295,8 @@ def test_scale_bench_runs_several_clusters_without_the_in_process_run(tmp_path, 
     assert all(w["device_s"] == 0.0 and w["gpu"] == "" and w["block_s"] > 0 for w in two["workers"].values())
     assert all(w["host"]["cpus"] >= 1 and w["host"]["numba_threads"] >= 1 for w in two["workers"].values())
     assert all(0 <= w["write_wait_s"] < one["seconds"] for w in one["workers"].values())  # a store's Dask tasks
+    assert one["worker_env"] == {"MGKFLOW_BENCH_PROBE": "7"}  # set in the workers before they start
+    assert all(w["host"]["env"] == {"MGKFLOW_BENCH_PROBE": "7"} for w in two["workers"].values())
     assert one["pairs"] == two["pairs"] == 24 * 25 // 2 and one["gpu_util_mean_pct"] == {}
     assert rec["spot_check"]["max_rel_err"] < 1e-12
 
@@ -315,3 +317,11 @@ def test_worker_seconds_add_up_by_worker(client, kern):
     assert sum(w["block_s"] for w in sums) == pytest.approx(res.block_seconds) and res.block_seconds > 0
     # the CPU backend has no device and no GPU host phases
     assert all(w["device_s"] == w["host_before_s"] == w["host_after_s"] == 0.0 for w in sums) and not res.device_seconds
+
+
+def test_scale_bench_worker_env_needs_name_and_value(capsys):
+    from mgkflow.bench.gram import main as bench_main
+
+    with pytest.raises(SystemExit) as exc:
+        bench_main(["--n-graphs", "4", "--dask", "local:1", "--worker-env", "NOVALUE"])
+    assert exc.value.code == 2 and "--worker-env takes NAME=VALUE" in capsys.readouterr().err

@@ -164,6 +164,27 @@ class _GPULoad:
             self._thread.join()
 
 
+def _worker_environ(env: dict[str, str]) -> Any:
+    """Dask's configuration that sets ``env`` in the worker processes of the clusters made under it, before they
+    start (Dask's nannies set their own defaults there, e.g. ``MALLOC_TRIM_THRESHOLD_`` and ``OMP_NUM_THREADS``:
+    ``env`` overrides them)."""
+    import contextlib
+
+    if not env:
+        return contextlib.nullcontext()
+    import dask
+
+    key = "distributed.nanny.pre-spawn-environ"
+    return dask.config.set({key: {**dask.config.get(key, {}), **env}})
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"--worker-env takes NAME=VALUE, got {text!r}")
+    return name, value
+
+
 def _worker_gpus(client: Any) -> dict[str, str]:
     """The GPU of each worker (the first of its ``CUDA_VISIBLE_DEVICES``; "" where unset), keyed as the
     Gram's reports name workers (``host:pid``)."""
@@ -174,9 +195,10 @@ def _worker_gpus(client: Any) -> dict[str, str]:
     return dict(client.run(where).values())
 
 
-def _worker_hosts(client: Any) -> dict[str, dict]:
+def _worker_hosts(client: Any, env_keys: tuple[str, ...] = ()) -> dict[str, dict]:
     """What each worker's host passes ran on, read after a run: numba's threading layer (the one its parallel
-    passes loaded; "none" before any ran), numba's thread count and the CPUs the worker may use."""
+    passes loaded; "none" before any ran), numba's thread count, the CPUs the worker may use and the values of
+    the environment variables ``env_keys`` there."""
 
     def host() -> tuple[str, dict]:
         import numba
@@ -187,7 +209,8 @@ def _worker_hosts(client: Any) -> dict[str, dict]:
             layer = "none"
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         return f"{os.uname().nodename}:{os.getpid()}", {"numba_layer": layer,
-                                                        "numba_threads": numba.config.NUMBA_NUM_THREADS, "cpus": cpus}
+                                                        "numba_threads": numba.config.NUMBA_NUM_THREADS, "cpus": cpus,
+                                                        "env": {k: os.environ.get(k) for k in env_keys}}
 
     return dict(client.run(host).values())
 
@@ -309,17 +332,18 @@ def _dask_runs(args: argparse.Namespace, graphs: list, work: Path, ref: Path | N
             shutil.rmtree(dst)
         t0 = time.perf_counter()
         opts = {} if args.dask_threads is None else {"threads_per_worker": args.dask_threads}
-        with client_from_spec(spec, **opts) as client:
+        with _worker_environ(args.worker_env), client_from_spec(spec, **opts) as client:
             gpus = _worker_gpus(client)
             t1 = time.perf_counter()
             with _GPULoad() as load:
                 dres = _run(args, graphs, dst, client=client, progress=args.progress)
             t2 = time.perf_counter()
-            hosts = _worker_hosts(client)
+            hosts = _worker_hosts(client, tuple(args.worker_env))
         wall = t2 - t1
         run = {
             "spec": spec,
             "threads_per_worker": args.dask_threads,
+            "worker_env": args.worker_env,
             "cluster_start_s": t1 - t0,
             "seconds": wall,
             "pairs": dres.pairs,
@@ -396,6 +420,14 @@ def _parser() -> argparse.ArgumentParser:
         help="task threads per worker of the local:N / cuda clusters (default: 1 on local, 2 on cuda)",
     )
     p.add_argument(
+        "--worker-env",
+        type=_env_pair,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the clusters' worker processes (repeatable; e.g. MALLOC_TRIM_THRESHOLD_)",
+    )
+    p.add_argument(
         "--no-inprocess",
         action="store_true",
         help="with --dask: no in-process run (the clusters' runs are checked against the first one's)",
@@ -428,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = p.parse_args(argv)
     args.argv = argv
+    args.worker_env = dict(args.worker_env)
     if args.n_graphs is None and args.dataset == "molecules":
         args.n_graphs = 2000
     if args.child:
