@@ -173,6 +173,7 @@ def _worker_environ(env: dict[str, str]) -> Any:
     if not env:
         return contextlib.nullcontext()
     import dask
+    import distributed  # noqa: F401  (loads Dask's distributed defaults, which env then overrides)
 
     key = "distributed.nanny.pre-spawn-environ"
     return dask.config.set({key: {**dask.config.get(key, {}), **env}})
