@@ -376,3 +376,28 @@ def test_gpu_tiled_run_reports_host_seconds_on_the_fake_driver():
                                                                      os.environ.get("PYTHONPATH")]))}  # fmt: skip
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_gpu_load_sampler_means_by_gpu(tmp_path, monkeypatch):
+    """bench gram's per-GPU utilization: nvidia-smi's lines (index, percent) averaged by GPU over the run."""
+    from mgkflow.bench.gram import _GPULoad
+
+    state = tmp_path / "util"
+    state.write_text("0, 50\n1, 70\n")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncat {state}\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    import time
+
+    with _GPULoad(period=0.01) as load:
+        t0 = time.monotonic()
+        while len(load.samples.get("1", [])) < 2 and time.monotonic() - t0 < 10:
+            time.sleep(0.01)
+        (tmp_path / "next").write_text("0, 100\n1, 70\n")
+        os.replace(tmp_path / "next", state)  # whole: the sampler never reads half a file
+        n0 = len(load.samples["0"])
+        while len(load.samples["0"]) < 2 * n0 and time.monotonic() - t0 < 20:
+            time.sleep(0.01)
+    mean = load.mean
+    assert set(mean) == {"0", "1"} and mean["1"] == 70.0 and 50.0 < mean["0"] < 100.0

@@ -68,82 +68,32 @@ def _kernel(args: argparse.Namespace, backend: str | None = None):
                                    gpu_options=gpu_options)  # fmt: skip
 
 
-class _DeviceMemory:
-    """Peak device memory in use (MiB, all processes) sampled with ``nvidia-smi`` every ``period``
-    seconds in a thread (None without nvidia-smi): the peak of a run, its allocator pools included."""
+class _Sampler:
+    """``nvidia-smi --query-gpu=QUERY`` sampled every ``period`` seconds in a thread while the ``with`` block
+    runs (nothing without nvidia-smi); each sample's lines go to :meth:`_take`. ``edges``: also one sample as the
+    block starts and one as it ends (a run shorter than the period is then sampled before and after)."""
 
-    def __init__(self, period: float = 0.2) -> None:
+    query = ""
+    edges = False
+
+    def __init__(self, period: float) -> None:
         self.period = period
-        self.peak_mib: int | None = None
         self._stop = None
         self._thread = None
 
-    def _sample(self) -> int | None:
-        try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=10)  # fmt: skip
-            return max(int(v) for v in out.stdout.split()) if out.returncode == 0 and out.stdout.split() else None
-        except (OSError, ValueError, subprocess.SubprocessError):
-            return None
-
-    def __enter__(self) -> _DeviceMemory:
-        import threading
-
-        if shutil.which("nvidia-smi") is None:
-            return self
-        self._stop = threading.Event()
-
-        def loop() -> None:
-            while not self._stop.is_set():
-                v = self._sample()
-                if v is not None:
-                    self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
-                self._stop.wait(self.period)
-
-        self._thread = threading.Thread(target=loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            v = self._sample()  # and once at the end: a run shorter than the period is sampled before and after
-            if v is not None:
-                self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
-
-
-class _GPULoad:
-    """Each GPU's utilization (``nvidia-smi``'s ``utilization.gpu``: the share of its last sample period in which
-    a kernel ran), sampled every ``period`` seconds in a thread; :attr:`mean` by GPU index after the run (empty
-    without nvidia-smi)."""
-
-    def __init__(self, period: float = 0.5) -> None:
-        self.period = period
-        self.samples: dict[str, list[float]] = {}
-        self._stop = None
-        self._thread = None
+    def _take(self, lines: list[str]) -> None:
+        raise NotImplementedError
 
     def _sample(self) -> None:
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits"],
+            out = subprocess.run(["nvidia-smi", f"--query-gpu={self.query}", "--format=csv,noheader,nounits"],
                                  capture_output=True, text=True, timeout=10)  # fmt: skip
         except (OSError, subprocess.SubprocessError):
             return
-        if out.returncode != 0:
-            return
-        for line in out.stdout.splitlines():
-            idx, _, util = line.partition(",")
-            try:
-                self.samples.setdefault(idx.strip(), []).append(float(util))
-            except ValueError:
-                continue
+        if out.returncode == 0 and out.stdout.strip():
+            self._take(out.stdout.splitlines())
 
-    @property
-    def mean(self) -> dict[str, float]:
-        return {k: float(np.mean(v)) for k, v in sorted(self.samples.items()) if v}
-
-    def __enter__(self) -> _GPULoad:
+    def __enter__(self) -> _Sampler:
         import threading
 
         if shutil.which("nvidia-smi") is None:
@@ -151,6 +101,8 @@ class _GPULoad:
         self._stop = threading.Event()
 
         def loop() -> None:
+            if self.edges:
+                self._sample()
             while not self._stop.wait(self.period):
                 self._sample()
 
@@ -162,6 +114,51 @@ class _GPULoad:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
+            if self.edges:
+                self._sample()
+
+
+class _DeviceMemory(_Sampler):
+    """Peak device memory in use (MiB, all processes) sampled with ``nvidia-smi`` every ``period``
+    seconds in a thread (None without nvidia-smi): the peak of a run, its allocator pools included."""
+
+    query = "memory.used"
+    edges = True
+
+    def __init__(self, period: float = 0.2) -> None:
+        super().__init__(period)
+        self.peak_mib: int | None = None
+
+    def _take(self, lines: list[str]) -> None:
+        try:
+            v = max(int(x) for line in lines for x in line.split())
+        except ValueError:
+            return
+        self.peak_mib = v if self.peak_mib is None else max(self.peak_mib, v)
+
+
+class _GPULoad(_Sampler):
+    """Each GPU's utilization (``nvidia-smi``'s ``utilization.gpu``: the share of its last sample period in which
+    a kernel ran), sampled every ``period`` seconds in a thread; :attr:`mean` by GPU index after the run (empty
+    without nvidia-smi)."""
+
+    query = "index,utilization.gpu"
+
+    def __init__(self, period: float = 0.5) -> None:
+        super().__init__(period)
+        self.samples: dict[str, list[float]] = {}
+
+    def _take(self, lines: list[str]) -> None:
+        for line in lines:
+            idx, _, util = line.partition(",")
+            try:
+                self.samples.setdefault(idx.strip(), []).append(float(util))
+            except ValueError:
+                continue
+
+    @property
+    def mean(self) -> dict[str, float]:
+        return {k: float(np.mean(v)) for k, v in sorted(self.samples.items()) if v}
 
 
 def _worker_environ(env: dict[str, str]) -> Any:
