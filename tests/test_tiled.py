@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -331,17 +332,23 @@ def test_docstring_examples(module):
     assert result.failed == 0 and result.attempted > 0
 
 
+def _fake_nvidia_smi(tmp_path: Path, monkeypatch: Any, text: str) -> Path:
+    """An ``nvidia-smi`` first on PATH that prints the file it returns (written with ``text``)."""
+    state = tmp_path / "smi-output"
+    state.write_text(text)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncat {state}\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    return state
+
+
 def test_device_memory_sampler_samples_at_the_end(tmp_path, monkeypatch):
     """A run shorter than the sampling period is sampled before and after: the peak includes what the run left
     allocated (bench gpu measures one untimed call with it)."""
     from mgkflow.bench.gram import _DeviceMemory
 
-    state = tmp_path / "mib"
-    state.write_text("100")
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\ncat {state}\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    state = _fake_nvidia_smi(tmp_path, monkeypatch, "100")
     import time
 
     with _DeviceMemory(period=60.0) as mem:
@@ -382,12 +389,7 @@ def test_gpu_load_sampler_means_by_gpu(tmp_path, monkeypatch):
     """bench gram's per-GPU utilization: nvidia-smi's lines (index, percent) averaged by GPU over the run."""
     from mgkflow.bench.gram import _GPULoad
 
-    state = tmp_path / "util"
-    state.write_text("0, 50\n1, 70\n")
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\ncat {state}\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    state = _fake_nvidia_smi(tmp_path, monkeypatch, "0, 50\n1, 70\n")
     import time
 
     with _GPULoad(period=0.01) as load:
