@@ -23,7 +23,10 @@ import numpy as np
 from ..errors import GraphError
 from .count import TILE
 
-__all__ = ["OctileGraph", "OctileBatch", "pack_graph", "pack_batch", "label_dtype", "held_dtype", "concat_labels"]
+__all__ = [
+    "OctileGraph", "OctileBatch", "pack_graph", "pack_batch", "label_dtype", "held_dtype", "concat_labels",
+    "row_lengths",
+]  # fmt: skip
 
 _T2 = TILE * TILE
 
@@ -52,6 +55,21 @@ def concat_labels(arrays: Sequence[np.ndarray]) -> np.ndarray:
     if held:
         return np.concatenate(held)
     return arrays[0] if arrays else np.zeros(0)
+
+
+def row_lengths(indptr: np.ndarray, n_nodes: np.ndarray) -> np.ndarray:
+    """Every node's row length (int64) from the CSR pointers of several graphs concatenated (``n + 1`` a graph):
+    the differences within each graph's pointers, those across two graphs dropped, in one pass.
+
+    Examples
+    --------
+    >>> row_lengths(np.array([0, 1, 3, 0, 2]), np.array([2, 1])).tolist()
+    [1, 2, 2]
+    """
+    ptr = np.asarray(indptr, dtype=np.int64)
+    if not ptr.size:
+        return np.zeros(0, np.int64)
+    return np.delete(np.diff(ptr), np.cumsum(np.asarray(n_nodes, dtype=np.int64) + 1)[:-1] - 1)
 
 
 def label_dtype(values: np.ndarray) -> np.dtype:
@@ -328,8 +346,7 @@ def _octiles(parts: list, edge_fields: list[str], n_nodes: np.ndarray, nt: np.nd
                 raise ValueError(f"graph {k}: edge label field '{f}' missing")
             lab_l[f].append(np.asarray(g.edge_labels[f]))
     nnz_g = np.array([a.indices.size for a in adjs], dtype=np.int64)
-    ptrs = np.concatenate([a.indptr for a in adjs]).astype(np.int64)  # n + 1 pointers a graph
-    deg = np.delete(np.diff(ptrs), np.cumsum(n_nodes + 1)[:-1] - 1)  # (the differences across two graphs dropped)
+    deg = row_lengths(np.concatenate([a.indptr for a in adjs]), n_nodes)
     real_start = np.cumsum(n_nodes) - n_nodes
     local = np.arange(int(n_nodes.sum()), dtype=np.int64) - np.repeat(real_start, n_nodes)
     rows = np.repeat(local, deg)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ...format.octile import concat_labels
+from ...format.octile import concat_labels, row_lengths
 from ...system import GraphSystem
 from . import register
 from ._block import BlockStrategy
@@ -237,8 +237,7 @@ def row_arrays(systems: Sequence[GraphSystem], edge_fields: Sequence[str], wdt: 
     weight = np.concatenate([A.data for A in adjs] + [np.zeros(0)])
     labels = [concat_labels([s.graph.edge_labels[f] for s in systems]) for f in edge_fields]
     total = int(nnz.sum())
-    # row lengths: the differences within each graph's pointers (those across two graphs dropped), in one pass
-    row_len = np.delete(np.diff(indptr), np.cumsum(n1)[:-1] - 1) if indptr.size else np.zeros(0, np.int64)
+    row_len = row_lengths(indptr, n)
     grow = np.repeat(np.arange(int(n.sum())), row_len)
     if total > 1 and np.any((cols[1:] <= cols[:-1]) & (grow[1:] == grow[:-1])):  # not canonical: sort rows
         order = np.lexsort((cols, grow))
