@@ -97,3 +97,34 @@ def test_row_pair_xmv_matches_cpu(edge_kernel, sizes, tile_sort) -> None:
     mv, _ = _offdiag_operator(s1, s2, edge_kernel, False)
     ref = mv(X)
     np.testing.assert_allclose(from_blocked(y, n, m, nt2), ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("q", [0.05, 0.01])
+def test_emulated_value_cg_takes_the_classic_steps(q: float) -> None:
+    """The resident F32_SUMS value builds' PCG in the Chronopoulos-Gear form (``VALUE_CG``; float32 z, q and a)
+    stops after the steps of the classic form, one XMV a step, and its K stays at the float64 solve's level."""
+    from test_gpu_gradient import KERNELS, _emulation_inputs, _ring
+
+    from mgkflow.backends.exact import solve_pair
+    from mgkflow.gpu.core import DEFAULT_RTOL
+    from mgkflow.gpu.emulate import pcg_blocked, pcg_cg_blocked, system_blocked
+
+    nk, ek = KERNELS["kd-se"]
+    graphs = [_ring(40, 1), _ring(33, 2), _graph(17, 0.2, 3)]
+    systems = [prepare_graph(g, k, nk, ek, q=q) for k, g in enumerate(graphs)]
+    h, hdr, nlab, elab, rows = _emulation_inputs(systems, nk, ek)
+    seen: list[int] = []
+    for g1, g2 in ((0, 1), (1, 2), (2, 2)):
+        DG, b, px, _ = system_blocked(hdr, g1, g2, nlab, nk, h["d"], h["p"], h["q"])
+
+        def xmv(P: np.ndarray, g1: int = g1, g2: int = g2) -> np.ndarray:
+            seen.append(1)
+            return xmv_rows(rows, hdr, g1, g2, P, elab, ek)
+
+        X, it, _, conv = pcg_blocked(DG, b, xmv, DEFAULT_RTOL, 500)
+        calls = len(seen)
+        k, it_cg, res, conv_cg = pcg_cg_blocked(DG, b, px, xmv, DEFAULT_RTOL, 500)
+        ref = solve_pair(systems[g1], systems[g2], nk, ek, rtol=1e-13).value
+        assert conv and conv_cg and res <= DEFAULT_RTOL
+        assert it_cg == it == len(seen) - calls, (g1, g2, it, it_cg, len(seen) - calls)
+        assert abs(k - ref) <= 1e-8 * abs(ref) and abs(px @ X - ref) <= 1e-8 * abs(ref), (k, px @ X, ref)

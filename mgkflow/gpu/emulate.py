@@ -282,6 +282,68 @@ def pcg_blocked(
     return X, it, (float(np.sqrt(rr / bb)) if bb > 0 else 0.0), bool(conv)
 
 
+def pcg_cg_blocked(
+    DG: np.ndarray, b: np.ndarray, w: np.ndarray, xmv: Callable[[np.ndarray], np.ndarray], rtol: float,
+    max_iter: int,
+) -> tuple[float, int, float, bool]:  # fmt: skip
+    """The resident F32_SUMS value builds' PCG (``VALUE_CG`` of ``mgk_solver.cu``): the Chronopoulos-Gear form
+    with z = fl32(D^-1 r), q = M z and a = M p stored as float32, r in float64, no solution vector and K = w^T x
+    accumulated from the steps (the sum of alpha_k w^T p_k, w^T p = w^T z + beta w^T p_old). Each step's r.z, r.r
+    and w.z are summed before its XMV, so the residual test comes first and a solve makes one XMV a step, as
+    :func:`pcg_blocked`.
+
+    Returns
+    -------
+    k : float
+        w^T x.
+    iterations : int
+        Steps taken (XMV passes and updates of r).
+    residual : float
+        ||r|| / ||b|| of the last residual.
+    converged : bool
+
+    Examples
+    --------
+    >>> M = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> DG = np.diag(M).copy()
+    >>> k, it, res, conv = pcg_cg_blocked(DG, np.array([1.0, 2.0]), np.array([1.0, 1.0]),
+    ...                                   lambda p: np.diag(DG) @ p - M @ p, 1e-6, 10)
+    >>> round(k, 6), it, conv  # x = (1, 7) / 11
+    (0.727273, 2, True)
+    """
+
+    def f32(v: np.ndarray) -> np.ndarray:
+        return np.asarray(v, dtype=np.float64).astype(np.float32).astype(np.float64)
+
+    DI = 1.0 / DG
+    R = b.astype(np.float64).copy()
+    A = np.zeros_like(R)
+    g_old, den_old, wp, kk, it = 1.0, 0.0, 0.0, 0.0, 0
+    bb = float(R @ R)
+    thr, rr, conv = rtol * rtol * bb, bb, False
+    while True:
+        Z = f32(R * DI)
+        gm, rr, wz = float(R @ Z), float(R @ R), float(w @ Z)
+        if rr <= thr:
+            conv = True
+            break
+        if not np.isfinite(rr) or it >= max_iter:
+            break
+        Qd = DG * Z - xmv(Z)
+        beta = gm / g_old if it else 0.0
+        den = float(Z @ Qd) - beta * beta * den_old
+        if not (den > 0 and np.isfinite(den)):
+            break
+        alpha = gm / den
+        wp = wz + beta * wp
+        kk += alpha * wp
+        A = f32(f32(Qd) + beta * A)
+        R = R - alpha * A
+        it += 1
+        g_old, den_old = gm, den
+    return kk, it, (float(np.sqrt(rr / bb)) if bb > 0 else 0.0), conv
+
+
 def pcg2_blocked(
     DG: np.ndarray, b: np.ndarray, c: np.ndarray, xmv: Callable[[np.ndarray], np.ndarray], rtol: float,
     max_iter: int,

@@ -61,3 +61,62 @@ __device__ __forceinline__ void warp_partials2(double& a, double& b, double* buf
     }
     __syncthreads();
 }
+
+// A block sum of four doubles through buf (4 * NWARP doubles) in two stages, so that a caller can run the warp
+// stage of some values early and keep no registers for them across other work (mgk_solver.cu, VALUE_CG).
+// warp_scatter4: the warp stage as a reduce-scatter: at offset 16 a lane sends the two values its half does not
+// keep, at offset 8 one of the two it kept, so six shuffles of one double leave in lanes 8v..8v+7 the warp's
+// total of value v (a butterfly on each of the four values takes 20); lane 8v writes it to buf[v NWARP + w] for
+// v < NV (a caller with three values leaves the fourth slot to its own writes).
+template <int NV = 4>
+__device__ __forceinline__ void warp_scatter4(const double a, const double b, const double c, const double d,
+                                              double* buf)
+{
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const bool h16 = lane & 16, h8 = lane & 8;
+    double k0 = h16 ? c : a, k1 = h16 ? d : b;
+    k0 += shfl_xor(h16 ? a : c, 16);
+    k1 += shfl_xor(h16 ? b : d, 16);
+    double t = h8 ? k1 : k0;
+    t += shfl_xor(h8 ? k0 : k1, 8);
+    t += shfl_xor(t, 4);
+    t += shfl_xor(t, 2);
+    t += shfl_xor(t, 1);
+    if ((lane & 7) == 0 && (lane >> 3) < NV) buf[(lane >> 3) * NWARP + w] = t;
+}
+
+// block_total4 (after a barrier that follows every warp's partials): the four totals, the same in every thread
+// (bit for bit: each step of a butterfly adds the same two values in every lane, and a broadcast copies one lane's
+// bits). Lane j of the lanes 8v..8v+7 sums the partials of value v of warps j, j + S, ... (S = min(NWARP, 8)),
+// then a butterfly over the S lanes. Values v >= NV are not read (d = 0 when NV = 3).
+template <int NV = 4>
+__device__ __forceinline__ void block_total4(double& a, double& b, double& c, double& d, const double* buf)
+{
+    const int lane = threadIdx.x & 31;
+    const int v = lane >> 3, j = lane & 7;  // this lane's value, and its rank among the value's 8 lanes
+    // S: the largest power of two <= min(NWARP, 8)
+    constexpr int S = NWARP >= 8 ? 8 : NWARP >= 4 ? 4 : NWARP >= 2 ? 2 : 1;
+    const int j0 = j & (S - 1);
+    double t = 0.0;
+    if (v < NV) {
+        t = buf[v * NWARP + j0];
+#pragma unroll
+        for (int x = S; x < NWARP; x += S)
+            if (x + j0 < NWARP) t += buf[v * NWARP + x + j0];
+    }
+#pragma unroll
+    for (int o = 1; o < S; o <<= 1) t += shfl_xor(t, o);
+    a = __shfl_sync(0xffffffffu, t, 0);
+    b = __shfl_sync(0xffffffffu, t, 8);
+    c = __shfl_sync(0xffffffffu, t, 16);
+    d = __shfl_sync(0xffffffffu, t, 24);
+}
+
+// Sum four doubles over the block (both stages, one barrier); every thread gets the same totals. The caller makes
+// sure buf is not read by a previous reduction any more.
+__device__ __forceinline__ void block_sum4_scatter(double& a, double& b, double& c, double& d, double* buf)
+{
+    warp_scatter4(a, b, c, d, buf);
+    __syncthreads();
+    block_total4(a, b, c, d, buf);
+}

@@ -36,7 +36,8 @@
 //   * the XMV walks G1's row two nonzeros at a time: each column index of G2's row, loaded once,
 //     serves both products (-1.7% device time on drugs and on molecules; gpu/NOTES.md, call C8);
 //   * the block reduction of four doubles is a reduce-scatter in each warp (six shuffles of one double
-//     instead of twenty), then per value a butterfly over the warps' partials and a broadcast.
+//     instead of twenty), then per value a butterfly over the warps' partials and a broadcast
+//     (block_sum4_scatter, mgk_common.cuh).
 //
 // Placeholders filled by mgkflow.gpu.solvers.compact: BLOCK, KE, MIN_BLOCKS, NCLS, DEFINES (the
 // run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF,
@@ -58,44 +59,6 @@ typedef ${C_TYPE} c_t;
 #define COEF(w1, w2, ke) ${COEF}
 
 ${COMMON}
-
-// Sum four doubles over the block through buf (4 * NWARP doubles); every thread gets the same totals
-// (bit for bit: each step of a butterfly adds the same two values in every lane, and a broadcast
-// copies one lane's bits). Warp stage as a reduce-scatter: at offset 16 a lane sends the two values
-// its half does not keep, at offset 8 one of the two it kept, so six shuffles of one double leave
-// in lanes 8v..8v+7 the warp's total of value v (a butterfly on each of the four values takes 20).
-// One barrier: the caller makes sure buf is not read by a previous reduction any more.
-__device__ __forceinline__ void block_sum4(double& a, double& b, double& c, double& d, double* buf)
-{
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const bool h16 = lane & 16, h8 = lane & 8;
-    double k0 = h16 ? c : a, k1 = h16 ? d : b;
-    k0 += shfl_xor(h16 ? a : c, 16);
-    k1 += shfl_xor(h16 ? b : d, 16);
-    double t = h8 ? k1 : k0;
-    t += shfl_xor(h8 ? k0 : k1, 8);
-    t += shfl_xor(t, 4);
-    t += shfl_xor(t, 2);
-    t += shfl_xor(t, 1);
-    const int v = lane >> 3, j = lane & 7;  // this lane's value, and its rank among the value's 8 lanes
-    if (j == 0) buf[v * NWARP + w] = t;
-    __syncthreads();
-    // the NWARP partials of value v: lane j sums those of warps j, j + S, ... (S = min(NWARP, 8)),
-    // then a butterfly over the S lanes
-    // S: the largest power of two <= min(NWARP, 8)
-    constexpr int S = NWARP >= 8 ? 8 : NWARP >= 4 ? 4 : NWARP >= 2 ? 2 : 1;
-    const int j0 = j & (S - 1);
-    t = buf[v * NWARP + j0];
-#pragma unroll
-    for (int x = S; x < NWARP; x += S)
-        if (x + j0 < NWARP) t += buf[v * NWARP + x + j0];
-#pragma unroll
-    for (int o = 1; o < S; o <<= 1) t += shfl_xor(t, o);
-    a = __shfl_sync(0xffffffffu, t, 0);
-    b = __shfl_sync(0xffffffffu, t, 8);
-    c = __shfl_sync(0xffffffffu, t, 16);
-    d = __shfl_sync(0xffffffffu, t, 24);
-}
 
 extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compact(
     const int* __restrict__ hdr,                  // 5 ints per graph: n, nt, node_off, rowptr_off, rrow_off
@@ -257,7 +220,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                     wz += W[SLOT(k)] * z;
                 }
             }
-            block_sum4(gm, dl, rr, wz, red);
+            block_sum4_scatter(gm, dl, rr, wz, red);
             if (it == 0) {  // rr = b.b
                 thr = rtol * rtol * rr;
                 if (tid == 0) s_bb = rr;

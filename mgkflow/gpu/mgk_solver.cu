@@ -40,6 +40,10 @@
 // octile_primitives.cuh, row_pair2 in xmv_row_pair.cuh), the sums added in float64. The products' coefficients are
 // float32 already (the exponential), and K stays at their level (NOTES.md, session 33); kernels with exact
 // coefficients (constants, Kronecker deltas) keep the float64 sums and their ~1e-15 agreement with the CPU.
+// VALUE_CG (the F32_SUMS value builds with a float32 a_t; mgkflow.gpu.source.value_cg): the PCG in the
+// Chronopoulos-Gear form of mgk_compact.cu: the XMV of z = fl32(D^-1 r) (in P) into q = M z (float32, in the
+// second half of P's float64 slots: 20 bytes an unknown, as before), a = q + beta a, and one vector loop a step
+// with the residual test before the XMV (NOTES.md, session 35).
 // RESIDENT with GRADIENT: the joint PCG of x and the adjoint y with both search directions (float2), both
 // products A, AY and both residuals (float32) in shared memory, 24 bytes an unknown; X, XY, DG and DI in global
 // memory (4 vectors a pair: a launch's stay in L2); then dK/dh (pairs over half an SM's shared memory:
@@ -61,6 +65,7 @@
 #define NODAL ${NODAL}
 #define RESIDENT ${RESIDENT}
 #define F32_SUMS ${F32_SUMS}
+#define VALUE_CG ${VALUE_CG}
 // a work unit's fixed cost per output in products (the schedule's estimate: addressing, the diagonal, the store)
 #define UNIT_OVERHEAD 4
 ${DEFINES}
@@ -379,7 +384,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     const int max_iter${EXTRA_PARAMS})
 {
     extern __shared__ double smem[];
-    __shared__ double red[2 * NWARP + 2];
+    __shared__ double red[VALUE_CG ? 4 * NWARP : 2 * NWARP + 2];
     __shared__ int s_job;
     // the warps' sums of the schedule's costs (SCHEDULE_RANGES)
     __shared__ long long s_wsum[NWARP];
@@ -405,6 +410,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
     r_t* const RY = R + n_max;
 #else
     p_t* const P = (p_t*)smem;  // F32_SUMS: a float32 search direction in its float64 slot
+#if VALUE_CG
+    a_t* const Q = (a_t*)(P + n_max);  // q = M z, in the second half of P's float64 slots (float32 z, float32 a_t)
+#endif
     double* const R = smem + n_max;
     a_t* const A = (a_t*)(R + n_max);
 #endif
@@ -725,6 +733,116 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             out_conv[jb] = (s_rr[0] <= s_thr[0] && s_rr[1] <= s_thr[1] && isfinite(k)) ? 1 : 0;
         }
 #else
+#if VALUE_CG
+        // ---------------------------------------------------------------- init: z = fl32(D^-1 b), a = 0
+        double gm = 0.0, rr = 0.0, wz = 0.0;  // this thread's shares of r.z, r.r and w.z
+        for (long long idx = tid; idx < N; idx += BLOCK) {
+            double dg, b;
+            system_entry(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, nlab, nlab_stride, dvec, qvec, dg, b);
+            const double di = 1.0 / dg;
+            const p_t z = (p_t)(b * di);
+            const double w_ = start_weight(idx, nt2, h1.n, h2.n, h1.node_off, h2.node_off, pvec);
+            DG[idx] = dg;
+            DI[idx] = di;
+            W[idx] = w_;
+            R[idx] = b;
+            P[idx] = z;
+            A[idx] = (a_t)0.0;
+            gm += b * (double)z;
+            rr += b * b;
+            wz += w_ * (double)z;
+        }
+        // ---------------------------------------------------------------- PCG, Chronopoulos-Gear form
+        // As mgk_compact.cu: the XMV is of z (P), q = M z (Q), and a = M p follows a = q + beta a (A), so that one
+        // vector loop per step updates a, r and z and sums r.z, r.r and w.z of the new residual, where the classic
+        // form has two loops with a block reduction between them. Those three sums are reduced at the loop's
+        // barrier (the residual test before the XMV: a converged pair computes no XMV more than the classic form),
+        // z.q after the XMV. K = sum_k alpha_k (w^T p_k) with w^T p = w^T z + beta w^T p_old (no solution vector);
+        // q, a, r and K all follow z as stored (float32).
+        // Block-uniform values in shared memory, where registers are scarce around the XMV: ||b||^2 and the
+        // threshold, r.z and w.z of the current residual (thread 0 writes them after the barrier that ends the
+        // step; read after the XMV's reduction), the last ||r||^2 (thread 0).
+        __shared__ double s_cg[5];
+        double g_old = 1.0, den_old = 0.0, wp = 0.0, kk = 0.0;
+        int it = 0;
+        bool conv = false, broke = false;
+        for (;;) {
+            // red: the warps' partials of r.z, r.r, w.z (values 0..2 of warp_scatter4) and of z.q (3 NWARP + w)
+            warp_scatter4<3>(gm, rr, wz, 0.0, red);
+            __syncthreads();  // z and the partials complete (the XMV's reads of P and Q ended before the update)
+            double d_;
+            block_total4<3>(gm, rr, wz, d_, red);
+            if (tid == 0) {
+                if (it == 0) {  // rr = b.b
+                    s_cg[0] = rr;
+                    s_cg[1] = rtol * rtol * rr;
+                }
+                s_cg[2] = gm;
+                s_cg[3] = wz;
+                s_cg[4] = rr;
+            }
+            if (rr <= (it ? s_cg[1] : rtol * rtol * rr)) {
+                conv = true;
+                break;
+            }
+            if (!isfinite(rr)) {
+                broke = true;
+                break;
+            }
+            if (it >= max_iter) break;
+            double dl = 0.0;
+            {
+                XMV_LANE_SETUP
+                XMV_PASS(Q, dl)
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) dl += shfl_xor(dl, o);
+            if (lane == 0) red[3 * NWARP + warp] = dl;
+            __syncthreads();
+            dl = lane < NWARP ? red[3 * NWARP + lane] : 0.0;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) dl += shfl_xor(dl, o);
+            gm = s_cg[2];
+            wz = s_cg[3];
+            const double beta = it ? gm / g_old : 0.0;
+            const double den = dl - beta * beta * den_old;  // p.Mp
+            if (!(den > 0.0) || !isfinite(den)) {  // breakdown: not SPD in finite precision
+                broke = true;
+                break;
+            }
+            const double alpha = gm / den;
+            wp = wz + beta * wp;
+            kk += alpha * wp;
+            g_old = gm;
+            den_old = den;
+            ++it;
+            gm = 0.0;
+            rr = 0.0;
+            wz = 0.0;
+            // unknown pairs (N is a multiple of 64): 8- and 16-byte accesses
+            for (long long idx = 2 * tid; idx < N; idx += 2 * BLOCK) {
+                double q0, q1, a0, a1, r0, r1, d0, d1, w0, w1;
+                ld2(Q + idx, q0, q1);
+                ld2(A + idx, a0, a1);
+                ld2(R + idx, r0, r1);
+                ld2(DI + idx, d0, d1);
+                ld2(W + idx, w0, w1);
+                a0 = (double)(a_t)(q0 + beta * a0);  // r follows a as stored
+                a1 = (double)(a_t)(q1 + beta * a1);
+                r0 -= alpha * a0;
+                r1 -= alpha * a1;
+                const double z0 = (double)(p_t)(r0 * d0), z1 = (double)(p_t)(r1 * d1);
+                st2(A + idx, a0, a1);
+                st2(R + idx, r0, r1);
+                st2(P + idx, z0, z1);
+                gm += r0 * z0 + r1 * z1;
+                rr += r0 * r0 + r1 * r1;
+                wz += w0 * z0 + w1 * z1;
+            }
+        }
+        const double k = kk, bb = s_cg[0];
+        rr = s_cg[4];
+#else
         // ---------------------------------------------------------------- init
         double rz = 0.0, bb = 0.0;
 #if RESIDENT
@@ -828,6 +946,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
         PAIR_K(k)
         block_sum2(k, dummy2, red);
 #endif
+#endif  // VALUE_CG
 #if NODAL
         for (long long idx = tid; idx < N; idx += BLOCK) {
             const int tp = (int)(idx >> 6), e = (int)(idx & 63);

@@ -24,7 +24,7 @@ from ..kernels import BaseKernel, SquareExponential
 
 __all__ = [
     "KernelConfig", "kernel_source", "make_config", "label_macros", "coef_expr", "kernel_values", "se_scale",
-    "DEFAULT_BLOCK", "XMV_MODES", "KPAR", "gradient_fragment", "common_placeholders", "f32_sums",
+    "DEFAULT_BLOCK", "XMV_MODES", "KPAR", "gradient_fragment", "common_placeholders", "f32_sums", "value_cg",
 ]  # fmt: skip
 
 #: Name of the ``__constant__`` float array of the kernels' run-time hyperparameters.
@@ -358,6 +358,24 @@ def f32_sums(config: KernelConfig) -> bool:
     return config.resident and config.se_edge and not config.weight_double
 
 
+def value_cg(config: KernelConfig) -> bool:
+    """Whether the build runs the value PCG in the Chronopoulos-Gear form (``VALUE_CG`` of ``mgk_solver.cu``): an
+    F32_SUMS value build (:func:`f32_sums`) with a = M p stored as float32, whose z = D^-1 r (float32) and q = M z
+    (float32) share P's float64 slots, so that its shared memory per unknown stays
+    :func:`mgkflow.gpu.solvers.per_block.resident_entry_bytes`.
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> from mgkflow.kernels import KroneckerDelta, SquareExponential
+    >>> cfg = make_config(KroneckerDelta(0.5, "a"), SquareExponential(1.0, "d"), {"a": "int64"}, {"d": "float64"})
+    >>> value_cg(replace(cfg, p_smem=True, resident=True)), value_cg(replace(cfg, p_smem=True, resident=True,
+    ...                                                                      gradient=True))
+    (True, False)
+    """
+    return f32_sums(config) and not config.gradient and not config.a_double
+
+
 def kernel_source(config: KernelConfig) -> str:
     """The complete CUDA source of the solver for ``config``.
 
@@ -400,5 +418,6 @@ def kernel_source(config: KernelConfig) -> str:
         # float32 sums of the resident XMV where the products' coefficients are float32 roundings anyway (one
         # SquareExponential edge kernel, float32 weights): mgk_solver.cu's header
         F32_SUMS="1" if f32_sums(config) else "0",
+        VALUE_CG="1" if value_cg(config) else "0",
         **common_placeholders(config),
     )
