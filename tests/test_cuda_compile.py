@@ -25,6 +25,11 @@ SPILL_ALLOWANCE_1024 = {"products": 8}
 # 33) ptxas keeps a 64-bit address from the kernel's start in local memory, loaded once per entry of the residual
 # update (SASS of the unit-weight labeled build, S33-B: two stores before the job loop, two loads per PCG step)
 RESIDENT_1024_SPILL_LIMIT = 12
+#: The same for the resident value builds of one SquareExponential edge kernel (float32 sums), which hold G2 rows of
+#: up to 4 entries in registers (session 36): nvcc 13.0 spills 8-32 bytes there, in the pair's setup, once a PCG step
+#: (one 8-byte load and store) and after the solve, none in the XMV or the vector loops (SASS, cuobjdump); NWS labeled
+#: values ran 10% faster on an H200.
+F32_RESIDENT_VALUE_SPILL_LIMIT = 32
 #: Spill stores (bytes) tolerated in mgk_solve of the gradient configurations (the joint PCG of x and the
 #: adjoint at the 64-register bound; 8-24 measured with nvcc 13.0, 36 in the products configuration, whose
 #: two SquareExponential kernels' exponentials became one MUFU.EX2 each, mgk_ex2, in session 30).
@@ -145,6 +150,14 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
         cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-Xptxas", "-v", "-o", str(out), str(path)]
         return path, subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
+    problems = []
+
+    def check(path: Path, stderr: str, limit: int) -> None:
+        """Record a kernel whose spill stores exceed ``limit`` bytes (every over-limit kernel is reported)."""
+        spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", stderr)]
+        if not spills or max(spills) > limit:
+            problems.append(f"{path.name}: {max(spills, default=None)} bytes of spill stores (at most {limit})")
+
     with ThreadPoolExecutor(max_workers=4) as ex:
         for path, proc in ex.map(compile_one, jobs):
             assert proc.returncode == 0, f"{path.name}:\n{proc.stderr}"
@@ -152,24 +165,26 @@ def test_nvcc_compiles_every_config(tmp_path: Path) -> None:
             assert "warning" not in proc.stderr.lower(), f"{path.name}:\n{proc.stderr}"
             if "-gradient-" in path.name:  # the joint PCG keeps its spills small (they were 20-36 bytes before)
                 solve = proc.stderr.split("Function properties for mgk_solve")[1].split("ptxas info")[0]
-                spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", solve)]
                 limit = GRADIENT_SPILL_LIMIT
                 if "-resident" in path.name:
                     limit = RESIDENT_GRADIENT_SPILL_LIMIT.get(path.name.split("-gradient-")[0],
                                                               RESIDENT_GRADIENT_SPILL_DEFAULT)  # fmt: skip
                     if "-unitw-" in path.name:
                         limit = 0
-                assert spills and max(spills) <= limit, f"{path.name}:\n{proc.stderr}"
-            if "-unitw-" in path.name and "-gradient-" not in path.name:
-                spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
-                assert spills and max(spills) <= UNIT_WEIGHT_SPILL_LIMIT, f"{path.name}:\n{proc.stderr}"
-            if "-rows-" in path.name:  # the production row-pair kernels must not spill
-                spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
+                check(path, solve, limit)
+            elif path.name.startswith("kd-node-se-edge-") and (
+                "-rows-resident-" in path.name or ("-unitw-" in path.name and path.name.endswith("-11.cu"))
+            ):  # the resident value builds with float32 sums
+                check(path, proc.stderr, F32_RESIDENT_VALUE_SPILL_LIMIT)
+            elif "-unitw-" in path.name:
+                check(path, proc.stderr, UNIT_WEIGHT_SPILL_LIMIT)
+            elif "-rows-" in path.name:  # the production row-pair kernels must not spill
                 name = path.name.split("-rows-")[0]  # (name-rows-resident-...: same)
                 allowed = (SPILL_ALLOWANCE_1024 if "-rows-1024x1-0" in path.name else SPILL_ALLOWANCE).get(name, 0)
                 if "-rows-resident-1024x1" in path.name:
                     allowed = max(allowed, RESIDENT_1024_SPILL_LIMIT)
-                assert spills and max(spills) <= allowed, f"{path.name}:\n{proc.stderr}"
+                check(path, proc.stderr, allowed)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")

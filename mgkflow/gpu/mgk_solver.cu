@@ -66,6 +66,11 @@
 #define RESIDENT ${RESIDENT}
 #define F32_SUMS ${F32_SUMS}
 #define VALUE_CG ${VALUE_CG}
+// F32_SUMS builds (one SquareExponential edge kernel): SE_E(k) is edge k's label and SE_SIGMA = sqrt(log2(e) / (2
+// l^2)) (mgk_kpar's last value): the kernel is exp2(-(a' - b')^2) with a' = sigma a scaled once a G1 nonzero, per
+// product one FFMA (the scaled difference), one FMUL and one MUFU.EX2, where exp2(g (a - b)^2) took an FADD and
+// two FMULs
+${SE_DEFINES}
 // a work unit's fixed cost per output in products (the schedule's estimate: addressing, the diagonal, the store)
 #define UNIT_OVERHEAD 4
 ${DEFINES}

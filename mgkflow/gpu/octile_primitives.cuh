@@ -226,7 +226,9 @@ __device__ __forceinline__ void octile_pair_select(
 // One output's sum over row a0..a1 of G1 against row b0..b1 of G2. Over a float64 search direction, in float64
 // (ROW_ILP 2: two independent chains); over a float32 one (F32_SUMS builds: resident pairs whose edge kernel is a
 // SquareExponential), each G1 nonzero's products summed in float32 (one FFMA a product, no float64 conversion), the
-// row's sum added to the float64 total: the products' coefficients are float32 already.
+// row's sum added to the float64 total: the products' coefficients are float32 already. There the exponent is
+// -(a' - b')^2 with the labels scaled by SE_SIGMA (a' once a G1 nonzero: one FFMA, one FMUL and the MUFU.EX2 a
+// product), and G2 rows of at most 4 entries take a path of their own (below).
 template <typename PT>
 __device__ __forceinline__ double row_pair(
     const int a0, const int a1, const int b0, const int b1,
@@ -235,6 +237,77 @@ __device__ __forceinline__ double row_pair(
     const w_t* __restrict__ weight, const unsigned int* __restrict__ elab, const long long elab_stride)
 {
     double acc = 0.0;
+    if constexpr (sizeof(PT) == 4) {
+        if (b0 >= b1) return 0.0;
+#if F32_SUMS
+        if (b1 - b0 <= 4) {
+            // A G2 row of at most 4 entries (NWS: nearly all rows) is held in registers, loaded once an output. Each
+            // G1 nonzero forms the row's first two products whether it has them or not (the second's kernel value is
+            // then 0, at the first's column: no branch, both shared loads in flight at once), and the output is
+            // summed in float32 (a few products: 5 on average on NWS). NWS labeled values -10% device time on an
+            // H200, where an unrolled loop over the row (below) cost more a G1 nonzero than its products (session 36)
+            const int d2 = b1 - b0;
+#define ROW_SLOT(k)                                                                                   \
+    const int c##k = d2 > k ? coff[b0 + k] : 0;                                                       \
+    const float f##k = d2 > k ? SE_E(b0 + k) : 0.0f;                                                  \
+    const w_t v##k = d2 > k ? LOAD_W(weight, b0 + k) : (w_t)1;
+#define ROW_SLOT_PRODUCT(k)                                                                           \
+    {                                                                                                 \
+        const float t_ = fmaf(-f##k, SE_SIGMA, e1s_);                                                 \
+        s = fmaf((float)(v##k) * mgk_ex2(-t_ * t_), Pr[c##k], s);                                     \
+    }
+            ROW_SLOT(0) ROW_SLOT(1) ROW_SLOT(2) ROW_SLOT(3)
+            const bool has1 = d2 > 1;
+            float tot = 0.0f;  // the output's sum, in float32 (a few products: NWS 5 on average)
+#pragma unroll 1
+            for (int ka = a0; ka < a1; ++ka) {
+                const int ca = coff[ka];
+                const PT* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+                const w_t w1 = LOAD_W(weight, ka);
+                const float e1s_ = SE_E(ka) * SE_SIGMA;
+                const float p0 = Pr[c0], p1 = Pr[c1];
+                const float t0 = fmaf(-f0, SE_SIGMA, e1s_), t1 = fmaf(-f1, SE_SIGMA, e1s_);
+                const float k0 = (float)(v0) * mgk_ex2(-t0 * t0);
+                const float k1 = has1 ? (float)(v1) * mgk_ex2(-t1 * t1) : 0.0f;
+                float s = fmaf(k1, p1, k0 * p0);
+                if (d2 > 2) {
+                    ROW_SLOT_PRODUCT(2)
+                    if (d2 > 3) ROW_SLOT_PRODUCT(3)
+                }
+                tot = fmaf((float)(w1), s, tot);
+            }
+#undef ROW_SLOT
+#undef ROW_SLOT_PRODUCT
+            return (double)tot;
+        }
+#endif
+        for (int ka = a0; ka < a1; ++ka) {
+            const int ca = coff[ka];
+            const PT* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
+            const w_t w1 = LOAD_W(weight, ka);
+#if F32_SUMS
+            const float e1s_ = SE_E(ka) * SE_SIGMA;  // the SquareExponential's label, scaled (mgk_solver.cu)
+#else
+            LOAD_E1(ka);
+#endif
+            float s = 0.0f;
+#pragma unroll 2
+            for (int kb = b0; kb < b1; ++kb) {
+                const int cb_ = coff[kb];
+                const w_t w2 = LOAD_W(weight, kb);
+#if F32_SUMS
+                const float t_ = fmaf(-SE_E(kb), SE_SIGMA, e1s_);
+                const float ke_ = mgk_ex2(-t_ * t_);
+#else
+                LOAD_E2(kb);
+                const float ke_ = (EDGE_KERNEL_EXPR);
+#endif
+                s = fmaf((float)(w2) * ke_, Pr[cb_], s);
+            }
+            acc += (double)((float)(w1) * s);
+        }
+        return acc;
+    }
 #if ROW_ILP == 2
     double acc1 = 0.0;  // two independent float64 chains (latency hiding)
 #endif
@@ -243,17 +316,7 @@ __device__ __forceinline__ double row_pair(
         const PT* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
         const w_t w1 = LOAD_W(weight, ka);
         LOAD_E1(ka);
-        if constexpr (sizeof(PT) == 4) {
-            float s = 0.0f;
-#pragma unroll 2
-            for (int kb = b0; kb < b1; ++kb) {
-                const int cb_ = coff[kb];
-                const w_t w2 = LOAD_W(weight, kb);
-                LOAD_E2(kb);
-                s = fmaf((float)(w2) * (EDGE_KERNEL_EXPR), Pr[cb_], s);
-            }
-            acc += (double)((float)(w1) * s);
-        } else {
+        {
 #if ROW_ILP == 2
             int kb = b0;
             for (; kb + 1 < b1; kb += 2) {
@@ -267,7 +330,7 @@ __device__ __forceinline__ double row_pair(
         }
     }
 #if ROW_ILP == 2
-    if constexpr (sizeof(PT) != 4) acc += acc1;
+    acc += acc1;
 #endif
     return acc;
 }

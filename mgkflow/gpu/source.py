@@ -376,6 +376,30 @@ def value_cg(config: KernelConfig) -> bool:
     return f32_sums(config) and not config.gradient and not config.a_double
 
 
+def se_scaled_macro(config: KernelConfig) -> str:
+    """``#define`` lines of ``SE_E(k_)`` (edge ``k_``'s label as a float) and ``SE_SIGMA`` (:func:`se_scale`,
+    ``mgk_kpar``'s last value) in ``mgk_solver.cu``'s F32_SUMS builds (:func:`f32_sums`: one SquareExponential
+    edge kernel); 0 in other builds.
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> from mgkflow.kernels import KroneckerDelta, SquareExponential
+    >>> cfg = make_config(KroneckerDelta(0.5, "a"), SquareExponential(1.0, "d"), {"a": "int64"}, {"d": "float64"})
+    >>> print(se_scaled_macro(replace(cfg, p_smem=True, resident=True)))
+    #define SE_E(k_) (__uint_as_float(elab[(long long)(k_)]))
+    #define SE_SIGMA (mgk_kpar[3])
+    >>> print(se_scaled_macro(cfg))
+    #define SE_E(k_) 0.0f
+    #define SE_SIGMA 0.0f
+    """
+    if not f32_sums(config) or len(config.edge_fields) != 1:
+        return "#define SE_E(k_) 0.0f\n#define SE_SIGMA 0.0f"
+    word = "elab[(long long)(k_)]"
+    value = f"(float)(int)({word})" if config.edge_fields[0][1] == "int" else f"__uint_as_float({word})"
+    return f"#define SE_E(k_) ({value})\n#define SE_SIGMA ({KPAR}[{config.n_node_par + config.n_edge_par}])"
+
+
 def kernel_source(config: KernelConfig) -> str:
     """The complete CUDA source of the solver for ``config``.
 
@@ -419,5 +443,6 @@ def kernel_source(config: KernelConfig) -> str:
         # SquareExponential edge kernel, float32 weights): mgk_solver.cu's header
         F32_SUMS="1" if f32_sums(config) else "0",
         VALUE_CG="1" if value_cg(config) else "0",
+        SE_DEFINES=se_scaled_macro(config),
         **common_placeholders(config),
     )
