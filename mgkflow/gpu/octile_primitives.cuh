@@ -229,6 +229,13 @@ __device__ __forceinline__ void octile_pair_select(
 // row's sum added to the float64 total: the products' coefficients are float32 already. There the exponent is
 // -(a' - b')^2 with the labels scaled by SE_SIGMA (a' once a G1 nonzero: one FFMA, one FMUL and the MUFU.EX2 a
 // product), and G2 rows of at most 4 entries take a path of their own (below).
+// ROW_SLOT(k): entry k of the G2 row b0 .. b0 + d2 held in registers (F32_SUMS builds' rows of at most 4 entries,
+// row_pair and the gradient's row_pair2): column offset c<k>, label f<k>, weight v<k> (0 and 1 past the row's end)
+#define ROW_SLOT(k)                                                                                   \
+    const int c##k = d2 > k ? coff[b0 + k] : 0;                                                       \
+    const float f##k = d2 > k ? SE_E(b0 + k) : 0.0f;                                                  \
+    const w_t v##k = d2 > k ? LOAD_W(weight, b0 + k) : (w_t)1;
+
 template <typename PT>
 __device__ __forceinline__ double row_pair(
     const int a0, const int a1, const int b0, const int b1,
@@ -247,10 +254,6 @@ __device__ __forceinline__ double row_pair(
             // summed in float32 (a few products: 5 on average on NWS). NWS labeled values -10% device time on an
             // H200, where an unrolled loop over the row (below) cost more a G1 nonzero than its products (session 36)
             const int d2 = b1 - b0;
-#define ROW_SLOT(k)                                                                                   \
-    const int c##k = d2 > k ? coff[b0 + k] : 0;                                                       \
-    const float f##k = d2 > k ? SE_E(b0 + k) : 0.0f;                                                  \
-    const w_t v##k = d2 > k ? LOAD_W(weight, b0 + k) : (w_t)1;
 #define ROW_SLOT_PRODUCT(k)                                                                           \
     {                                                                                                 \
         const float t_ = fmaf(-f##k, SE_SIGMA, e1s_);                                                 \
@@ -276,7 +279,6 @@ __device__ __forceinline__ double row_pair(
                 }
                 tot = fmaf((float)(w1), s, tot);
             }
-#undef ROW_SLOT
 #undef ROW_SLOT_PRODUCT
             return (double)tot;
         }

@@ -130,10 +130,6 @@ __device__ __forceinline__ void row_pair2(
         // whether the row has them or not (the second's kernel value then 0); the sums of each G1 nonzero in float64
         // as below (NWS labeled gradients +12% pairs/s on an H200, session 36)
         const int d2 = b1 - b0;
-#define ROW_SLOT(k)                                                                                   \
-    const int c##k = d2 > k ? coff[b0 + k] : 0;                                                       \
-    const float f##k = d2 > k ? SE_E(b0 + k) : 0.0f;                                                  \
-    const w_t v##k = d2 > k ? LOAD_W(weight, b0 + k) : (w_t)1;
 #define ROW_SLOT_PRODUCT2(k)                                                                          \
     {                                                                                                 \
         const float t_ = fmaf(-f##k, SE_SIGMA, e1s_);                                                 \
@@ -162,7 +158,6 @@ __device__ __forceinline__ void row_pair2(
             acc += (double)((float)(w1) * s_);
             acc2 += (double)((float)(w1) * s2_);
         }
-#undef ROW_SLOT
 #undef ROW_SLOT_PRODUCT2
         return;
     }
