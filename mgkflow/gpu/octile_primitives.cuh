@@ -230,7 +230,7 @@ __device__ __forceinline__ void octile_pair_select(
 // -(a' - b')^2 with the labels scaled by SE_SIGMA (a' once a G1 nonzero: one FFMA, one FMUL and the MUFU.EX2 a
 // product), and G2 rows of at most 4 entries take a path of their own (below).
 // ROW_SLOT(k): entry k of the G2 row b0 .. b0 + d2 held in registers (F32_SUMS builds' rows of at most 4 entries,
-// row_pair and the gradient's row_pair2): column offset c<k>, label f<k>, weight v<k> (0 and 1 past the row's end)
+// row_pair and the gradient's row_pair2): column offset c<k>, label f<k>, weight v<k> (0, 0 and 1 past its end)
 #define ROW_SLOT(k)                                                                                   \
     const int c##k = d2 > k ? coff[b0 + k] : 0;                                                       \
     const float f##k = d2 > k ? SE_E(b0 + k) : 0.0f;                                                  \
@@ -251,7 +251,7 @@ __device__ __forceinline__ double row_pair(
             // A G2 row of at most 4 entries (NWS: nearly all rows) is held in registers, loaded once an output. Each
             // G1 nonzero forms the row's first two products whether it has them or not (the second's kernel value is
             // then 0, at the first's column: no branch, both shared loads in flight at once), and the output is
-            // summed in float32 (a few products: 5 on average on NWS). NWS labeled values -10% device time on an
+            // summed in float32 (a few products: 5 on average on NWS). NWS labeled values -11% device time on an
             // H200, where an unrolled loop over the row (below) cost more a G1 nonzero than its products (session 36)
             const int d2 = b1 - b0;
 #define ROW_SLOT_PRODUCT(k)                                                                           \
