@@ -5,6 +5,7 @@ without spills; on a GPU, against the CPU solver and the per-block kernel."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ from mgkflow.gpu import batch, device
 from mgkflow.gpu.solvers import compact
 from mgkflow.gpu.source import KPAR, kernel_values, make_config
 from mgkflow.graph import Graph
-from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential
+from mgkflow.kernels import Constant, KroneckerDelta, SquareExponential, tensor_product
 from mgkflow.system import prepare_graph
 
 NVCC = shutil.which("nvcc")
@@ -91,7 +92,8 @@ class CompactModule(device.Module):
                 n = hdr[:, 0].astype(np.int64)
                 nnz = kw["rrowptr"][hdr[:, 4] + hdr[:, 0]] - kw["rrowptr"][hdr[:, 4]]
                 a, b = jobs[:, 0], jobs[:, 1]
-                assert (compact.shared_bytes(n[a], n[b], nnz[a], nnz[b]) <= shared).all()
+                assert (compact.shared_bytes(n[a], n[b], nnz[a], nnz[b], ncat=kw["ncat"]) <= shared).all()
+                assert (kw["ncat"] > 0) == ("#define CAT 1" in mod.src)
                 n_max = int((n[a] * n[b]).max())
                 assert n_max <= compact.KE * mod.block
                 compact.emulate_launch(kw, mod.config, mod.nk, mod.ek)
@@ -159,6 +161,77 @@ def test_emulation_matches_cpu(case: str) -> None:
     for t, (i, j) in enumerate(pairs):
         ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
         assert abs(kw["out_k"][t] - ref) <= 1e-7 * abs(ref), (case, i, j)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_edge_categories_are_the_distinct_label_tuples(seed: int) -> None:
+    """edge_categories numbers the distinct label tuples of the edges densely: a nonzero's category holds its
+    labels, word for word, and two categories never the same tuple; over max_cat, none (ncat 0)."""
+    rng = np.random.default_rng(seed)
+    n_fields, total = int(rng.integers(1, 4)), int(rng.integers(1, 400))
+    distinct = rng.integers(1, 7, n_fields)
+    words = np.zeros((n_fields, total + 1), dtype=np.uint32)
+    for f in range(n_fields):
+        vals = rng.choice(2**32, size=int(distinct[f]), replace=False).astype(np.uint32)
+        words[f, :total] = vals[rng.integers(0, distinct[f], total)]
+    max_cat = int(rng.integers(1, 20))
+    rcat, ecat, ncat = compact.edge_categories(words.ravel(), n_fields, total + 1, max_cat=max_cat)
+    tuples = {tuple(col) for col in words[:, :total].T}
+    if len(tuples) > max_cat:
+        assert ncat == 0 and rcat.size == 1 and ecat.size == 1
+        return
+    assert ncat == len(tuples) and rcat.shape == (total + 1,) and rcat.dtype == np.int32 and rcat[-1] == 0
+    table = ecat.reshape(n_fields, ncat)
+    assert np.array_equal(table[:, rcat[:total]], words[:, :total])
+    assert len({tuple(col) for col in table.T}) == ncat
+    assert compact.edge_categories(np.zeros(1, np.uint32), 0, total + 1)[2] == 1  # no label field: one category
+
+
+CAT_KERNELS = {
+    "kd": (KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond_order")),
+    "kd2": (
+        KroneckerDelta(0.5, "element"),
+        tensor_product(KroneckerDelta(0.4, "bond_order"), KroneckerDelta(0.7, "in_ring")),
+    ),  # fmt: skip
+    "se": (KroneckerDelta(0.5, "element"), SquareExponential(0.8, "bond_order")),
+    "unlabeled": (Constant(1.0), Constant(1.0)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CAT_KERNELS))
+def test_emulation_of_the_category_build(case: str) -> None:
+    """The category build's launch (coefficients from the edge categories' table) gives the per-pair
+    coefficient build's K bit for bit, and the CPU solver's (1e-7), on unit-weight molecules."""
+    from mgkflow.datasets import molecules
+    from mgkflow.gpu.pack import label_dtypes, pack_host
+
+    nk, ek = CAT_KERNELS[case]
+    lone = nx.Graph()
+    lone.add_node(0, element=6)
+    graphs = molecules(6, seed=2, min_atoms=3, max_atoms=30)
+    graphs.append(Graph.from_networkx(lone, node_labels=["element"], edge_labels=["bond_order", "in_ring"]))
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    config = make_config(nk, ek, *label_dtypes(systems, nk.fields, ek.fields), row_ilp=2, unit_weight=True)
+    hb = pack_host(systems, config, sort=True)
+    assert hb.ncat == (1 if case == "unlabeled" else len({tuple(r) for r in hb.host["ecat"].reshape(-1, hb.ncat).T}))
+    n = len(graphs)
+    pairs = [(i, j) for i in range(n) for j in range(i, n)]
+    out = []
+    for ncat in (hb.ncat, 0):
+        kw = {k: v for k, v in hb.host.items()}
+        kw.update(nlab_stride=hb.nlab_stride, relab_stride=hb.relab_stride, dvec=hb.host["d"], pvec=hb.host["p"],
+                  qvec=hb.host["q"], rtol=1e-10, max_iter=500, n_jobs=len(pairs), ncat=ncat,
+                  jobs=np.array(pairs, dtype=np.int32).ravel(), job_counter=np.zeros(1, np.int32),
+                  out_k=np.zeros(len(pairs)), out_iter=np.zeros(len(pairs), np.int32), out_res=np.zeros(len(pairs)),
+                  out_conv=np.zeros(len(pairs), np.int32))  # fmt: skip
+        compact.emulate_launch(kw, config, nk, ek)
+        assert kw["out_conv"].all()
+        out.append(kw["out_k"])
+    assert np.array_equal(out[0], out[1])
+    for t, (i, j) in enumerate(pairs):
+        ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+        assert abs(out[0][t] - ref) <= 1e-7 * abs(ref), (case, i, j)
 
 
 def test_bins() -> None:
@@ -341,6 +414,48 @@ def test_fake_backend_compact_path(fake_backend, case: str) -> None:  # noqa: F8
     assert compiles[1] == compiles[0]  # another q: no compilation
 
 
+def test_fake_backend_category_build(fake_backend, monkeypatch) -> None:  # noqa: F811
+    """GPUBackend on the fake driver, unit-weight molecules with bond orders: the compact launches use the category
+    build (their modules CAT, the batch's categories passed), K bit for bit that of the per-pair coefficient
+    build (the batch packed without categories) and the CPU solver's; weighted graphs keep the per-pair build."""
+    from mgkflow.datasets import default_kernels, molecules
+    from mgkflow.gpu import pack
+
+
+    drv, backend = fake_backend
+    drv.function_attribute = type("FA", (), {"MAX_DYNAMIC_SHARED_SIZE_BYTES": "max_dyn"})
+    nk, ek = default_kernels("drugs")
+    graphs = molecules(8, seed=4, min_atoms=5, max_atoms=40)
+    pairs = np.array([(i, j) for i in range(len(graphs)) for j in range(i, len(graphs))])
+    systems = [prepare_graph(g, k, nk, ek, q=0.05) for k, g in enumerate(graphs)]
+    current: dict = {}
+    sys.modules["pycuda.compiler"].factory = lambda src: CompactModule(src, nk, ek, current["config"], [])
+    out = []
+    for cats in (True, False):
+        with monkeypatch.context() as m:
+            if not cats:
+                m.setattr(pack, "edge_categories", lambda *a: (np.zeros(1, np.int32), np.zeros(1, np.uint32), 0))
+            be = backend.GPUBackend(rtol=1e-10)
+            current["config"] = be._config(systems, nk, ek)
+            vals, _, _, conv = be.solve(systems, systems, pairs, nk, ek)
+        launches = be.last_extra["launches"]
+        assert conv.all() and launches and all(la.get("kernel") == compact.KERNEL for la in launches)
+        assert all((la["ncat"] > 0) == cats for la in launches), launches
+        out.append(vals)
+    assert np.array_equal(out[0], out[1])
+    for t in range(0, len(pairs), 5):
+        i, j = pairs[t]
+        ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
+        assert abs(out[0][t] - ref) <= 1e-7 * abs(ref), (i, j)
+    weighted = [_molecule(n, s) for s, n in enumerate((6, 9, 14))]  # weights 1, 1.5, 2: no categories
+    nk2, ek2 = CASES["labeled"]
+    sys.modules["pycuda.compiler"].factory = lambda src: CompactModule(src, nk2, ek2, current["config"], [])
+    ws = [prepare_graph(g, k, nk2, ek2, q=0.05) for k, g in enumerate(weighted)]
+    be = backend.GPUBackend(rtol=1e-10)
+    current["config"] = be._config(ws, nk2, ek2)
+    be.solve(ws, ws, np.array([(0, 1), (1, 2)]), nk2, ek2)
+    assert [la["ncat"] for la in be.last_extra["launches"]] == [0]
+
 def test_fake_backend_raises_shared_limit_with_static_memory(fake_backend, monkeypatch) -> None:  # noqa: F811
     """A launch whose dynamic shared memory is under the default limit but over it with the function's static
     shared memory raises the function's limit first (the driver refuses it otherwise: 48,936 dynamic bytes beside
@@ -420,7 +535,6 @@ def test_fake_backend_skips_tile_sort_when_all_compact(fake_backend) -> None:  #
             assert abs(vals[t] - ref) <= 1e-7 * abs(ref)
 
 
-
 def test_fake_backend_routes_and_launches_in_waves(fake_backend, monkeypatch) -> None:  # noqa: F811
     """A call of many pairs is routed and launched in waves (plan.waves; the threshold lowered here): the
     compact launches of every wave come first, the per-block launches of all waves' large pairs last,
@@ -463,6 +577,7 @@ def test_fake_backend_routes_and_launches_in_waves(fake_backend, monkeypatch) ->
         i, j = pairs[t]
         ref = solve_pair(systems[i], systems[j], nk, ek, rtol=1e-12).value
         assert abs(vals[t] - ref) <= 1e-7 * abs(ref)
+
 
 def test_fake_backend_global_pairs_run_one_block_per_sm(fake_backend) -> None:  # noqa: F811
     """A value call's pairs whose vectors all stay in global memory (no shared memory allowed here) run in
@@ -632,7 +747,8 @@ def test_fake_value_gram_assembled_on_the_device(fake_backend, normalize: bool) 
 def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
     """The compact solver's launch configurations (64 to 512 threads) compile for sm_90 with the
     solver's options, no warning, no spill at 512 threads per SM, for labeled, unlabeled and double-weight
-    kernels; the other bins (96 to 1,024 threads, with production's blocks per SM) without a warning."""
+    kernels, with per-pair coefficients and in the category build (unit weights); the other bins (96 to 1,024
+    threads, with production's blocks per SM) without a warning, in both builds."""
     configs = {
         "kd-kd": (KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond"), {"element": "int64"},
                   {"bond": "float64"}, "rows"),  # fmt: skip
@@ -641,10 +757,12 @@ def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
         "kd-kd-512": (KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond"), {"element": "int64"},
                       {"bond": "int64"}, "rows"),  # fmt: skip
     }
-    for (name, (nk, ek, nd, ed, xmv)), block in zip(configs.items(), (64, 128, 256, 512), strict=True):
-        cfg = make_config(nk, ek, nd, ed, row_ilp=2, xmv=xmv, weight_double=name == "unlabeled")
+    builds = [(name, spec, block, False) for (name, spec), block in zip(configs.items(), (64, 128, 256, 512))]
+    builds += [(f"{name}-cat", spec, block, True) for (name, spec), block in zip(configs.items(), (512, 256, 128, 64))]
+    for name, (nk, ek, nd, ed, xmv), block, cat in builds:
+        cfg = make_config(nk, ek, nd, ed, row_ilp=2, xmv=xmv, weight_double=name == "unlabeled", unit_weight=cat)
         path = tmp_path / f"{name}.cu"
-        path.write_text(compact.compact_source(cfg, block, max(1, 512 // block)))
+        path.write_text(compact.compact_source(cfg, block, max(1, 512 // block), cat))
         cubin = str(path.with_suffix(".cubin"))
         cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-Xptxas", "-v", "-o", cubin, str(path)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -653,10 +771,10 @@ def test_nvcc_compiles_without_spills(tmp_path: Path) -> None:
         spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
         assert spills and max(spills) == 0, f"{name}:\n{proc.stderr}"
     nk, ek = KroneckerDelta(0.5, "element"), KroneckerDelta(0.5, "bond")
-    cfg = make_config(nk, ek, {"element": "int64"}, {"bond": "int64"}, row_ilp=2, xmv="rows")
-    for block in {b for _, b in compact.BINS} - {64, 128, 256, 512}:  # the other bins, as in production
-        path = tmp_path / f"kd-kd-{block}.cu"
-        path.write_text(compact.compact_source(cfg, block, max(1, compact.MIN_THREADS // block)))
+    for block, cat in itertools.product({b for _, b in compact.BINS} - {64, 128, 256, 512}, (False, True)):
+        cfg = make_config(nk, ek, {"element": "int64"}, {"bond": "int64"}, row_ilp=2, xmv="rows", unit_weight=cat)
+        path = tmp_path / f"kd-kd-{block}-{int(cat)}.cu"  # the other bins, as in production
+        path.write_text(compact.compact_source(cfg, block, max(1, compact.MIN_THREADS // block), cat))
         cmd = [NVCC, "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "-o", str(path.with_suffix(".cubin")), str(path)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0 and "warning" not in proc.stderr.lower(), f"{block}:\n{proc.stderr}"
@@ -769,9 +887,10 @@ def test_job_order_large_launches(fake_backend) -> None:  # noqa: F811
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gpu_compact_matches_cpu_and_block(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a GPU: the compact kernel gives the CPU values (1e-7) and the per-block kernel's (2e-7) on
-    molecule-like graphs of 10-64 atoms (every bin), labeled and unlabeled, q = 0.05 and 0.0005."""
+    molecule-like graphs of 10-64 atoms (every bin), labeled and unlabeled, q = 0.05 and 0.0005; its category
+    build (these unit-weight molecules' default) the values of the per-pair coefficient build, bit for bit."""
     from mgkflow.datasets import molecules
-    from mgkflow.gpu import GPUBackend
+    from mgkflow.gpu import GPUBackend, pack
 
     nk, ek = CASES[case]
     if case == "labeled":
@@ -786,6 +905,13 @@ def test_gpu_compact_matches_cpu_and_block(case: str, monkeypatch: pytest.Monkey
         vc, itc, _, cc = be.solve(systems, systems, pairs, nk, ek)
         used = [la["block"] for la in be.last_extra["launches"] if la.get("kernel") == compact.KERNEL]
         assert sorted(used) == sorted(b for _, b in compact.BINS)  # one launch per bin
+        assert all(la["ncat"] > 0 for la in be.last_extra["launches"] if la.get("kernel") == compact.KERNEL)
+        with monkeypatch.context() as m:
+            m.setattr(pack, "edge_categories", lambda *a: (np.zeros(1, np.int32), np.zeros(1, np.uint32), 0))
+            per_pair = GPUBackend()
+            vp, itp, _, cp = per_pair.solve(systems, systems, pairs, nk, ek)
+            assert not any(la.get("ncat") for la in per_pair.last_extra["launches"])
+        assert np.array_equal(vc, vp) and np.array_equal(itc, itp) and cp.all()
         with monkeypatch.context() as m:
             m.setattr(compact, "BINS", ())
             blk = GPUBackend()

@@ -504,7 +504,7 @@ def call_modules(
     compact solver's of each launch in ``compact_launches``, in order. The per-block kernel variants
     the launch plan then picks (P in shared memory, small blocks) are built by
     :meth:`mgkflow.gpu.solvers.per_block.PerBlockPath.launch_classes`."""
-    requests = [compact_request(config, cl.block) for cl in compact_launches]
+    requests = [compact_request(config, cl.block, cl.ncat > 0) for cl in compact_launches]
     if per_block:
         requests.append(solver_request(config))
     if not requests:

@@ -85,6 +85,7 @@ class BatchCache:
             nt=batch.n_tiles_side.astype(np.int64),
             keepalive=(hb.graphs, batch.n_graphs),
             relab_stride=hb.relab_stride,
+            ncat=hb.ncat,
             perms=hb.perms,
             vectors=hb.vectors,
             vector_ids=vector_key(hb.vectors),

@@ -104,6 +104,9 @@ class DeviceBatch:
     nt: np.ndarray
     keepalive: tuple
     relab_stride: int = 1
+    #: edge categories of the compact solver's category build (:func:`mgkflow.gpu.solvers.compact.edge_categories`;
+    #: 0: too many, per-pair coefficients)
+    ncat: int = 0
     #: staged wide-XMV tables of graphs used as G2 (filled by ``mgkflow.gpu.solvers.wide``)
     staged: dict = field(default_factory=dict)
     #: node permutation applied to each graph before packing (None: natural order)

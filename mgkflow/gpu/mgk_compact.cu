@@ -37,9 +37,16 @@
 //     serves both products (-1.7% device time on drugs and on molecules; gpu/NOTES.md, call C8);
 //   * the block reduction of four doubles is a reduce-scatter in each warp (six shuffles of one double
 //     instead of twenty), then per value a butterfly over the warps' partials and a broadcast
-//     (block_sum4_scatter, mgk_common.cuh).
+//     (block_sum4_scatter, mgk_common.cuh);
+//   * CAT builds (unit weights, a batch whose edges carry at most MAX_CAT distinct label tuples: the
+//     edge categories of mgkflow.gpu.solvers.compact.edge_categories, molecules' bond orders) form no C:
+//     each block computes the table T[c1][c2] = ke(category c1, category c2) once (ncat^2 doubles at
+//     the start of the shared memory), each column word carries its nonzero's category in its high
+//     half, and a product's coefficient is T's entry: no per-pair table of nnz1 nnz2 kernel values to
+//     form (an integer division, two label loads and the edge kernel each), and a coefficient load
+//     from a table of a few dozen words (no bank conflicts) instead of one of nnz1 nnz2.
 //
-// Placeholders filled by mgkflow.gpu.solvers.compact: BLOCK, KE, MIN_BLOCKS, NCLS, DEFINES (the
+// Placeholders filled by mgkflow.gpu.solvers.compact: BLOCK, KE, MIN_BLOCKS, NCLS, CAT, DEFINES (the
 // run-time value array mgk_kpar and label loads), NODE_KERNEL, EDGE_KERNEL, W_TYPE, C_TYPE, COEF,
 // COMMON (mgk_common.cuh: shfl_xor and the warp reductions).
 
@@ -47,6 +54,7 @@
 #define KE ${KE}
 #define MIN_BLOCKS ${MIN_BLOCKS}
 #define NCLS ${NCLS}
+#define CAT ${CAT}
 ${DEFINES}
 #define EDGE_KERNEL_EXPR (${EDGE_KERNEL})
 #define NODE_KERNEL_EXPR (${NODE_KERNEL})
@@ -57,6 +65,34 @@ typedef ${W_TYPE} w_t;
 typedef ${C_TYPE} c_t;
 // coefficient A_ij A'_i'j' ke of one product, in double
 #define COEF(w1, w2, ke) ${COEF}
+// The XMV's addressing. A column word w of a nonzero (col1, col2) gives its row of P (PROW, a G1 nonzero's) or its
+// entry in a row of P (ZAT, a G2 nonzero's); a product's coefficient is the entry (COEF_AT) of G2's nonzero kb in
+// the coefficient row of G1's nonzero ka (CROW; CROW1 that of ka + 1 beside CROW's Cr).
+#if CAT
+// w = (category * 8) << 16 | node * 8: byte offsets, into T's row and into P's (< 2^15: n <= 4096), so that an
+// address is one add (ZAT: a mask and an add, shared by the two products of a column)
+typedef double cr_t;
+#define COLW(e, t) ((rcat[(e) + (t)] << 19) | (rcoff_node(rcoff[(e) + (t)]) << 3))
+#define PROW(w) ((const double*)((const char*)P + ((w) & 0xffff) * n2))
+#define ZAT(Pr, w) (*(const double*)((const char*)(Pr) + ((w) & 0xffff)))
+#define CROW(ka, w) ((const double*)((const char*)T + ((w) >> 16) * ncat))
+#define CROW1(Cr, w) CROW(0, w)
+#define COEF_AT(Cr, kb, w) (*(const double*)((const char*)(Cr) + ((w) >> 16)))
+#else
+// w = node index; the coefficient is C's entry (nonzero ka of G1, kb of G2)
+typedef c_t cr_t;
+#define COLW(e, t) rcoff_node(rcoff[(e) + (t)])
+#define PROW(w) (P + (w) * n2)
+#define ZAT(Pr, w) ((Pr)[w])
+#define CROW(ka, w) (C + (ka) * nnz2)
+#define CROW1(Cr, w) ((Cr) + nnz2)
+#define COEF_AT(Cr, kb, w) ((double)(Cr)[kb])
+#endif
+// blocked column offset -> node index
+__device__ __forceinline__ int rcoff_node(const int c)
+{
+    return ((c >> 6) << 3) | (c & 7);
+}
 
 ${COMMON}
 
@@ -70,23 +106,49 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
     MGK_NODE_PARAMS,                              // nlab, nlab_stride, dvec, pvec, qvec (mgk_common.cuh)
     const int* __restrict__ dord,                 // per graph, from its node offset: nodes by degree class
     const int* __restrict__ dcls,                 // per graph, NCLS + 1 ints: class starts in dord, then n
+    const int* __restrict__ rcat,                 // CAT: edge category per nonzero, row order
+    const unsigned int* __restrict__ ecat,        // CAT: the categories' label words, field-major, stride ncat
+    const int ncat,                               // CAT: categories (else 0)
     MGK_JOB_PARAMS,                               // jobs, n_jobs, job_counter, out_k, out_iter, out_res, out_conv
     const double rtol,
     const int max_iter)
 {
     // shared memory, laid out per pair (the launch has the largest pair's bytes): P and W (n1 n2 doubles
-    // each), C (nnz1 nnz2 c_t), then int tables: rows of G1 (n1 + 1), of G2 (n2 + 1), columns of G1, G2
+    // each), C (nnz1 nnz2 c_t; not in CAT builds), then int tables: rows of G1 (n1 + 1), of G2 (n2 + 1),
+    // columns of G1, G2; CAT builds: the category table T (ncat^2 doubles) before them all
     extern __shared__ double smem[];
     __shared__ double red[4 * NWARP];
     __shared__ int s_job;
     __shared__ double s_bb;  // b.b of the pair (thread 0 only)
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31;
+#if CAT
+    double* const T = smem;
+    double* const P = smem + ncat * ncat;
+    {  // T, published by the job loop's first barrier
+        const unsigned int* const elab = ecat;
+        const long long elab_stride = ncat;
+        (void)elab;  // unused when the edge kernel reads no label
+        (void)elab_stride;
+        for (int t = tid; t < ncat * ncat; t += BLOCK) {
+            const int c1 = t / ncat, c2 = t - c1 * ncat;
+            (void)c1;  // unused when the edge kernel reads no label
+            (void)c2;
+            LOAD_E1(c1);
+            LOAD_E2(c2);
+            T[t] = COEF(1.0f, 1.0f, (EDGE_KERNEL_EXPR));
+        }
+    }
+#else
     double* const P = smem;
+    (void)rcat;
+    (void)ecat;
+    (void)ncat;
     const unsigned int* const elab = relab;
     const long long elab_stride = relab_stride;
     (void)elab;  // unused when the edge kernel reads no label
     (void)elab_stride;
-    const int tid = threadIdx.x;
-    const int warp = tid >> 5, lane = tid & 31;
+#endif
 
     for (;;) {
         if (tid == 0) s_job = atomicAdd(job_counter, 1);
@@ -99,9 +161,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
         const int e01 = rrowptr[roff1], e02 = rrowptr[roff2];
         const int nnz1 = rrowptr[roff1 + n1] - e01, nnz2 = rrowptr[roff2 + n2] - e02;
         const int N = n1 * n2, nc = nnz1 * nnz2;
-        double* const W = smem + N;
+        double* const W = P + N;
+#if CAT
+        int* const rp1 = (int*)(P + 2 * N);
+#else
         c_t* const C = (c_t*)(smem + 2 * N);
         int* const rp1 = (int*)(smem + 2 * N + ((long long)nc * sizeof(c_t) + 7) / 8);
+#endif
         int* const rp2 = rp1 + n1 + 1;
         int* const col1 = rp2 + n2 + 1;
         int* const col2 = col1 + nnz1;
@@ -109,14 +175,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
         // ------------------------------------------------------------ the pair's tables
         for (int t = tid; t <= n1; t += BLOCK) rp1[t] = rrowptr[roff1 + t] - e01;
         for (int t = tid; t <= n2; t += BLOCK) rp2[t] = rrowptr[roff2 + t] - e02;
-        for (int t = tid; t < nnz1; t += BLOCK) {
-            const int c = rcoff[e01 + t];
-            col1[t] = ((c >> 6) << 3) | (c & 7);  // blocked offset -> node index
-        }
-        for (int t = tid; t < nnz2; t += BLOCK) {
-            const int c = rcoff[e02 + t];
-            col2[t] = (((c >> 6) << 3) | (c & 7));
-        }
+        for (int t = tid; t < nnz1; t += BLOCK) col1[t] = COLW(e01, t);
+        for (int t = tid; t < nnz2; t += BLOCK) col2[t] = COLW(e02, t);
+#if !CAT
         for (int t = tid; t < nc; t += BLOCK) {
             const int ka = t / nnz2, kb = t - ka * nnz2;
             const w_t w1 = LOAD_W(rweight, e01 + ka), w2 = LOAD_W(rweight, e02 + kb);
@@ -124,6 +185,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
             LOAD_E2(e02 + kb);
             C[t] = (c_t)COEF(w1, w2, (EDGE_KERNEL_EXPR));
         }
+#else
+        (void)nc;
+#endif
 
         // ------------------------------------------------------------ init (own entries)
         int c1[NCLS + 1], c2[NCLS + 1];  // class starts (constant indices only: registers)
@@ -193,24 +257,28 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                     double y = 0.0, y1 = 0.0;
                     int ka = a0;
                     for (; ka + 1 < a1; ka += 2) {  // two rows of G1 at once: one column load per two products
-                        const double* const Pr = P + col1[ka] * n2;
-                        const double* const Pr1 = P + col1[ka + 1] * n2;
-                        const c_t* const Cr = C + ka * nnz2;
+                        const int w1 = col1[ka], w1b = col1[ka + 1];
+                        const double* const Pr = PROW(w1);
+                        const double* const Pr1 = PROW(w1b);
+                        const cr_t* const Cr = CROW(ka, w1);
+                        const cr_t* const Cr1 = CROW1(Cr, w1b);
                         for (int kb = b0; kb < b1; ++kb) {
-                            const int j2 = col2[kb];
-                            y += (double)Cr[kb] * Pr[j2];
-                            y1 += (double)Cr[kb + nnz2] * Pr1[j2];
+                            const int w2 = col2[kb];
+                            y += COEF_AT(Cr, kb, w2) * ZAT(Pr, w2);
+                            y1 += COEF_AT(Cr1, kb, w2) * ZAT(Pr1, w2);
                         }
                     }
                     if (ka < a1) {
-                        const double* const Pr = P + col1[ka] * n2;
-                        const c_t* const Cr = C + ka * nnz2;
+                        const int w1 = col1[ka];
+                        const double* const Pr = PROW(w1);
+                        const cr_t* const Cr = CROW(ka, w1);
                         int kb = b0;
                         for (; kb + 1 < b1; kb += 2) {
-                            y += (double)Cr[kb] * Pr[col2[kb]];
-                            y1 += (double)Cr[kb + 1] * Pr[col2[kb + 1]];
+                            const int w2 = col2[kb], w2b = col2[kb + 1];
+                            y += COEF_AT(Cr, kb, w2) * ZAT(Pr, w2);
+                            y1 += COEF_AT(Cr, kb + 1, w2b) * ZAT(Pr, w2b);
                         }
-                        if (kb < b1) y += (double)Cr[kb] * Pr[col2[kb]];
+                        if (kb < b1) y += COEF_AT(Cr, kb, col2[kb]) * ZAT(Pr, col2[kb]);
                     }
                     const double z = r[k] * di[k];
                     q[k] = r[k] - (y + y1);  // D z = r: the diagonal needs no register

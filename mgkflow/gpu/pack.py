@@ -33,7 +33,7 @@ import numpy as np
 from ..format.octile import OctileBatch, held_dtype, pack_batch
 from ..kernels import BaseKernel
 from ..system import GraphSystem, Restopped, system_graphs
-from .solvers.compact import degree_classes
+from .solvers.compact import degree_classes, edge_categories
 from .strategies.row_pair import degree_order, label_words, permute_system, row_arrays
 
 __all__ = [
@@ -68,6 +68,9 @@ class HostBatch:
         Node permutation applied to each graph (tile degree sort), None for none.
     graphs : tuple
         The graphs (kept alive: the key holds their ids).
+    ncat : int
+        Edge categories of the compact solver's category build (``host["rcat"]``, ``host["ecat"]``;
+        :func:`mgkflow.gpu.solvers.compact.edge_categories`), 0 where there are too many.
     """
 
     key: tuple
@@ -79,6 +82,7 @@ class HostBatch:
     relab_stride: int
     perms: tuple | None
     graphs: tuple
+    ncat: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -190,8 +194,9 @@ def pack_host(systems: Sequence[GraphSystem], config: Any, sort: bool) -> HostBa
         "q": batch.q,
     }
     host["dord"], host["dcls"] = degree_classes(rows["rrowptr"], batch.n_nodes, batch.n_tiles_side)
+    host["rcat"], host["ecat"], ncat = edge_categories(rows["relab"], len(ef), int(rows["relab_stride"]))
     return HostBatch(key, vectors, batch, host, batch.nnz + 1, n_nodes_total + 1, int(rows["relab_stride"]), perms,
-                     originals)  # fmt: skip
+                     originals, ncat)  # fmt: skip
 
 
 def pack_for_kernels(

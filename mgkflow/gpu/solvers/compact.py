@@ -48,8 +48,9 @@ from ..plan import waves
 from ..source import KPAR, KernelConfig, common_placeholders, template_text
 from . import Solver, register
 
-__all__ = ["KERNEL", "KE", "NCLS", "BINS", "MIN_THREADS", "SMEM_PER_SM", "STATIC_SMEM_MAX", "smem_budget",
-           "CompactLaunch", "compact_source", "shared_bytes", "fits_all", "degree_classes", "CompactRouter",
+__all__ = ["KERNEL", "KE", "NCLS", "BINS", "MIN_THREADS", "SMEM_PER_SM", "STATIC_SMEM_MAX", "MAX_CAT", "smem_budget",
+           "CompactLaunch", "compact_source", "shared_bytes", "fits_all", "degree_classes", "edge_categories",
+           "call_categories", "CompactRouter",
            "compact_bins", "emulate_launch", "router_of", "compact_request", "COMPACT_SHARED", "CompactPath",
            "CompactSolver"]  # fmt: skip
 
@@ -79,6 +80,10 @@ SMEM_PER_SM = 192 * 1024
 #: Static shared memory of ``mgk_compact.cu`` at most (bytes): the block reduction's four doubles per warp
 #: and two scalars.
 STATIC_SMEM_MAX = 4 * 8 * 32 + 16
+#: Edge categories (distinct label tuples of a batch's edges, :func:`edge_categories`) at most for the
+#: category build of a unit-weight call: its table of ``ncat**2`` doubles (2 KiB at 16) replaces the per-pair
+#: coefficients. Molecules' bond orders make 4 or 5.
+MAX_CAT = 16
 
 
 def smem_budget(smem_optin: int) -> int:
@@ -94,34 +99,48 @@ def smem_budget(smem_optin: int) -> int:
     return min(SMEM_PER_SM, int(smem_optin) - STATIC_SMEM_MAX)
 
 
-def compact_source(config: Any, block: int, min_blocks: int = 1) -> str:
+def compact_source(config: Any, block: int, min_blocks: int = 1, cat: bool = False) -> str:
     """CUDA source of the compact solver for a :class:`mgkflow.gpu.source.KernelConfig` (its label
-    fields, kernels and weight type; the XMV strategy, ``block`` and ``p_smem`` are not used)."""
+    fields, kernels and weight type; the XMV strategy, ``block`` and ``p_smem`` are not used); ``cat``:
+    the build of a batch with edge categories (:func:`edge_categories`; unit weights only), whose
+    coefficients come from the category table instead of a per-pair table."""
     if block % 32 or not 32 <= block <= 1024:
         raise ValueError(f"block must be a multiple of 32 in [32, 1024], got {block}")
+    if cat and not config.unit_weight:
+        raise ValueError("the edge-category build needs unit weights (config.unit_weight)")
     return Template(template_text("mgk_compact.cu")).substitute(
         BLOCK=str(int(block)),
         KE=str(KE),
         NCLS=str(NCLS),
+        CAT=str(int(bool(cat))),
         MIN_BLOCKS=str(int(min_blocks)),
         C_TYPE="double" if config.weight_double else "float",
         **common_placeholders(config),
     )
 
 
-def shared_bytes(n1: Any, n2: Any, nnz1: Any, nnz2: Any, c_bytes: int = 4) -> Any:
+def shared_bytes(n1: Any, n2: Any, nnz1: Any, nnz2: Any, c_bytes: int = 4, ncat: int = 0) -> Any:
     """Dynamic shared memory of a pair's tables, as ``mgk_compact.cu`` lays them out for each pair: P
     and W (``n1 * n2`` doubles each), the coefficients (``nnz1 * nnz2`` entries of ``c_bytes``, to 8
     bytes), then the row pointers of both graphs (``n + 1`` ints each) and their columns (``nnz`` ints
-    each). Integers or broadcastable integer arrays; a launch takes the largest of its pairs."""
+    each). The category build (``ncat`` > 0, :func:`edge_categories`) has no coefficients but the category
+    table (``ncat**2`` doubles) before them. Integers or broadcastable integer arrays; a launch takes the
+    largest of its pairs.
+
+    Examples
+    --------
+    >>> shared_bytes(24, 24, 52, 52), shared_bytes(24, 24, 52, 52, ncat=4)
+    (20648, 9960)
+    """
     n1, n2, nnz1, nnz2 = (np.asarray(v, dtype=np.int64) for v in (n1, n2, nnz1, nnz2))
-    out = 16 * n1 * n2 + (nnz1 * nnz2 * int(c_bytes) + 7) // 8 * 8 + 4 * (n1 + n2 + 2 + nnz1 + nnz2)
+    coef = 8 * int(ncat) ** 2 if ncat else (nnz1 * nnz2 * int(c_bytes) + 7) // 8 * 8
+    out = 16 * n1 * n2 + coef + 4 * (n1 + n2 + 2 + nnz1 + nnz2)
     return int(out) if out.ndim == 0 else out
 
 
-def _need(n: np.ndarray, nnz: np.ndarray, c_bytes: int) -> np.ndarray:
+def _need(n: np.ndarray, nnz: np.ndarray, c_bytes: int, ncat: int = 0) -> np.ndarray:
     """Shared memory of the pairs (n[a], nnz[a]) x (n[b], nnz[b]) (:func:`shared_bytes`), broadcast."""
-    return shared_bytes(n[:, None], n[None, :], nnz[:, None], nnz[None, :], c_bytes)
+    return shared_bytes(n[:, None], n[None, :], nnz[:, None], nnz[None, :], c_bytes, ncat)
 
 
 def fits_all(n: np.ndarray, nnz: np.ndarray, c_bytes: int = 4, smem_per_sm: int | None = None) -> bool:
@@ -180,14 +199,85 @@ def degree_classes(
     return dord, dcls.astype(np.int32).ravel()
 
 
+def edge_categories(
+    words: np.ndarray, n_fields: int, stride: int, max_cat: int = MAX_CAT
+) -> tuple[np.ndarray, np.ndarray, int]:  # fmt: skip
+    """The edge categories of a batch's row layout: its edges' distinct label tuples (as raw 32-bit words),
+    for the category build of the compact solver (``mgk_compact.cu``, CAT).
+
+    Parameters
+    ----------
+    words : ndarray of uint32
+        The edge labels in row order, field-major, ``stride`` words a field (``relab``; the last word of a
+        field is padding).
+    n_fields : int
+        Label fields.
+    stride : int
+        Words a field: nonzeros + 1.
+    max_cat : int
+        Categories at most.
+
+    Returns
+    -------
+    rcat : ndarray of int32
+        The category of each nonzero (``stride`` entries; 0 in the padding slot).
+    ecat : ndarray of uint32
+        The label words of each category, field-major (``n_fields * ncat`` words; one word at least).
+    ncat : int
+        Categories: 1 for edges without label fields, 0 (and ``rcat``, ``ecat`` one zero each) where there
+        would be more than ``max_cat``.
+
+    Examples
+    --------
+    >>> words = np.array([3, 5, 3, 3, 0, 1, 1, 1, 2, 0], dtype=np.uint32)  # two fields of 4 nonzeros
+    >>> rcat, ecat, ncat = edge_categories(words, 2, 5)
+    >>> rcat.tolist(), ecat.reshape(2, ncat).tolist(), ncat
+    ([0, 2, 0, 1, 0], [[3, 3, 5], [1, 2, 1]], 3)
+    >>> edge_categories(words, 2, 5, max_cat=2)[2]
+    0
+    """
+    total = int(stride) - 1
+    none = np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.uint32), 0
+    if n_fields == 0 or total <= 0:
+        return np.zeros(max(int(stride), 1), dtype=np.int32), np.zeros(1, dtype=np.uint32), 1
+    w = np.asarray(words, dtype=np.uint32).reshape(n_fields, stride)[:, :total]
+    code = np.zeros(total, dtype=np.int64)
+    size = 1
+    for f in range(n_fields):  # a mixed-radix code of each field's rank among its distinct words
+        u = np.unique(w[f])
+        if u.size > max_cat:
+            return none
+        code = code * u.size + np.searchsorted(u, w[f])
+        size *= u.size
+    if n_fields > 1:  # the codes present, renumbered densely
+        if size <= 1 << 24:
+            present = np.bincount(code, minlength=size) > 0
+            if int(present.sum()) > max_cat:
+                return none
+            code = (np.cumsum(present) - 1)[code]
+        else:
+            u = np.unique(code)
+            if u.size > max_cat:
+                return none
+            code = np.searchsorted(u, code)
+    ncat = int(code.max()) + 1
+    first = np.empty(ncat, dtype=np.int64)
+    first[code[::-1]] = np.arange(total - 1, -1, -1)  # each category's first nonzero
+    rcat = np.zeros(stride, dtype=np.int32)
+    rcat[:total] = code
+    return rcat, np.ascontiguousarray(w[:, first]).ravel(), ncat
+
+
 @dataclass
 class CompactLaunch:
     """One launch of the compact solver: its pairs (indices into the call's pair list), threads per
-    block and dynamic shared memory (bytes: the largest of its pairs' tables, :func:`shared_bytes`)."""
+    block, dynamic shared memory (bytes: the largest of its pairs' tables, :func:`shared_bytes`) and
+    edge categories (> 0: the category build, :func:`edge_categories`)."""
 
     pairs: np.ndarray
     block: int
     smem: int
+    ncat: int = 0
 
 
 class CompactRouter:
@@ -204,6 +294,9 @@ class CompactRouter:
         Bytes per coefficient (4: float, 8: double weights).
     smem_per_sm : int, optional
         Shared memory of one SM the launches may fill (default :data:`SMEM_PER_SM`).
+    ncat : int
+        Edge categories of the category build (:func:`edge_categories`; 0: per-pair coefficients), which
+        its launches carry.
 
     Examples
     --------
@@ -212,9 +305,12 @@ class CompactRouter:
     [([0], 64), ([1], 128), ([2, 3], 768)]
     """
 
-    def __init__(self, n: np.ndarray, nnz: np.ndarray, c_bytes: int = 4, smem_per_sm: int | None = None) -> None:
+    def __init__(
+        self, n: np.ndarray, nnz: np.ndarray, c_bytes: int = 4, smem_per_sm: int | None = None, ncat: int = 0
+    ) -> None:  # fmt: skip
         n = np.asarray(n, dtype=np.int64)
         nnz = np.asarray(nnz, dtype=np.int64)
+        self.ncat = int(ncat)
         if not n.size or not BINS:
             self.K = 0
             return
@@ -227,7 +323,7 @@ class CompactRouter:
         un[uniq < 0], unz[uniq < 0] = BINS[-1][0] + 1, 0  # the class of graphs too large for any bin
         K = self.K = uniq.size
         Nt = un[:, None] * un[None, :]
-        need = _need(un, unz, c_bytes)
+        need = _need(un, unz, c_bytes, self.ncat)
         budget = SMEM_PER_SM if smem_per_sm is None else int(smem_per_sm)
         table = np.full(Nt.shape, len(BINS), dtype=np.uint8)  # bin index; len(BINS): none
         for b in range(len(BINS) - 1, -1, -1):  # the smallest bin that holds the pair wins
@@ -251,7 +347,8 @@ class CompactRouter:
         for b, (_, block) in enumerate(BINS):
             here = present[self.bin_cps[b]]
             if here.any():
-                out.append(CompactLaunch(order[starts[b] : starts[b + 1]], block, int(self.bin_need[b][here].max())))
+                out.append(CompactLaunch(order[starts[b] : starts[b + 1]], block, int(self.bin_need[b][here].max()),
+                                         self.ncat))  # fmt: skip
         return out
 
 
@@ -334,12 +431,18 @@ def emulate_launch(kw: dict, config: Any, node_kernel: Any, edge_kernel: Any) ->
     -> numpy view of the device array or scalar): every job's K, iterations, residual and flag go
     to ``out_k``, ``out_iter``, ``out_res``, ``out_conv`` (job order), with the kernel's algorithm
     (the Chronopoulos-Gear form of PCG, K accumulated as the sum of alpha_k w^T p_k, no solution
-    vector) and its float32 storage of the coefficients."""
+    vector) and its float32 storage of the coefficients. With ``ncat`` > 0 (the category build) the
+    edges' labels are read through their categories (``rcat``, ``ecat``), as the kernel's table does."""
     import scipy.sparse as sp
 
     hdr = kw["hdr"].reshape(-1, 5)
     nlab = _decode(kw["nlab"], config.node_fields, int(kw["nlab_stride"]))
     elab = _decode(kw["relab"], config.edge_fields, int(kw["relab_stride"]))
+    ncat = int(kw.get("ncat", 0))
+    if ncat:  # the category build: every nonzero's labels are its category's (the kernel's table T)
+        cats = _decode(kw["ecat"], config.edge_fields, ncat)
+        rcat = kw["rcat"].astype(np.int64)
+        elab = {f: v[rcat] for f, v in cats.items()}
     d, q, pv, w = kw["dvec"], kw["qvec"], kw["pvec"], kw["rweight"]
     rtol, max_iter = float(kw["rtol"]), int(kw["max_iter"])
     jobs = kw["jobs"][: 2 * int(kw["n_jobs"])].reshape(-1, 2)
@@ -415,21 +518,29 @@ COMPACT_SHARED = frozenset(
 )  # fmt: skip
 
 
-def router_of(db: DeviceBatch, c_bytes: int, smem_per_sm: int) -> CompactRouter:
-    """The :class:`CompactRouter` of an uploaded batch's graphs for ``c_bytes`` coefficients and a device's
-    shared memory budget (:func:`smem_budget`), built once per batch (kept in ``db.routers``)."""
-    key = (int(c_bytes), int(smem_per_sm))
+def router_of(db: DeviceBatch, c_bytes: int, smem_per_sm: int, ncat: int = 0) -> CompactRouter:
+    """The :class:`CompactRouter` of an uploaded batch's graphs for ``c_bytes`` coefficients (or the category
+    build of ``ncat`` categories) and a device's shared memory budget (:func:`smem_budget`), built once per
+    batch (kept in ``db.routers``)."""
+    key = (int(c_bytes), int(smem_per_sm), int(ncat))
     if key not in db.routers:
-        db.routers[key] = CompactRouter(db.batch.n_nodes, db.nnz_per_graph, c_bytes, smem_per_sm)
+        db.routers[key] = CompactRouter(db.batch.n_nodes, db.nnz_per_graph, c_bytes, smem_per_sm, ncat)
     return db.routers[key]
 
 
-def compact_request(config: KernelConfig, block: int) -> device.ModuleRequest:
+def call_categories(db: DeviceBatch, config: KernelConfig) -> int:
+    """The edge categories a call's compact launches use: the batch's (``db.ncat``, :func:`edge_categories`)
+    where every weight is 1, else 0 (per-pair coefficients)."""
+    return int(db.ncat) if config.unit_weight and not config.weight_double else 0
+
+
+def compact_request(config: KernelConfig, block: int, cat: bool = False) -> device.ModuleRequest:
     """The :func:`mgkflow.gpu.device.build_modules` request of the compact solver module of ``block``-thread
-    launches (``__launch_bounds__`` for :data:`MIN_THREADS` resident threads per SM)."""
+    launches (``__launch_bounds__`` for :data:`MIN_THREADS` resident threads per SM); ``cat``: the category
+    build."""
     min_blocks = max(1, MIN_THREADS // block)
-    return ((lambda: compact_source(config, block, min_blocks)),
-            ("compact", config_key(config), block, min_blocks, KE))  # fmt: skip
+    return ((lambda: compact_source(config, block, min_blocks, cat)),
+            ("compact", config_key(config), block, min_blocks, KE, bool(cat)))  # fmt: skip
 
 
 def job_order_key(n: np.ndarray, nnz: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -479,7 +590,9 @@ class CompactPath:
         left to the other solvers."""
         if not self.on(config):
             return [], np.arange(len(g1))
-        bins = router_of(db, 8 if config.weight_double else 4, smem_budget(self.be.limits.smem_optin)).bins(g1, g2)
+        router = router_of(db, 8 if config.weight_double else 4, smem_budget(self.be.limits.smem_optin),
+                           call_categories(db, config))  # fmt: skip
+        bins = router.bins(g1, g2)
         if not bins:
             return [], np.arange(len(g1))
         taken = sum(c.pairs.size for c in bins)
@@ -510,7 +623,7 @@ class CompactPath:
             for lo, hi in waves(npairs) if self.on(config) else [(0, npairs)]:
                 wave, rest_w = self.split(db, g1[lo:hi], g2[lo:hi], config)
                 if lo:
-                    wave = [CompactLaunch(cl.pairs + lo, cl.block, cl.smem) for cl in wave]
+                    wave = [CompactLaunch(cl.pairs + lo, cl.block, cl.smem, cl.ncat) for cl in wave]
                 routed.append((lo, [(cl, None) for cl in wave]))
                 rest_parts.append(rest_w + lo if lo else rest_w)
                 t_compile += self._queue_wave(routed[-1], config, values, g1, g2, shared, all_compact, build,
@@ -570,9 +683,10 @@ class CompactPath:
         grid = max(1, min(len(order), bps * be.n_sm))
         args = {k: v for k, v in shared.args.items() if k in COMPACT_SHARED}
         args["dord"], args["dcls"] = shared.db.arrays["dord"], shared.db.arrays["dcls"]  # thread-slot order
+        args["rcat"], args["ecat"], args["ncat"] = shared.db.arrays["rcat"], shared.db.arrays["ecat"], cl.ncat
         events = launcher.launch_jobs(fn, order, jobs[1], grid, blk, smem, shared.out, args)
         info = {"pairs": len(order), "grid": int(grid), "block": blk, "blocks_per_sm": bps, "smem": smem,
-                "shared": True, "kernel": KERNEL}  # fmt: skip
+                "shared": True, "kernel": KERNEL, "ncat": cl.ncat}  # fmt: skip
         return events, info, jobs
 
 
