@@ -192,7 +192,7 @@ def check_diagonal(kern: KernelSpec, diag: np.ndarray, systems: Sequence[GraphSy
 def check_convergence(kern: KernelSpec, conv: np.ndarray, res: np.ndarray, stacklevel: int = 2) -> None:
     """Raise :class:`~mgkflow.errors.ConvergenceError` or warn (``kern.on_nonconvergence``) when a
     pair did not converge; ``stacklevel`` counts from the caller (2: the caller's caller)."""
-    bad = int((~conv).sum())
+    bad = int(conv.size - np.count_nonzero(conv))  # (not (~conv).sum(): 20 times the time on 6.8M flags)
     if not bad:
         return
     msg = (
