@@ -737,3 +737,8 @@ def test_pinned_pool_hands_an_array_out_again_once_dropped():
     assert id(pool.take((3, 4), np.float64)) == first  # both free again: the first one
     held = [pool.take((3, 4), np.float64) for _ in range(3)]  # two pooled, then a plain array
     assert len({id(h) for h in held}) == 3 and all(h.shape == (3, 4) for h in held)
+    # another role of the same shape and dtype has arrays of its own
+    other = [pool.take((3, 4), np.float64, "R") for _ in range(2)]
+    assert not {id(h) for h in other} & {id(h) for h in held}
+    del other
+    assert id(pool.take((3, 4), np.float64, "R")) in {id(h) for h in pool._held[("R", (3, 4), "<f8")][0][:1]}

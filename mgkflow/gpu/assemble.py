@@ -68,7 +68,11 @@ class PinnedPool:
     drops each step's K and dK before the next step, so the same arrays serve every step: an array is
     free again when only the pool refers to it and to the array its views point to (numpy's views of
     a view point to the first array of the chain, not to the view).
-    At most ``per_key`` arrays of one shape and dtype are kept; beyond that a call gets pageable memory.
+    At most ``per_key`` arrays of one role, shape and dtype are kept; beyond that a call gets pageable
+    memory. The role keeps a call's arrays of one shape and dtype apart (K and the residuals are both
+    n × n float64): a caller holding the previous call's K and its figures' residuals while the next call
+    runs needs two of each, which two arrays shared by both roles did not give (every other call of a
+    repeated drugs Gram then copied K and the residuals into fresh pageable memory).
     """
 
     def __init__(self, alloc: Callable[[tuple, Any], np.ndarray] | None = None, per_key: int = 2) -> None:
@@ -82,18 +86,19 @@ class PinnedPool:
         a, root = entry
         return sys.getrefcount(a), sys.getrefcount(root)
 
-    def take(self, shape: tuple, dtype: Any) -> np.ndarray:
-        """An array of ``shape`` and ``dtype`` that nobody else holds (contents undefined)."""
-        key = (tuple(int(s) for s in shape), np.dtype(dtype).str)
+    def take(self, shape: tuple, dtype: Any, role: str = "") -> np.ndarray:
+        """An array of ``shape`` and ``dtype`` for ``role`` that nobody else holds (contents undefined)."""
+        shape = tuple(int(s) for s in shape)
+        key = (role, shape, np.dtype(dtype).str)
         held = self._held.setdefault(key, [])
         for entry in held:
             counts = self._counts(entry)
             if counts[0] <= self._refs[0] and counts[1] <= self._refs[1]:
                 return entry[0]
         if len(held) >= self.per_key:
-            return np.empty(key[0], dtype)
+            return np.empty(shape, dtype)
         alloc = self._alloc or device.driver().pagelocked_empty
-        new = alloc(key[0], np.dtype(dtype))
+        new = alloc(shape, np.dtype(dtype))
         root = new
         while isinstance(root.base, np.ndarray):
             root = root.base
@@ -216,10 +221,10 @@ class GramAssembly:
         )  # fmt: skip
         record(stop, stream)
         pool = _pool(self.backend)
-        host = (pool.take((n, n), np.float64), pool.take((n, n, h), np.float64), pool.take((n, n), np.int64),
-                pool.take((n, n), np.float64), pool.take((n, n), np.uint8), pool.take((n,), np.float64),
-                pool.take((2,), np.uint64))  # fmt: skip
         names = ("K", "dK", "I", "R", "C", "kdiag", "counts")
+        shapes = ((n, n), (n, n, h), (n, n), (n, n), (n, n), (n,), (2,))
+        dtypes = (np.float64, np.float64, np.int64, np.float64, np.uint8, np.float64, np.uint64)
+        host = tuple(pool.take(s, t, role) for s, t, role in zip(shapes, dtypes, names, strict=True))
         for a, name in zip(host, names, strict=True):
             if a.size:
                 cuda.memcpy_dtoh_async(a, d[name], stream)
