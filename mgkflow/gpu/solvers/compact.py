@@ -243,6 +243,8 @@ def edge_categories(
     w = np.asarray(words, dtype=np.uint32).reshape(n_fields, stride)[:, :total]
     code = np.zeros(total, dtype=np.int64)
     size = 1
+    if any(np.unique(w[f, :4096]).size > max_cat for f in range(n_fields)):  # (a continuous label: no sort of all)
+        return none
     for f in range(n_fields):  # a mixed-radix code of each field's rank among its distinct words
         u = np.unique(w[f])
         if u.size > max_cat:
