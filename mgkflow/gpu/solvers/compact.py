@@ -8,7 +8,9 @@ pair's product coefficients once per pair in shared memory (every nonzero of G1 
 nonzero of G2) and keeps each thread's entries of r, a = M p and the inverse diagonal in registers
 (``KE`` entries per thread). It reads the row
 layout of the per-block strategy "rows" (:mod:`mgkflow.gpu.strategies.row_pair`), so it is used
-when the call's batch has it (the default ``xmv="rows"``), for value-only solves.
+when the call's batch has it (the default ``xmv="rows"``), for value-only solves. A unit-weight call whose
+edges carry at most :data:`MAX_CAT` distinct label tuples (:func:`edge_categories`, molecules' bond orders)
+uses the category build: no per-pair coefficients, a table of the categories' edge kernel values instead.
 
 :func:`compact_bins` (or a :class:`CompactRouter`, its tables kept for a set of graphs) routes pairs:
 those with ``n1 * n2 <= max(BINS)`` product unknowns whose tables fit their launch's share of
@@ -704,9 +706,10 @@ class CompactSolver(Solver):
              "whose tables fit their bin's share of SMEM_PER_SM, by CompactRouter")  # fmt: skip
 
     def claims(self, db: DeviceBatch, g1: np.ndarray, g2: np.ndarray, c_bytes: int,
-               smem_per_sm: int) -> list[CompactLaunch]:  # fmt: skip
-        """The launches of the pairs (g1[t], g2[t]) this solver takes (:meth:`CompactRouter.bins`)."""
-        return router_of(db, c_bytes, smem_per_sm).bins(g1, g2)
+               smem_per_sm: int, ncat: int = 0) -> list[CompactLaunch]:  # fmt: skip
+        """The launches of the pairs (g1[t], g2[t]) this solver takes (:meth:`CompactRouter.bins`; ``ncat``:
+        the category build's categories, :func:`call_categories`)."""
+        return router_of(db, c_bytes, smem_per_sm, ncat).bins(g1, g2)
 
     def job_cost(self, db: Any, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
         """:func:`job_order_key` (n1 n2 * 4 + nnz1 nnz2, 16 bits)."""
