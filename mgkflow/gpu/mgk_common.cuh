@@ -120,3 +120,33 @@ __device__ __forceinline__ void block_sum4_scatter(double& a, double& b, double&
     __syncthreads();
     block_total4(a, b, c, d, buf);
 }
+
+// The stopping tests of a PCG step (mgk_compact.cu, mgk_solver.cu's VALUE_CG) once the residual's rr = r.r is
+// reduced: converged at rr <= thr, broke on a non-finite rr, or out of steps; each leaves the caller's loop.
+#define CG_STOP(rr, thr, it, max_iter, conv, broke) \
+    if ((rr) <= (thr)) {                            \
+        (conv) = true;                              \
+        break;                                      \
+    }                                               \
+    if (!isfinite(rr)) {                            \
+        (broke) = true;                             \
+        break;                                      \
+    }                                               \
+    if ((it) >= (max_iter)) break
+
+// The scalars of a Chronopoulos-Gear PCG step (mgk_compact.cu, mgk_solver.cu's VALUE_CG), from the step's reduced
+// gm = r.z, dl = z.Mz and wz = w.z: beta = gm / g_old (0 at the first step), den = p.Mp = dl - beta^2 den_old,
+// alpha = gm / den, w.p = wz + beta w.p_old and K += alpha w.p. Declares beta, den and alpha in the caller's scope
+// (its update uses them; den becomes den_old); on a breakdown (den not positive and finite: the system is not SPD in
+// finite precision) sets broke and leaves the caller's loop. A macro, not a function: the compiled code of both
+// solvers is the code they had with the lines written out (a function changed it at the 64-register bound).
+#define CG_SCALARS(gm, dl, wz, g_old, den_old, it, wp, kk, broke)  \
+    const double beta = (it) ? (gm) / (g_old) : 0.0;                \
+    const double den = (dl) - beta * beta * (den_old); /* p.Mp */    \
+    if (!(den > 0.0) || !isfinite(den)) {                            \
+        (broke) = true;                                              \
+        break;                                                       \
+    }                                                                \
+    const double alpha = (gm) / den;                                 \
+    (wp) = (wz) + beta * (wp);                                       \
+    (kk) += alpha * (wp)

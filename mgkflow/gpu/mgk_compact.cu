@@ -293,24 +293,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve_compac
                 thr = rtol * rtol * rr;
                 if (tid == 0) s_bb = rr;
             }
-            if (rr <= thr) {
-                conv = true;
-                break;
-            }
-            if (!isfinite(rr)) {
-                broke = true;
-                break;
-            }
-            if (it >= max_iter) break;
-            const double beta = it ? gm / g_old : 0.0;
-            const double den = dl - beta * beta * den_old;  // p.Mp
-            if (!(den > 0.0) || !isfinite(den)) {  // breakdown: not SPD in finite precision
-                broke = true;
-                break;
-            }
-            const double alpha = gm / den;
-            wp = wz + beta * wp;
-            kk += alpha * wp;
+            CG_STOP(rr, thr, it, max_iter, conv, broke);
+            CG_SCALARS(gm, dl, wz, g_old, den_old, it, wp, kk, broke);  // beta, den (p.Mp), alpha; breakdown: leave
 #pragma unroll
             for (int k = 0; k < KE; ++k) {  // entries past N hold zeros and stay zero
                 a[k] = q[k] + beta * a[k];

@@ -786,15 +786,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
                 s_cg[3] = wz;
                 s_cg[4] = rr;
             }
-            if (rr <= (it ? s_cg[1] : rtol * rtol * rr)) {
-                conv = true;
-                break;
-            }
-            if (!isfinite(rr)) {
-                broke = true;
-                break;
-            }
-            if (it >= max_iter) break;
+            CG_STOP(rr, (it ? s_cg[1] : rtol * rtol * rr), it, max_iter, conv, broke);
             double dl = 0.0;
             {
                 XMV_LANE_SETUP
@@ -809,15 +801,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) mgk_solve(
             for (int o = 16; o > 0; o >>= 1) dl += shfl_xor(dl, o);
             gm = s_cg[2];
             wz = s_cg[3];
-            const double beta = it ? gm / g_old : 0.0;
-            const double den = dl - beta * beta * den_old;  // p.Mp
-            if (!(den > 0.0) || !isfinite(den)) {  // breakdown: not SPD in finite precision
-                broke = true;
-                break;
-            }
-            const double alpha = gm / den;
-            wp = wz + beta * wp;
-            kk += alpha * wp;
+            CG_SCALARS(gm, dl, wz, g_old, den_old, it, wp, kk, broke);  // beta, den (p.Mp), alpha; breakdown: leave
             g_old = gm;
             den_old = den;
             ++it;
