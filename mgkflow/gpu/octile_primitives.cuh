@@ -235,6 +235,19 @@ __device__ __forceinline__ void octile_pair_select(
     const int c##k = d2 > k ? coff[b0 + k] : 0;                                                       \
     const float f##k = d2 > k ? SE_E(b0 + k) : 0.0f;                                                  \
     const w_t v##k = d2 > k ? LOAD_W(weight, b0 + k) : (w_t)1;
+// ROW_SLOT_HEAD(PT_) and ROW_SLOT_K01: the head of G1 nonzero ka's trip over a G2 row held in registers (row_pair,
+// row_pair2): its row Pr of P (of PT_), weight w1 and scaled label e1s_; then (after the caller's loads of the row's
+// first two entries of P, where they were: the same machine code) the kernel values k0, k1 of the row's first two
+// products (k1 = 0 where the row has one entry: has1)
+#define ROW_SLOT_HEAD(PT_)                                                                            \
+    const int ca = coff[ka];                                                                          \
+    const PT_* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);                          \
+    const w_t w1 = LOAD_W(weight, ka);                                                                \
+    const float e1s_ = SE_E(ka) * SE_SIGMA
+#define ROW_SLOT_K01                                                                                  \
+    const float t0 = fmaf(-f0, SE_SIGMA, e1s_), t1 = fmaf(-f1, SE_SIGMA, e1s_);                       \
+    const float k0 = (float)(v0) * mgk_ex2(-t0 * t0);                                                 \
+    const float k1 = has1 ? (float)(v1) * mgk_ex2(-t1 * t1) : 0.0f
 
 template <typename PT>
 __device__ __forceinline__ double row_pair(
@@ -264,14 +277,9 @@ __device__ __forceinline__ double row_pair(
             float tot = 0.0f;  // the output's sum, in float32 (a few products: NWS 5 on average)
 #pragma unroll 1
             for (int ka = a0; ka < a1; ++ka) {
-                const int ca = coff[ka];
-                const PT* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
-                const w_t w1 = LOAD_W(weight, ka);
-                const float e1s_ = SE_E(ka) * SE_SIGMA;
+                ROW_SLOT_HEAD(PT);
                 const float p0 = Pr[c0], p1 = Pr[c1];
-                const float t0 = fmaf(-f0, SE_SIGMA, e1s_), t1 = fmaf(-f1, SE_SIGMA, e1s_);
-                const float k0 = (float)(v0) * mgk_ex2(-t0 * t0);
-                const float k1 = has1 ? (float)(v1) * mgk_ex2(-t1 * t1) : 0.0f;
+                ROW_SLOT_K01;
                 float s = fmaf(k1, p1, k0 * p0);
                 if (d2 > 2) {
                     ROW_SLOT_PRODUCT(2)

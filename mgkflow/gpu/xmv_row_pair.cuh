@@ -142,14 +142,9 @@ __device__ __forceinline__ void row_pair2(
         const bool has1 = d2 > 1;
 #pragma unroll 1
         for (int ka = a0; ka < a1; ++ka) {
-            const int ca = coff[ka];
-            const p2_t* Pr = P + ((long long)(ca >> 6) * nt2 << 6) + ((ca & 7) << 3);
-            const w_t w1 = LOAD_W(weight, ka);
-            const float e1s_ = SE_E(ka) * SE_SIGMA;
+            ROW_SLOT_HEAD(p2_t);
             const float2 q0 = Pr[c0], q1 = Pr[c1];
-            const float t0 = fmaf(-f0, SE_SIGMA, e1s_), t1 = fmaf(-f1, SE_SIGMA, e1s_);
-            const float k0 = (float)(v0) * mgk_ex2(-t0 * t0);
-            const float k1 = has1 ? (float)(v1) * mgk_ex2(-t1 * t1) : 0.0f;
+            ROW_SLOT_K01;
             float s_ = fmaf(k1, q1.x, k0 * q0.x), s2_ = fmaf(k1, q1.y, k0 * q0.y);
             if (d2 > 2) {
                 ROW_SLOT_PRODUCT2(2)
