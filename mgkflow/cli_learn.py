@@ -125,6 +125,12 @@ def _add_fit(sub: Any) -> None:
         help="the graph kernel alone, without RDKit's 2-D descriptors (faster featurization)",
     )
     p.add_argument(
+        "--extensive",
+        action="store_true",
+        help="add each view's unnormalized graph kernel, a sum over all pairs of atoms, for properties that grow "
+        "with the molecule (logP, polar surface area, hydration free energy); twice the graph-kernel work",
+    )
+    p.add_argument(
         "--restarts",
         type=_count(0),
         default=1,
@@ -289,7 +295,8 @@ def cmd_fit(args: Any) -> int:
                f"{table.target!r})")  # fmt: skip
     model = build_model(backend=args.backend, descriptors=args.descriptors, restarts=args.restarts,
                         seed=args.seed, verbose=0 if args.quiet else 1, low_rank=args.low_rank,
-                        jobs=args.jobs, neighbors=args.neighbors, hyper_sample=args.hyper_sample)  # fmt: skip
+                        jobs=args.jobs, neighbors=args.neighbors, hyper_sample=args.hyper_sample,
+                        extensive=args.extensive)  # fmt: skip
     model.fit(table.smiles, table.y)
     for kernel in (getattr(model, "kernel", None), getattr(model, "kernel_", None)):
         graph_kernel_progress(kernel, False)  # predictions run chunk by chunk under mgkflow predict's own bar
@@ -309,6 +316,7 @@ def cmd_fit(args: Any) -> int:
         "options": {
             "backend": args.backend,
             "descriptors": bool(args.descriptors),
+            "extensive": bool(args.extensive),
             "restarts": args.restarts,
             "seed": args.seed,
             "low_rank": args.low_rank,

@@ -118,6 +118,7 @@ def test_fit_without_descriptors(files: dict[str, Path], tmp_path: Path) -> None
     assert err == ""  # --quiet
     info = read_model_info(model)
     assert info["metadata"]["options"]["descriptors"] is False and "FeatureKernel" not in info["kernel"]
+    assert info["metadata"]["options"]["extensive"] is False
     assert info["metadata"]["training"]["n_molecules"] == N_TRAIN
     rc, err = _run(["predict", str(model), str(files["candidates"]), "--out", str(tmp_path / "p.csv"), "-q"])
     assert rc == 0, err
@@ -515,3 +516,23 @@ def test_fit_low_rank_with_a_hyperparameter_sample(files: dict[str, Path], tmp_p
     rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(tmp_path / "z.mgk"),
                     "--low-rank", "6", "--hyper-sample", "1"])
     assert rc == 2 and "--hyper-sample" in err
+
+
+def test_fit_extensive(files: dict[str, Path], tmp_path: Path) -> None:
+    """--extensive adds each view's unnormalized graph kernel: recorded in the model file and in its kernel."""
+    model = tmp_path / "x.mgk"
+    rc, err = _run(["fit", str(files["train"]), "--target", "logp", "--model", str(model), "--restarts", "0",
+                    "--extensive", "--no-descriptors", "--backend", "cpu", "-q"])
+    assert rc == 0, err
+    info = read_model_info(model)
+    assert info["metadata"]["options"]["extensive"] is True
+    est = load_model(model)
+    assert est.extensive is True and "normalize=True" in info["kernel"]
+    assert sum(not k.normalize for k in _graph_kernels(est.kernel_)) == 2  # one unnormalized kernel per view
+    assert np.all(np.isfinite(est.predict(["CCOC(=O)c1ccccc1"])))
+
+
+def _graph_kernels(kernel):
+    from mgkflow.mgk import MarginalizedGraphKernel
+
+    return [v for v in kernel.get_params(deep=True).values() if isinstance(v, MarginalizedGraphKernel)]

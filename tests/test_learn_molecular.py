@@ -140,6 +140,7 @@ def test_predict_before_fit_raises():
         ({"views": ((("colour",), ("bond_order",)),)}, SMILES, Y, ParameterError),
         ({"h": 2.0}, SMILES, Y, ParameterError),
         ({"descriptors": "yes"}, SMILES, Y, ParameterTypeError),
+        ({"extensive": 1}, SMILES, Y, ParameterTypeError),
         ({"n_restarts": -1}, SMILES, Y, ParameterError),
     ],
 )
@@ -202,3 +203,36 @@ def test_n_landmarks_fits_a_low_rank_gp():
             MolecularGPR(n_landmarks=5, hyperparameter_sample=bad, **kw).fit(SMILES, Y)
     with pytest.raises(ParameterError, match="give n_landmarks"):
         MolecularGPR(hyperparameter_sample=8, **kw).fit(SMILES, Y)
+
+
+def test_extensive_adds_the_unnormalized_graph_kernel():
+    """extensive=True: each view's term gains C · MGK unnormalized, a sum over pairs of atoms that grows with the
+    molecules. On a target that adds up over atoms it extrapolates to larger molecules, which the normalized
+    kernels (k(x, x) = 1 for every molecule) cannot; old pickles without the parameter load as extensive=False."""
+    from mgkflow.learn import molecular_kernel
+    from mgkflow.mgk import MarginalizedGraphKernel
+
+    kernel = molecular_kernel(descriptors=False, extensive=True, backend="cpu")
+    graphs = MolecularFeaturizer(descriptors=False).fit_transform(["C", "CC", "CCC", "CCCC"])
+    raw = [v for v in kernel.get_params(deep=True).values() if isinstance(v, MarginalizedGraphKernel)
+           and not v.normalize]  # fmt: skip
+    assert len(raw) == 2  # one per view
+    signal = np.diag(kernel.k1(graphs))
+    assert np.all(np.diff(signal) > 0)  # grows with the molecule
+    assert np.ptp(np.diag(molecular_kernel(descriptors=False, backend="cpu").k1(graphs))) < 1e-12
+    train = ["C", "CC", "CCC", "CCCC", "CCCCC", "CCO", "CCCO", "CCCCO", "CCN", "CCCN", "CCCCN", "CC(C)C"]
+    test = ["CCCCCCCC", "CCCCCCO", "CCCCCCCN"]
+
+    def carbons(smiles):
+        return np.array([s.count("C") + 0.5 * s.count("O") for s in smiles])
+
+    errors = {}
+    for extensive in (False, True):
+        m = MolecularGPR(descriptors=False, extensive=extensive, **FAST).fit(train, carbons(train))
+        errors[extensive] = np.abs(m.predict(test) - carbons(test)).max()
+    assert errors[True] < 0.5 < 2.0 < errors[False]
+    state = MolecularGPR().__getstate__()
+    del state["extensive"]
+    old = MolecularGPR.__new__(MolecularGPR)
+    old.__setstate__(state)
+    assert old.extensive is False

@@ -108,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-iter", type=_count(1), default=100, help="L-BFGS-B iterations per search")
     ap.add_argument("--restarts", type=_count(0), default=0, help="further searches from random starts")
     ap.add_argument("--no-descriptors", action="store_true", help="the graph kernel alone, no RDKit descriptors")
+    ap.add_argument("--extensive", action="store_true",
+                    help="add each view's unnormalized graph kernel (MolecularGPR(extensive=True))")  # fmt: skip
     ap.add_argument("--chunk-size", type=_count(1), default=1000, help="molecules per screening chunk")
     ap.add_argument("--jobs", type=_count(1), default=None,
                     help="processes that featurize (MolecularGPR(n_jobs=...); default 1)")  # fmt: skip
@@ -287,6 +289,7 @@ def _fit(smiles: Sequence[str], y: np.ndarray, n_landmarks: int | None, args: ar
 
     model = MolecularGPR(
         descriptors=not args.no_descriptors,
+        extensive=bool(getattr(args, "extensive", False)),
         n_landmarks=n_landmarks,
         n_neighbors=args.neighbors if n_landmarks is not None else 0,
         hyperparameter_sample=getattr(args, "hyper_sample", None) if n_landmarks is not None else None,

@@ -9,8 +9,10 @@ same training folds in the same run:
 ``molecular_p``  ``MolecularGPR(start_probabilities=True)``: a start probability per element, fitted
 ``molecular_size`` ``MolecularGPR(size_kernel=True)``: each graph term times an RBF on the atom count
 ``graph_p``      ``MolecularGPR(descriptors=False, start_probabilities=True)``
+``molecular_ext`` ``MolecularGPR(extensive=True)``: each view's unnormalized graph kernel added
+``graph_ext``    ``MolecularGPR(descriptors=False, extensive=True)``
 
-The last three are studies (``--models molecular,molecular_p,molecular_size``); a run without
+The last five are studies (``--models molecular,molecular_p,molecular_size``); a run without
 ``--models`` fits the first five (:data:`DEFAULT_MODELS`).
 ``descriptors``  a GP with an RBF kernel on the standardized RDKit descriptors alone
 ``tanimoto``     a GP with the Tanimoto kernel on Morgan fingerprints (radius 2, 2048 bits)
@@ -34,8 +36,9 @@ Usage::
 
 Examples
 --------
->>> [m for m in MODELS]
-['molecular', 'graph', 'descriptors', 'tanimoto', 'mean', 'molecular_p', 'molecular_size', 'graph_p']
+>>> [m for m in MODELS]  # doctest: +NORMALIZE_WHITESPACE
+['molecular', 'graph', 'descriptors', 'tanimoto', 'mean', 'molecular_p', 'molecular_size', 'graph_p',
+ 'molecular_ext', 'graph_ext']
 """
 
 from __future__ import annotations
@@ -147,6 +150,14 @@ def _model_graph_p(p, tr, te, backend):
     return _model_molecular(p, tr, te, backend, descriptors=False, start_probabilities=True)
 
 
+def _model_molecular_ext(p, tr, te, backend):
+    return _model_molecular(p, tr, te, backend, extensive=True)
+
+
+def _model_graph_ext(p, tr, te, backend):
+    return _model_molecular(p, tr, te, backend, descriptors=False, extensive=True)
+
+
 def _gp(kernel, Xtr, ytr, Xte):
     gp = GraphGPR(kernel, n_restarts=1, random_state=0, verbose=0).fit(Xtr, ytr)
     return gp.predict(Xte), str(gp.kernel_)
@@ -177,6 +188,8 @@ MODELS: dict[str, Callable[..., tuple[np.ndarray, str]]] = {
     "molecular_p": _model_molecular_p,
     "molecular_size": _model_molecular_size,
     "graph_p": _model_graph_p,
+    "molecular_ext": _model_molecular_ext,
+    "graph_ext": _model_graph_ext,
 }
 
 #: The models a run fits unless told otherwise.

@@ -193,6 +193,7 @@ def build_model(
     jobs: int | None = None,
     neighbors: int = 0,
     hyper_sample: int | None = None,
+    extensive: bool = False,
 ) -> Any:
     """The estimator ``mgkflow fit`` fits: a :class:`~mgkflow.learn.MolecularGPR` with these choices.
 
@@ -247,12 +248,15 @@ def build_model(
         raise ParameterError(f"hyper_sample must be None or a whole number >= 2, got {hyper_sample!r:.60}")
     if hyper_sample is not None and low_rank is None:
         raise ParameterError("hyper_sample fits a low-rank GP's hyperparameters on a sample: give low_rank too")
+    if not isinstance(extensive, bool | np.bool_):
+        raise ParameterError(f"extensive must be True or False, got {extensive!r:.60}")
     kernel = None
     if verbose:  # the default covariance, with the graph kernel's progress bar (the first Gram takes longest)
-        kernel = molecular_kernel(descriptors=bool(descriptors), backend=backend)
+        kernel = molecular_kernel(descriptors=bool(descriptors), backend=backend, extensive=bool(extensive))
         graph_kernel_progress(kernel, True)
     return MolecularGPR(
         descriptors=descriptors, kernel=kernel, n_restarts=int(restarts), backend=backend, random_state=seed,
         verbose=verbose, n_landmarks=None if low_rank is None else int(low_rank), n_jobs=jobs,
         n_neighbors=int(neighbors), hyperparameter_sample=None if hyper_sample is None else int(hyper_sample),
+        extensive=bool(extensive),
     )

@@ -22,6 +22,10 @@ probability per element (:class:`~mgkflow.learn.start_probability.StartProbabili
 kernel's node-pair similarities are solved once, each step only contracts them), and
 ``size_kernel=True`` multiplies the term by an RBF kernel on the number of heavy atoms
 (:class:`~mgkflow.learn.size_kernel.SizeKernel`, its length scale fitted).
+A third, ``extensive=True``, adds to each view the unnormalized graph kernel times a fitted constant: a sum
+over all pairs of atoms, so it grows with the molecules' sizes, as properties that add up over atoms and
+groups do (logP, polar surface area, hydration free energy); the normalized kernels cannot tell a molecule
+from two copies of it.
 """
 
 from __future__ import annotations
@@ -113,10 +117,11 @@ def molecular_kernel(
     backend: str = "auto",
     start_probabilities: bool = False,
     size_kernel: bool = False,
+    extensive: bool = False,
 ) -> Any:
     """The default covariance of :class:`MolecularGPR`, a scikit-learn kernel over graphs.
 
-    ``Σ_views C · ExpSimilarity(normalized MGK) [· SizeKernel] [+ C · FeatureKernel(RBF)] + WhiteKernel``.
+    ``Σ_views [C · ExpSimilarity(normalized MGK) [· SizeKernel] [+ C · MGK]] [+ C · FeatureKernel(RBF)] + WhiteKernel``.
 
     Parameters
     ----------
@@ -141,6 +146,11 @@ def molecular_kernel(
     size_kernel : bool
         Multiply each view's term by a :class:`SizeKernel` on the number of heavy atoms (its length
         scale fitted, from 10).
+    extensive : bool
+        Add to each view's term ``C · MGK``, the view's graph kernel unnormalized (its start probability 1
+        on every atom, so a sum over all pairs of atoms of the two molecules), computed once per fit
+        (:class:`Cached`) beside the normalized one: for properties that grow with the molecule. Twice
+        the graph-kernel work of a fit. Default False.
 
     Examples
     --------
@@ -152,13 +162,14 @@ def molecular_kernel(
     >>> [(h.name, h.n_elements) for h in k.hyperparameters if not h.fixed]  # doctest: +NORMALIZE_WHITESPACE
     [('k1__k1__k1__constant_value', 1), ('k1__k1__k2__gamma', 1), ('k1__k1__k2__kernel__p', 6),
      ('k1__k2__length_scale', 1), ('k2__noise_level', 1)]
+    >>> k = molecular_kernel(views=DEFAULT_VIEWS[:1], descriptors=False, extensive=True)
+    >>> [h.name for h in k.hyperparameters if not h.fixed]  # doctest: +NORMALIZE_WHITESPACE
+    ['k1__k1__k1__constant_value', 'k1__k1__k2__gamma', 'k1__k2__k1__constant_value', 'k2__noise_level']
     """
     h, q = _fraction(h, "h"), _fraction(q, "q")
-    flags = (descriptors, fit_graph_kernel, start_probabilities, size_kernel)
+    flags = (descriptors, fit_graph_kernel, start_probabilities, size_kernel, extensive)
     if not all(_is_bool(v) for v in flags):
-        raise ParameterTypeError(
-            "descriptors, fit_graph_kernel, start_probabilities and size_kernel must be True or False"
-        )
+        raise ParameterTypeError(_FLAGS_TEXT)
     views = _check_views(views)
     if start_probabilities:
         if fit_graph_kernel:
@@ -171,22 +182,30 @@ def molecular_kernel(
     bounds = (0.05, 0.95) if fit_graph_kernel else "fixed"
     kernel = None
     for atom_fields, bond_fields in views:
-        mgk = MarginalizedGraphKernel(
-            _deltas(atom_fields, h, bounds),
-            _deltas(bond_fields, h, bounds),
-            q=q,
-            q_bounds=(0.01, 0.9) if fit_graph_kernel else "fixed",
-            backend=backend,
-            normalize=True,
-        )
-        graph = StartProbabilities(mgk, field="element") if start_probabilities else Cached(mgk)
+
+        def mgk(normalize: bool, atoms: tuple[str, ...] = atom_fields, bonds: tuple[str, ...] = bond_fields) -> Any:
+            return MarginalizedGraphKernel(
+                _deltas(atoms, h, bounds),
+                _deltas(bonds, h, bounds),
+                q=q,
+                q_bounds=(0.01, 0.9) if fit_graph_kernel else "fixed",
+                backend=backend,
+                normalize=normalize,
+            )
+
+        graph = StartProbabilities(mgk(True), field="element") if start_probabilities else Cached(mgk(True))
         term = ConstantKernel(1.0, (1e-3, 1e3)) * ExpSimilarity(graph, gamma=5.0)
         if size_kernel:
             term = term * SizeKernel()
+        if extensive:
+            term = term + ConstantKernel(0.1, (1e-5, 1e3)) * Cached(mgk(False))
         kernel = term if kernel is None else kernel + term
     if descriptors:
         kernel = kernel + ConstantKernel(1.0, (1e-3, 1e3)) * FeatureKernel()
     return kernel + WhiteKernel(0.1, (1e-6, 10.0))
+
+
+_FLAGS_TEXT = "descriptors, fit_graph_kernel, start_probabilities, size_kernel and extensive must be True or False"
 
 
 def _is_bool(value: Any) -> bool:
@@ -213,6 +232,9 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         fit, N² · 49 float64 of memory per view for N training molecules. Default False.
     size_kernel : bool
         Multiply each view's term by an RBF kernel on the number of heavy atoms. Default False.
+    extensive : bool
+        Add each view's unnormalized graph kernel, times a fitted constant (see :func:`molecular_kernel`):
+        for properties that grow with the molecule. Twice the graph-kernel work. Default False.
     kernel : scikit-learn kernel over graphs, optional
         Replaces the default covariance (the featurizer still builds the graphs).
     objective : {"lml", "loo", "loo_mse"}
@@ -278,6 +300,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         start_probabilities: bool = False,
         size_kernel: bool = False,
         n_jobs: int | None = None,
+        extensive: bool = False,
     ) -> None:
         self.descriptors = descriptors
         self.views = views
@@ -297,11 +320,13 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         self.start_probabilities = start_probabilities
         self.size_kernel = size_kernel
         self.n_jobs = n_jobs
+        self.extensive = extensive
 
     def __setstate__(self, state: dict) -> None:
         state.setdefault("n_jobs", None)  # a model pickled before n_jobs existed
         state.setdefault("n_neighbors", 0)  # ... or before n_neighbors
         state.setdefault("hyperparameter_sample", None)  # ... or before hyperparameter_sample
+        state.setdefault("extensive", False)  # ... or before extensive
         super().__setstate__(state)
 
     def _graphs(self, X: Any, fit: bool) -> list[Graph]:
@@ -338,11 +363,9 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
         return self.featurizer_.transform(items)
 
     def _check(self) -> None:
-        flags = (self.descriptors, self.fit_graph_kernel, self.start_probabilities, self.size_kernel)
+        flags = (self.descriptors, self.fit_graph_kernel, self.start_probabilities, self.size_kernel, self.extensive)
         if not all(_is_bool(v) for v in flags):
-            raise ParameterTypeError(
-                "descriptors, fit_graph_kernel, start_probabilities and size_kernel must be True or False"
-            )
+            raise ParameterTypeError(_FLAGS_TEXT)
         _check_views(self.views)
         if not isinstance(self.objective, str):
             raise ParameterTypeError(f"objective must be a string, got {self.objective!r:.60}")
@@ -401,6 +424,7 @@ class MolecularGPR(RegressorMixin, BaseEstimator):
                 self.backend,
                 self.start_probabilities,
                 self.size_kernel,
+                self.extensive,
             )
         graphs = self._graphs(X, fit=True)
         common = dict(n_restarts=self.n_restarts, max_iter=self.max_iter, random_state=self.random_state,
